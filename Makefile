@@ -1,0 +1,56 @@
+# gobatch: `make demo` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+GO ?= go
+GOFLAGS_TEST ?= -race -count=1
+
+.PHONY: all build go-build clib venv pyinstall test go-test py-test demo bench clean fmt vet
+
+all: build
+
+build: go-build clib
+
+go-build:
+	@mkdir -p bin
+	$(GO) build -o bin/shmloader ./cmd/shmloader
+
+clib:
+	@mkdir -p build
+	$(MAKE) -C pybind OUT=$(CURDIR)/build
+
+# The venv is rebuilt only when the requirements change.
+$(VENV)/.stamp: python/requirements-dev.txt
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r python/requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# Installs `import gobatch` into the venv the way a user would (`pip install ./python`):
+# the package's build compiles the C consumer library and the shmloader binary.
+pyinstall: venv
+	$(VPY) -m pip install -q --no-build-isolation --force-reinstall --no-deps ./python
+
+test: build pyinstall go-test py-test
+
+go-test:
+	$(GO) vet ./...
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+py-test:
+	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider tests
+
+demo: build pyinstall
+	$(VPY) benchmarks/demo.py
+
+bench: build pyinstall
+	$(VPY) benchmarks/run_all.py
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin build python/build python/gobatch/_bin python/gobatch/_lib
