@@ -1,0 +1,349 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is a validated configuration.
+type Config struct {
+	File    string // the file it was read from
+	Batch   Batch
+	Ring    Ring
+	Sources []Source
+}
+
+// Batch is the [batch] table.
+type Batch struct {
+	Size    int    // examples per batch, >= 1
+	Seed    uint64 // the stream is a pure function of (config, seed)
+	Batches uint64 // batches in the stream; 0 = unbounded
+}
+
+// Ring is the [ring] table.
+type Ring struct {
+	Slots int // batches in flight, 1..1024 (default 4)
+}
+
+// Source is one [[source]] table: a tensor of every batch.
+type Source struct {
+	Index int    // position in the file, 0-based
+	Name  string // tensor name: 1..31 bytes of [A-Za-z0-9_], unique
+	Kind  string // a registered kind
+	Spec  Spec   // the kind's decoded keys
+}
+
+// Spec is the kind-specific part of a source, as returned by a Kind's decoder.
+type Spec interface {
+	// Example is the shape of one example and its element type; the source's tensor in a batch
+	// has shape [batch.size, shape...].
+	Example() (shape []int, dtype DType)
+}
+
+// Tensor is the tensor a source contributes to each batch.
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []int // [batch.size, example shape...]
+}
+
+// NBytes is the tensor's size in bytes.
+func (t Tensor) NBytes() int64 {
+	n := int64(t.DType.Size())
+	for _, d := range t.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// Tensors lists the tensors of a batch in source order.
+func (c *Config) Tensors() []Tensor {
+	out := make([]Tensor, len(c.Sources))
+	for i, s := range c.Sources {
+		shape, dt := s.Spec.Example()
+		out[i] = Tensor{Name: s.Name, DType: dt, Shape: append([]int{c.Batch.Size}, shape...)}
+	}
+	return out
+}
+
+// Limits shared with docs/PROTOCOL.md.
+const (
+	MaxSlots    = 1024
+	MaxSources  = 32 // tensor_count
+	MaxExampleD = 7  // ndim <= 8 including the batch dimension
+	MaxNameLen  = 31
+	// MaxBatchBytes bounds one batch (all tensors) so that size arithmetic cannot overflow;
+	// far beyond any shared-memory segment.
+	MaxBatchBytes = 1 << 40
+	DefaultSlots  = 4
+)
+
+// A Kind decodes the keys of a source table other than name and kind. It reads them through t,
+// records problems with t.Errorf (or the getters do), and returns nil if the source is unusable.
+// The parser reports keys the decoder did not read as unknown.
+type Kind func(t *Table) Spec
+
+var (
+	kindsMu sync.Mutex
+	kinds   = map[string]Kind{}
+)
+
+// RegisterKind makes a source kind known. It panics if name is already registered (a
+// programming error: kinds register from init functions).
+func RegisterKind(name string, k Kind) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	if _, dup := kinds[name]; dup {
+		panic("config: source kind " + name + " registered twice")
+	}
+	kinds[name] = k
+}
+
+func lookupKind(name string) (Kind, []string) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return kinds[name], names
+}
+
+// Format is a configuration syntax.
+type Format int
+
+const (
+	TOML Format = iota
+	JSON
+)
+
+// FormatOf picks the format from a file name: JSON for ".json", TOML otherwise.
+func FormatOf(path string) Format {
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		return JSON
+	}
+	return TOML
+}
+
+// Load reads and validates the configuration file at path. A problem with the contents is
+// returned as Errors; a file that cannot be read as a *os.PathError.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, FormatOf(path))
+}
+
+// Parse validates the configuration in data; file names it in error messages.
+func Parse(file string, data []byte, format Format) (*Config, error) {
+	c := &collector{file: file}
+	var raw map[string]any
+	switch format {
+	case JSON:
+		raw = decodeJSON(c, data)
+	default:
+		raw = decodeTOML(c, data)
+	}
+	if raw == nil {
+		return nil, c.err()
+	}
+	cfg := build(newTable("", raw, c))
+	cfg.File = file
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func decodeTOML(c *collector, data []byte) map[string]any {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			c.errs = append(c.errs, &FieldError{File: c.file, Line: pe.Position.Line,
+				Msg: "TOML syntax error: " + pe.Message})
+		} else {
+			c.errs = append(c.errs, &FieldError{File: c.file, Msg: "TOML: " + err.Error()})
+		}
+		return nil
+	}
+	c.lines = tomlLines(data)
+	return raw
+}
+
+func decodeJSON(c *collector, data []byte) map[string]any {
+	lines, dups, err := jsonLines(data)
+	if err != nil {
+		line := 0
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line = lineAt(data, int(se.Offset))
+		}
+		c.errs = append(c.errs, &FieldError{File: c.file, Line: line, Msg: "JSON syntax error: " + err.Error()})
+		return nil
+	}
+	c.lines = lines
+	for _, d := range dups {
+		c.add(d, "duplicate key")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil { // jsonLines accepted it, so this does not fail
+		c.add("", "JSON: %v", err)
+		return nil
+	}
+	raw, ok := v.(map[string]any)
+	if !ok {
+		c.errs = append(c.errs, &FieldError{File: c.file, Line: 1,
+			Msg: "expected a JSON object at the top level, got " + describe(v)})
+		return nil
+	}
+	return raw
+}
+
+func build(top *Table) *Config {
+	cfg := &Config{}
+	if b := top.Sub("batch"); b != nil {
+		if n, ok := b.MustInt("size", 1, math.MaxUint32); ok {
+			cfg.Batch.Size = int(n)
+		}
+		cfg.Batch.Seed = uint64(b.Int("seed", 0, 0, math.MaxInt64))
+		cfg.Batch.Batches = uint64(b.Int("batches", 0, 0, math.MaxInt64))
+		b.Done()
+	} else if !top.Has("batch") {
+		top.Errorf("batch", "missing required table [batch]; expected at least size = N")
+	}
+	cfg.Ring.Slots = DefaultSlots
+	if r := top.Sub("ring"); r != nil {
+		cfg.Ring.Slots = int(r.Int("slots", DefaultSlots, 1, MaxSlots))
+		r.Done()
+	}
+	cfg.Sources = buildSources(top, cfg.Batch.Size)
+	top.Done()
+	return cfg
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func buildSources(top *Table, batchSize int) []Source {
+	tables := top.Tables("source")
+	if tables == nil {
+		if !top.Has("source") {
+			top.Errorf("source", "missing; expected at least one [[source]] table")
+		}
+		return nil
+	}
+	if len(tables) == 0 {
+		top.Errorf("source", "empty; expected at least one [[source]] table")
+		return nil
+	}
+	if len(tables) > MaxSources {
+		top.Errorf("source", "%d sources; at most %d are supported", len(tables), MaxSources)
+		return nil
+	}
+	var out []Source
+	names := map[string]int{}
+	batchBytes := int64(0)
+	for i, t := range tables {
+		s := Source{Index: i}
+		if name, ok := t.MustString("name"); ok {
+			switch {
+			case len(name) == 0 || len(name) > MaxNameLen || !validName.MatchString(name):
+				t.Errorf("name", "invalid name %q; expected 1 to %d characters of A-Z, a-z, 0-9 and _", name, MaxNameLen)
+			case names[name] > 0:
+				t.Errorf("name", "duplicate name %q; source[%d] has it already", name, names[name]-1)
+			default:
+				names[name] = i + 1
+			}
+			s.Name = name
+		}
+		kindName, ok := t.MustString("kind")
+		kind, known := lookupKind(kindName)
+		if ok && kind == nil {
+			t.Errorf("kind", "unknown kind %q; expected one of %s", kindName, strings.Join(known, ", "))
+		}
+		s.Kind = kindName
+		if kind == nil {
+			// Without a kind the other keys cannot be judged; report only name and kind.
+			continue
+		}
+		s.Spec = kind(t)
+		t.Done()
+		if s.Spec == nil {
+			continue
+		}
+		shape, dt := s.Spec.Example()
+		if len(shape) > MaxExampleD {
+			t.Errorf("shape", "%d dimensions; expected at most %d (8 with the batch dimension)", len(shape), MaxExampleD)
+			continue
+		}
+		if dt.Size() == 0 {
+			t.Errorf("dtype", "invalid dtype %d", dt)
+			continue
+		}
+		// Bound the batch size in bytes without overflowing.
+		n := int64(dt.Size()) * int64(max(batchSize, 1))
+		for _, d := range shape {
+			if d < 1 || n > MaxBatchBytes/int64(d) {
+				n = MaxBatchBytes + 1
+				break
+			}
+			n *= int64(d)
+		}
+		batchBytes += n
+		if batchBytes > MaxBatchBytes {
+			t.Errorf("shape", "a batch would exceed %d bytes; expected a smaller shape or batch.size", int64(MaxBatchBytes))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Tables returns the array of tables at key ([[key]] in TOML, a list of objects in JSON), or
+// nil when it is absent or not an array of tables (which is recorded).
+func (t *Table) Tables(key string) []*Table {
+	v, ok := t.get(key)
+	if !ok {
+		return nil
+	}
+	var maps []map[string]any
+	switch x := v.(type) {
+	case []map[string]any:
+		maps = x
+	case []any:
+		for i, e := range x {
+			m, ok := e.(map[string]any)
+			if !ok {
+				t.Errorf(fmt.Sprintf("%s[%d]", key, i), "expected a table, got %s", describe(e))
+				return nil
+			}
+			maps = append(maps, m)
+		}
+	default:
+		t.wrongType(key, "an array of tables ([["+key+"]])", v)
+		return nil
+	}
+	out := make([]*Table, len(maps))
+	for i, m := range maps {
+		out[i] = newTable(fmt.Sprintf("%s[%d]", t.Field(key), i), m, t.c)
+	}
+	if out == nil {
+		out = []*Table{}
+	}
+	return out
+}
