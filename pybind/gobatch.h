@@ -1,0 +1,130 @@
+/* libgobatch: the consumer half of the gobatch ring protocol (docs/PROTOCOL.md, layout 1).
+ *
+ * Loaded by python/gobatch with ctypes. Every function takes plain integers and pointers; no
+ * function keeps global state, so a process that forks keeps working (the child is refused by
+ * the pid check in gb_next/gb_close, PROTOCOL.md section 5).
+ *
+ * Typical use:
+ *   r = gb_open(fd, err, errlen);            // section 3.6 step 1, maps the header
+ *   gb_wait_ready(r, 100) until GB_OK;       // steps 2-4, maps the slot headers
+ *   gb_register(r);                          // step 5
+ *   loop: slot = gb_next(r, 100);            // releases the previous slot, acquires the next
+ *   gb_close(r);                             // releases, consumer_state = CLOSED, unmaps, frees
+ */
+#ifndef GOBATCH_H
+#define GOBATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_LAYOUT_VERSION 1u
+#define GB_MAX_TENSORS 32u
+#define GB_MAX_DIMS 8u
+
+/* Return codes. gb_next returns a slot index (>= 0) on success. */
+enum {
+    GB_OK = 0,
+    GB_TIMEOUT = -1,   /* the budget ran out; call again */
+    GB_END = -2,       /* a bounded stream has been read to its end */
+    GB_EPRODUCER = -3, /* a producer reported an error (text in gb_error) */
+    GB_EDEAD = -4,     /* a producer died (text in gb_error) */
+    GB_ETRUNC = -5,    /* every producer finished before the stream's end */
+    GB_EPROTO = -6,    /* segment refused or protocol violated (text in gb_error) */
+    GB_EFOREIGN = -7,  /* used from a process other than the one that attached (fork) */
+    GB_ECLOSED = -8,   /* not registered / already closed */
+    GB_ESYS = -9,      /* a system call failed (text in gb_error) */
+    GB_EBUSY = -10,    /* the ring already has a consumer (text in gb_error) */
+    GB_ECREATOR = -11, /* the creator died before the ring became READY */
+};
+
+typedef struct gb_ring gb_ring;
+
+/* Geometry of a validated ring (section 2.1), filled by gb_geometry. */
+typedef struct gb_geometry {
+    uint64_t segment_bytes;
+    uint64_t slot_stride;
+    uint64_t slot_bytes;
+    uint64_t payload_offset;
+    uint64_t start_batch;
+    uint64_t total_batches;
+    uint64_t nonce;
+    uint64_t creator_starttime;
+    uint64_t file_bytes;
+    uint32_t slot_count;
+    uint32_t tensor_count;
+    uint32_t batch_size;
+    uint32_t payload_align;
+    uint32_t creator_pid;
+    uint32_t creator_flags;
+} gb_geometry;
+
+/* One validated tensor descriptor (section 2.7); name is NUL-terminated. */
+typedef struct gb_tensor {
+    char name[32];
+    uint32_t dtype;
+    uint32_t ndim;
+    uint64_t shape[GB_MAX_DIMS];
+    uint64_t offset;
+    uint64_t nbytes;
+} gb_tensor;
+
+/* Counters (sections 2.3, 2.4), filled by gb_stats. */
+typedef struct gb_stats_t {
+    uint64_t batches_written;
+    uint64_t bytes_written;
+    uint64_t producer_wait_ns;
+    uint64_t producer_busy_ns;
+    uint64_t batches_read;
+    uint64_t consumer_wait_ns;
+    uint64_t bytes_read;
+    uint64_t consumer_heartbeat;
+    uint64_t next_index; /* absolute stream index of the next batch gb_next returns */
+    uint32_t producers_active;
+    uint32_t producers_total;
+} gb_stats_t;
+
+/* Section 3.6 step 1: fstat the file (size >= 8192) and map its header read-write.
+ * The fd is duplicated; the caller may close its own. Returns NULL with a message in err. */
+gb_ring *gb_open(int fd, char *err, size_t errlen);
+
+/* Steps 2-4: identity checks, wait (at most budget_ms) for state READY, geometry checks.
+ * GB_OK when the ring is ready and valid; GB_TIMEOUT to call again; GB_EPROTO / GB_ECREATOR /
+ * GB_ESYS refuse the segment (gb_error says why). */
+int gb_wait_ready(gb_ring *r, int budget_ms);
+
+/* Step 5: become the ring's consumer. GB_OK, GB_EBUSY (another consumer), GB_ESYS. */
+int gb_register(gb_ring *r);
+
+/* Releases the slot handed out last (if any), then waits at most budget_ms for the next batch
+ * in stream order (sections 3.3-3.5). Returns the slot index or a negative code. */
+int gb_next(gb_ring *r, int budget_ms);
+
+/* Releases the held slot without acquiring another. */
+int gb_release(gb_ring *r);
+
+/* Releases the held slot, stores consumer_state = CLOSED, wakes the slot words, unmaps and frees.
+ * In a process other than the registering one it only unmaps and frees (fork child). */
+void gb_close(gb_ring *r);
+
+/* Unmaps and frees without touching the ring (for a forked child or a ring never registered). */
+void gb_discard(gb_ring *r);
+
+int gb_geometry_get(const gb_ring *r, gb_geometry *out);
+int gb_tensor_get(const gb_ring *r, uint32_t index, gb_tensor *out);
+int gb_stats(gb_ring *r, gb_stats_t *out);
+const char *gb_error(const gb_ring *r);
+
+/* Address of the control mapping (header and slot headers), for tests. */
+uintptr_t gb_base(const gb_ring *r);
+
+/* Liveness (section 3.5): 1 alive, 0 dead. */
+int gb_process_alive(uint32_t pid, uint64_t starttime);
+/* Field 22 of /proc/<pid>/stat, 0 if the process does not exist. */
+uint64_t gb_process_starttime(uint32_t pid);
+/* 1 if the ring's creator is alive. */
+int gb_creator_alive(const gb_ring *r);
+
+/* ABI check for the Python side: sizeof of the structs above and the layout version. */
+uint32_t gb_abi(uint32_t which);
+
+#endif

@@ -1,0 +1,29 @@
+"""gobatch: zero-copy training batches from Go reader processes over a shared-memory ring.
+
+    import gobatch
+    with gobatch.Loader("nowcast.toml", framework="torch") as loader:
+        for batch in loader:          # {tensor name: tensor}, views into shared memory
+            train_step(batch["x"])    # valid until the next batch is requested
+
+:class:`Loader` starts a ``shmloader`` child on a private ring; :func:`attach` joins the named
+ring of a standalone ``shmloader run --ring NAME``. The protocol is docs/PROTOCOL.md.
+"""
+
+from __future__ import annotations
+
+from ._loader import Loader, shmloader_path
+from ._ring import Ring, TensorSpec, attach
+from .errors import ConfigError, GobatchError, LoaderError, RingError
+
+__all__ = [
+    "Loader",
+    "Ring",
+    "TensorSpec",
+    "attach",
+    "shmloader_path",
+    "GobatchError",
+    "LoaderError",
+    "ConfigError",
+    "RingError",
+]
+__version__ = "0.1.0"

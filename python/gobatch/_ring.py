@@ -1,0 +1,451 @@
+"""The consumer side of one ring: attach, validate, register, iterate zero-copy batches."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import mmap
+import os
+import re
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from . import _clib as _lib
+from .errors import LoaderError, RingError
+
+__all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR"]
+
+SHM_DIR = "/dev/shm"
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_POLL_MS = 100  # the longest a C call blocks: Python handles Ctrl-C at least this often
+
+# PROTOCOL.md 2.7 dtype codes.
+_DTYPES: Dict[int, np.dtype] = {
+    1: np.dtype(np.bool_),
+    2: np.dtype(np.int8),
+    3: np.dtype(np.uint8),
+    4: np.dtype("<i2"),
+    5: np.dtype("<u2"),
+    6: np.dtype("<i4"),
+    7: np.dtype("<u4"),
+    8: np.dtype("<i8"),
+    9: np.dtype("<u8"),
+    10: np.dtype("<f2"),
+    11: np.dtype("<f4"),
+    12: np.dtype("<f8"),
+}
+
+Batch = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor of every batch: its name, full shape (dimension 0 is the batch) and dtype."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+    offset: int
+    nbytes: int
+
+
+# Every ring opened by this process, so that a fork child can mark them foreign.
+_open_rings: "weakref.WeakSet[Ring]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for r in list(_open_rings):
+        r._foreign = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for r in list(_open_rings):
+        if not r._foreign:
+            try:
+                r.close()
+            except Exception:  # interpreter shutdown: nothing useful to report
+                pass
+
+
+class Ring:
+    """A gobatch ring, attached as its one consumer. Use :func:`attach` or :class:`gobatch.Loader`.
+
+    Iterating yields one batch per step, in stream order: a dict ``{tensor name: array}`` of
+    read-only NumPy arrays (``framework="numpy"``) or torch tensors (``framework="torch"``).
+    The arrays are views into the shared slot, valid until the next batch is requested: that
+    request hands the slot back to the producers, which overwrite it. Keep data longer by copying
+    it (``arr.copy()``, ``tensor.clone()``, or a ``.to(device)`` copy).
+
+    A ring is not meant to be iterated from several threads at once; :meth:`close` may be called
+    from any thread.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        *,
+        framework: str = "numpy",
+        label: str = "ring",
+        timeout: float = 30.0,
+        shm_path: Optional[str] = None,
+        _tick: Optional[Callable[[], None]] = None,
+    ) -> None:
+        """Attach to the segment open as ``fd`` (borrowed: the caller closes it afterwards).
+
+        ``timeout`` bounds the wait for the ring to become READY; ``_tick`` is called about every
+        100 ms while waiting (Loader uses it to watch its child)."""
+        if framework not in ("numpy", "torch"):
+            raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
+        self._foreign = False
+        self._ptr: Optional[int] = None
+        self._mm: Optional[mmap.mmap] = None
+        self._label = label
+        self._framework = framework
+        self._shm_path = shm_path
+        self._lock = threading.Lock()
+        self._failure: Optional[BaseException] = None
+        self._held: int = -1
+        self._tick = _tick
+        self._creator_alive: Callable[[], bool] = lambda: True
+        self._items: List[Batch] = []
+        self._torch_items: List[List[Tuple[str, Any]]] = []
+        self._versions: List[List[int]] = []
+        L = _lib.lib()
+        self._next = L.gb_next
+        err = ctypes.create_string_buffer(1024)
+        ptr = L.gb_open(fd, err, len(err))
+        if not ptr:
+            raise RingError(f"{label}: {err.value.decode('utf-8', 'replace')}")
+        self._ptr = ptr
+        registered = False
+        try:
+            self._wait_ready(timeout)
+            if L.gb_register(ptr) != _lib.OK:
+                raise RingError(f"{label}: {_lib.error_text(ptr)}")
+            registered = True
+            self._load_geometry()
+            self._map_payload(fd)
+        except BaseException:
+            # Not yet handed to the caller: detach (if registered) so the producers stop.
+            (L.gb_close if registered else L.gb_discard)(ptr)
+            self._ptr = None
+            raise
+        self._t_attach = time.monotonic()
+        _open_rings.add(self)
+
+    # ---- set-up ----
+
+    def _wait_ready(self, timeout: float) -> None:
+        L = _lib.lib()
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = L.gb_wait_ready(self._ptr, _POLL_MS)
+            if rc == _lib.OK:
+                return
+            if rc != _lib.TIMEOUT:
+                raise RingError(f"{self._label}: {_lib.error_text(self._ptr)}")
+            if self._tick is not None:
+                self._tick()
+            if time.monotonic() >= deadline:
+                raise RingError(f"{self._label}: not ready after {timeout:g} s ({_lib.error_text(self._ptr)})")
+
+    def _load_geometry(self) -> None:
+        L = _lib.lib()
+        g = _lib.Geometry()
+        L.gb_geometry_get(self._ptr, ctypes.byref(g))
+        self._geom = g
+        specs = []
+        for i in range(g.tensor_count):
+            t = _lib.Tensor()
+            L.gb_tensor_get(self._ptr, i, ctypes.byref(t))
+            specs.append(
+                TensorSpec(
+                    name=t.name.decode("ascii"),
+                    shape=tuple(int(t.shape[k]) for k in range(t.ndim)),
+                    dtype=_DTYPES[t.dtype],
+                    offset=int(t.offset),
+                    nbytes=int(t.nbytes),
+                )
+            )
+        self._specs = specs
+        pid, start = int(g.creator_pid), int(g.creator_starttime)
+        self._creator_alive = lambda: _lib.process_alive(pid, start)
+
+    def _map_payload(self, fd: int) -> None:
+        g = self._geom
+        torch_mode = self._framework == "torch"
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if torch_mode else 0)
+        try:
+            self._mm = mmap.mmap(fd, g.segment_bytes, flags=mmap.MAP_SHARED, prot=prot)
+        except OSError as e:
+            raise RingError(f"{self._label}: mmap of {g.segment_bytes} bytes failed: {e}") from e
+        for s in range(g.slot_count):
+            base = g.payload_offset + s * g.slot_stride
+            views = {}
+            for t in self._specs:
+                count = t.nbytes // t.dtype.itemsize
+                views[t.name] = np.frombuffer(self._mm, dtype=t.dtype, count=count, offset=base + t.offset).reshape(
+                    t.shape
+                )
+            self._items.append(views)
+        if torch_mode:
+            import torch  # imported only when asked for
+
+            self._items = [{k: torch.from_numpy(v) for k, v in views.items()} for views in self._items]
+            self._torch_items = [list(d.items()) for d in self._items]
+            self._versions = [[t._version for _, t in items] for items in self._torch_items]
+
+    # ---- properties ----
+
+    @property
+    def framework(self) -> str:
+        """``"numpy"`` or ``"torch"``."""
+        return self._framework
+
+    @property
+    def specs(self) -> Dict[str, TensorSpec]:
+        """The tensors of every batch, in table order."""
+        return {t.name: t for t in self._specs}
+
+    @property
+    def slots(self) -> int:
+        """Batches in flight (the ring's slot count)."""
+        return int(self._geom.slot_count)
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per batch, as the producer declared it."""
+        return int(self._geom.batch_size)
+
+    @property
+    def start_batch(self) -> int:
+        """Stream index of the ring's first batch."""
+        return int(self._geom.start_batch)
+
+    @property
+    def total_batches(self) -> Optional[int]:
+        """Batches in the ring's stream, ``None`` when unbounded."""
+        n = int(self._geom.total_batches)
+        return n or None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran (or attaching failed)."""
+        return self._ptr is None
+
+    def __len__(self) -> int:
+        n = int(self._geom.total_batches)
+        if n == 0:
+            raise TypeError(f"{self._label} streams without end (batch.batches = 0): it has no len()")
+        return n
+
+    # ---- iteration ----
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        if self._foreign:
+            raise self._foreign_error()
+        if self._versions and self._held >= 0:
+            self._check_writes()
+        with self._lock:
+            ptr = self._ptr
+            if ptr is None:
+                raise self._closed_error()
+            rc = self._next(ptr, _POLL_MS)
+        if rc >= 0:
+            self._held = rc
+            return self._items[rc].copy()
+        return self._next_slow(rc)
+
+    def _next_slow(self, rc: int) -> Batch:
+        self._held = -1
+        while True:
+            if rc >= 0:
+                self._held = rc
+                return self._items[rc].copy()
+            if rc == _lib.END:
+                raise StopIteration
+            if rc != _lib.TIMEOUT:
+                raise self._fail(rc)
+            if self._tick is not None:
+                self._tick()
+            with self._lock:
+                ptr = self._ptr
+                if ptr is None:
+                    raise self._closed_error()
+                rc = self._next(ptr, _POLL_MS)
+
+    def _fail(self, rc: int) -> BaseException:
+        if self._failure is not None:
+            return self._failure
+        if rc == _lib.ECLOSED:
+            return self._closed_error()
+        text = _lib.error_text(self._ptr) if self._ptr else ""
+        if rc == _lib.EFOREIGN:
+            return self._foreign_error()
+        cls = RingError if rc == _lib.EPROTO else LoaderError
+        exc = self._producer_failure(cls, f"{self._label}: {text}")
+        self._failure = exc
+        return exc
+
+    def _producer_failure(self, cls: type, message: str) -> BaseException:
+        """Builds the exception for a producer-side failure (Loader adds its child's stderr)."""
+        return cls(message)
+
+    def _check_writes(self) -> None:
+        """torch mode: the slot about to be released must not have been written in place."""
+        slot = self._held
+        items, versions = self._torch_items[slot], self._versions[slot]
+        for k, (name, t) in enumerate(items):
+            if t._version != versions[k]:
+                self._versions[slot] = [x._version for _, x in items]
+                self._held = -1
+                with self._lock:
+                    if self._ptr is not None:
+                        _lib.lib().gb_release(self._ptr)
+                raise LoaderError(
+                    f"{self._label}: tensor {name!r} was modified in place while it was lent out; "
+                    "batches are read-only views of shared memory (clone() a tensor before changing it)"
+                )
+
+    def release(self) -> None:
+        """Hand the current batch's slot back to the producers now, before the next is requested."""
+        if self._foreign:
+            raise self._foreign_error()
+        if self._versions and self._held >= 0:
+            self._check_writes()
+        self._held = -1
+        with self._lock:
+            if self._ptr is not None:
+                _lib.lib().gb_release(self._ptr)
+
+    # ---- statistics ----
+
+    def stats(self) -> Dict[str, float]:
+        """Counters of the ring: batches and bytes read, time the consumer waited for batches and
+        the producers for free slots, rates since attach."""
+        if self._foreign:
+            raise self._foreign_error()
+        s = _lib.Stats()
+        with self._lock:
+            if self._ptr is None:
+                raise self._closed_error()
+            _lib.lib().gb_stats(self._ptr, ctypes.byref(s))
+        elapsed = max(time.monotonic() - self._t_attach, 1e-9)
+        return {
+            "batches": int(s.batches_read),
+            "bytes": int(s.bytes_read),
+            "consumer_wait_s": s.consumer_wait_ns / 1e9,
+            "producer_wait_s": s.producer_wait_ns / 1e9,
+            "producer_busy_s": s.producer_busy_ns / 1e9,
+            "batches_written": int(s.batches_written),
+            "bytes_written": int(s.bytes_written),
+            "elapsed_s": elapsed,
+            "batches_per_s": s.batches_read / elapsed,
+            "bytes_per_s": s.bytes_read / elapsed,
+            "next_index": int(s.next_index),
+            "producers_active": int(s.producers_active),
+            "producers": int(s.producers_total),
+            "slots": int(self._geom.slot_count),
+        }
+
+    # ---- closing ----
+
+    def close(self) -> None:
+        """Release the held slot, detach (producers see CLOSED and stop) and unmap.
+
+        Arrays still referenced stay readable (their memory stays mapped until they are freed)
+        but no longer hold batches. Idempotent."""
+        if self._foreign:
+            raise self._foreign_error()
+        self._close_ring()
+
+    def _close_ring(self) -> None:
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+            if ptr is None:
+                return
+            creator_gone = not self._creator_alive()
+            _lib.lib().gb_close(ptr)
+        _open_rings.discard(self)
+        self._items, self._torch_items, self._versions = [], [], []
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # the caller still holds arrays: the mapping lives until they are freed
+            self._mm = None
+        if self._shm_path and creator_gone:
+            try:
+                os.unlink(self._shm_path)  # PROTOCOL.md 3.6: the consumer removes an orphaned name
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> "Ring":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_foreign", True):
+            return  # a fork child never touches the parent's ring
+        try:
+            self._close_ring()
+        except Exception:
+            pass
+
+    def _closed_error(self) -> LoaderError:
+        return LoaderError(f"{self._label} is closed")
+
+    def _foreign_error(self) -> LoaderError:
+        return LoaderError(
+            f"{self._label} belongs to the process that opened it; this forked child cannot use it "
+            "(create a Loader in the child, or iterate only in the parent)"
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ptr is None else f"{self.slots} slots"
+        return f"<gobatch {self._label} {self._framework} {state}>"
+
+
+def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Ring:
+    """Attach as the consumer of the named ring ``/dev/shm/gobatch-NAME`` that a standalone
+    ``shmloader run --ring NAME`` created. Waits at most ``timeout`` seconds for it to be READY.
+
+    Raises :class:`RingError` when there is no such ring, it is not a compatible gobatch ring, or
+    it already has a consumer."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"invalid ring name {name!r}: 1 to 200 characters of [A-Za-z0-9._-]")
+    path = os.path.join(SHM_DIR, f"gobatch-{name}")
+    label = f"ring {name!r}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise RingError(f"no gobatch ring named {name!r}: {path} does not exist "
+                            f"(start one with `shmloader run --ring {name}`)") from None
+        except PermissionError as e:
+            raise RingError(f"{label}: cannot open {path}: {e}") from None
+        try:
+            # A creator reserves the full size before it writes anything; an empty file is one
+            # that is being created right now.
+            if os.fstat(fd).st_size == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            return Ring(fd, framework=framework, label=label, timeout=max(deadline - time.monotonic(), 0.0),
+                        shm_path=path)
+        finally:
+            os.close(fd)

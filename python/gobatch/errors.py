@@ -1,0 +1,43 @@
+"""Exception classes of gobatch. Every error gobatch raises derives from :class:`GobatchError`."""
+
+from __future__ import annotations
+
+__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError"]
+
+
+class GobatchError(Exception):
+    """Base class of every gobatch error."""
+
+
+class LoaderError(GobatchError):
+    """The producer side failed: a ``shmloader`` process died, exited or reported an error, or
+    the loader was used where it cannot be (closed, or in a forked child).
+
+    ``message`` is the producer's own text where it gave one; ``stderr`` the tail of the
+    ``shmloader`` child's standard error (``Loader`` only, else empty); ``exit_code`` the child's
+    exit status (negative: killed by that signal), or ``None``.
+    """
+
+    def __init__(self, message: str, *, stderr: str = "", exit_code: int | None = None) -> None:
+        text = message
+        if stderr.strip():
+            text = f"{message}\n--- shmloader stderr (last lines) ---\n{stderr.rstrip()}"
+        super().__init__(text)
+        self.message = message
+        self.stderr = stderr
+        self.exit_code = exit_code
+
+
+class RingError(LoaderError):
+    """A ring segment was refused (not a gobatch ring, an incompatible layout, corrupt geometry,
+    already in use by another consumer) or broke the protocol while being read."""
+
+
+class ConfigError(GobatchError):
+    """``shmloader`` refused its configuration or command line (exit status 2). The message is
+    shmloader's own and names the field at fault."""
+
+    def __init__(self, message: str, *, stderr: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.stderr = stderr
