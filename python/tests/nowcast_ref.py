@@ -54,10 +54,13 @@ class NowcastReference:
     """The expected content of nowcast-ref examples, computed with xarray.
 
     ``load=True`` reads the stores into memory first (fast for many examples); otherwise
-    every example is read lazily from the Zarr stores.
+    every example is read lazily from the Zarr stores. ``sat_channels`` and ``nwp_variables``
+    select (by name, in the order given) the channels a configuration asks for; the default is
+    every channel in store order, as the workload specifies.
     """
 
-    def __init__(self, data_root: str | Path, load: bool = False) -> None:
+    def __init__(self, data_root: str | Path, load: bool = False, sat_channels: list[str] | None = None,
+                 nwp_variables: list[str] | None = None) -> None:
         root = Path(data_root)
         self.sat = xr.open_zarr(root / "satellite.zarr", chunks=None)
         self.nwp = xr.open_zarr(root / "nwp.zarr", chunks=None)
@@ -76,6 +79,8 @@ class NowcastReference:
         self.pv_x = self.pvds["x"].values
         self.pv_y = self.pvds["y"].values
         self.system = self.pvds["system"].values
+        self.sat_channels = list(sat_channels) if sat_channels else list(self.sat["channel"].values)
+        self.nwp_variables = list(nwp_variables) if nwp_variables else list(self.nwp["variable"].values)
 
     # ---- validity ------------------------------------------------------------------------
 
@@ -152,13 +157,13 @@ class NowcastReference:
         sat = self.sat["data"].isel(
             time=slice(i - HISTORY, i + FORECAST + 1),
             y=slice(cy - HALF, cy + HALF), x=slice(cx - HALF, cx + HALF),
-        ).values.astype(np.float32)
+        ).sel(channel=self.sat_channels).values.astype(np.float32)
 
         run, s, ys, xs = self.nwp_selection(t0, x, y)
         nwp = self.nwp["UKV"].isel(
             init_time=run, step=slice(s, s + NWP_STEPS),
             y=slice(ys, ys + NWP_CROP), x=slice(xs, xs + NWP_CROP),
-        ).values.astype(np.float32)
+        ).sel(variable=self.nwp_variables).values.astype(np.float32)
 
         idx = self.pv_systems(x, y)
         ids = self.system[idx]
