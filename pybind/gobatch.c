@@ -371,10 +371,13 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
             r->ready = true;
             return GB_OK;
         }
-        /* Not READY yet. A zero magic is a header the creator has not written; a foreign magic
-         * is refused at once; other identity fields may still be mid-write, so a mismatch is
-         * refused only when the wait ends. */
-        if (magic != 0 && magic != MAGIC) return check_identity(r);
+        /* Not READY yet. A zero magic is a header the creator has not written; the creator
+         * stores magic last (PROTOCOL.md 3.6), so a non-zero magic means the identity fields
+         * are final and can be checked now. */
+        if (magic != 0) {
+            int rc = check_identity(r);
+            if (rc != GB_OK) return rc;
+        }
         if (s != RING_INITIALISING)
             return fail(r, GB_EPROTO, "corrupt gobatch ring: state %u (must be 0 INITIALISING or 1 READY)", s);
         if (magic == MAGIC) {
@@ -385,10 +388,9 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
                 return fail(r, GB_ECREATOR, "the ring's creator (pid %u) died before the ring became ready", pid);
         }
         int64_t left = deadline - now_ns();
-        if (left <= 0) {
-            if (magic == MAGIC && check_identity(r) != GB_OK) return GB_EPROTO;
-            return fail(r, GB_TIMEOUT, "the ring is not ready yet (state %u)", s);
-        }
+        if (left <= 0)
+            return fail(r, GB_TIMEOUT, "the ring is not ready yet (state %u%s)", s,
+                        magic ? "" : ", header not written");
         futex_wait(state, s, left < 20000000ll ? left : 20000000ll);
     }
 }

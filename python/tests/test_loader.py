@@ -1,0 +1,336 @@
+"""gobatch.Loader and gobatch.attach against real shmloader processes with synthetic sources."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import signal
+import subprocess
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import gobatch
+from gobatch import ConfigError, LoaderError, RingError
+from synthetic import (
+    PY,
+    check_batch,
+    config,
+    mapping_of,
+    process_gone,
+    python_env,
+    run_shmloader,
+    wait_for,
+    write_config,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+SOURCES = {
+    "x": ((3, 5), "float32"),
+    "y": ((2,), "int64"),
+    "z": ((7,), "uint8"),
+    "w": ((), "float64"),
+    "i": ((2, 2, 2), "int32"),
+}
+
+
+def data_range(ring: gobatch.Ring) -> tuple[int, int]:
+    """Address range of the ring's payload mapping."""
+    base = np.frombuffer(ring._mm, dtype=np.uint8).__array_interface__["data"][0]
+    return base, base + len(ring._mm)
+
+
+def slot_address(ring: gobatch.Ring, slot: int, name: str) -> int:
+    g = ring._geom
+    return data_range(ring)[0] + g.payload_offset + slot * g.slot_stride + ring.specs[name].offset
+
+
+# ---- numpy ----
+
+
+def test_loader_numpy_every_value_zero_copy_read_only():
+    cfg = config(SOURCES, size=6, batches=23, slots=3)
+    with gobatch.Loader(cfg) as loader:
+        assert len(loader) == 23 and loader.slots == 3 and loader.batch_size == 6
+        assert {n: s.shape for n, s in loader.specs.items()} == {
+            "x": (6, 3, 5), "y": (6, 2), "z": (6, 7), "w": (6,), "i": (6, 2, 2, 2)}
+        lo, hi = data_range(loader)
+        line = mapping_of(lo)
+        assert line is not None and "memfd:gobatch" in line, line
+        k = 0
+        for batch in loader:
+            check_batch(batch, cfg, k)
+            for name, arr in batch.items():
+                addr = arr.__array_interface__["data"][0]
+                assert lo <= addr and addr + arr.nbytes <= hi  # inside the shared mapping: no copy
+                assert addr == slot_address(loader, k % 3, name)
+                assert not arr.flags.writeable
+            with pytest.raises(ValueError, match="read-only"):
+                batch["x"][0, 0, 0] = 1.0
+            with pytest.raises(ValueError):
+                batch["y"].flags.writeable = True
+            k += 1
+        assert k == 23
+        with pytest.raises(StopIteration):
+            next(loader)
+        s = loader.stats()
+        assert s["batches"] == 23
+        assert s["bytes"] == 23 * loader._geom.slot_bytes
+        for key in ("consumer_wait_s", "producer_wait_s", "batches_per_s", "bytes_per_s"):
+            assert s[key] >= 0
+        pid = loader.pid
+    assert process_gone(pid)
+    assert loader.exit_code == 0
+
+
+def test_loader_toml_config_and_unbounded_len(tmp_path):
+    toml = tmp_path / "ring.toml"
+    toml.write_text(textwrap.dedent("""
+        [batch]
+        size = 3
+        batches = 0
+
+        [ring]
+        slots = 2
+
+        [[source]]
+        name = "a"
+        kind = "synthetic"
+        shape = [4]
+        dtype = "int32"
+    """))
+    cfg = config({"a": ((4,), "int32")}, size=3)
+    with gobatch.Loader(str(toml)) as loader:
+        with pytest.raises(TypeError, match="no len"):
+            len(loader)
+        for k in range(50):
+            check_batch(next(loader), cfg, k)
+        pid = loader.pid
+    wait_for(lambda: process_gone(pid), 2, "shmloader exit after close")
+
+
+def test_config_error_names_the_field():
+    cfg = config({"x": ((3,), "float33")})
+    with pytest.raises(ConfigError, match=r"source\[0\]\.dtype"):
+        gobatch.Loader(cfg)
+    with pytest.raises(ConfigError, match="does not exist"):
+        gobatch.Loader("/nonexistent/gobatch.toml")
+    bad = config({"x": ((3,), "float32")})
+    bad["batch"]["size"] = 0
+    with pytest.raises(ConfigError, match=r"batch\.size"):
+        gobatch.Loader(bad)
+
+
+def test_shmloader_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("GOBATCH_SHMLOADER", str(tmp_path / "missing"))
+    with pytest.raises(LoaderError, match="missing"):
+        gobatch.Loader(config({"x": ((1,), "float32")}))
+
+
+# ---- torch ----
+
+
+def test_loader_torch_zero_copy_and_write_detection():
+    torch = pytest.importorskip("torch")
+    cfg = config(SOURCES, size=4, batches=9, slots=2)
+    with gobatch.Loader(cfg, framework="torch") as loader:
+        lo, hi = data_range(loader)
+        for k in range(4):
+            batch = next(loader)
+            assert all(isinstance(t, torch.Tensor) for t in batch.values())
+            check_batch(batch, cfg, k)
+            for name, t in batch.items():
+                assert t.data_ptr() == slot_address(loader, k % 2, name)
+                assert lo <= t.data_ptr() < hi
+                assert t.data_ptr() == t.numpy().__array_interface__["data"][0]
+        assert batch["x"].dtype == torch.float32 and batch["z"].dtype == torch.uint8
+        batch["y"].add_(1)  # an in-place write into shared memory
+        with pytest.raises(LoaderError, match="tensor 'y' was modified in place"):
+            next(loader)
+        # The slot was released anyway; the stream goes on.
+        for k in range(5, 9):
+            check_batch(next(loader), cfg, k)
+        with pytest.raises(StopIteration):
+            next(loader)
+
+
+# ---- attach to a standalone named ring ----
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_attach_named_ring(tmp_path, ring_name, framework):
+    cfg = config({"x": ((2, 3), "float32"), "n": ((1,), "int64")}, size=5, batches=12, slots=3)
+    path = write_config(tmp_path / "c.json", cfg)
+    proc = run_shmloader(["run", "--config", str(path), "--ring", ring_name], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}") or proc.poll() is not None, 10, "ring file")
+        with gobatch.attach(ring_name, framework=framework) as ring:
+            with pytest.raises(RingError, match="already has a consumer"):
+                gobatch.attach(ring_name)
+            n = 0
+            for k, batch in enumerate(ring):
+                check_batch(batch, cfg, k)
+                n += 1
+            assert n == 12
+        assert proc.wait(timeout=5) == 0, proc.stderr.read().decode()
+        assert not os.path.exists(f"/dev/shm/gobatch-{ring_name}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---- lifetimes ----
+
+
+def test_shmloader_killed_raises_loader_error_quickly():
+    cfg = config({"x": ((8,), "float32")}, size=2, slots=2, delay_ms=20)
+    with gobatch.Loader(cfg) as loader:
+        next(loader)
+        os.kill(loader.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(LoaderError) as ei:
+            for _ in range(10_000):
+                next(loader)
+        dt = time.monotonic() - t0
+        assert dt < 1.0, dt
+        msg = str(ei.value)
+        assert "died" in msg or "SIGKILL" in msg, msg
+        assert ei.value.exit_code == -signal.SIGKILL
+        with pytest.raises(LoaderError):
+            next(loader)  # stays failed
+    assert loader.closed
+
+
+CONSUMER = """
+import sys, time, gobatch
+from synthetic import config
+mode = sys.argv[1]
+if mode == "loader":
+    ring = gobatch.Loader(config({"x": ((64,), "float32")}, size=2, slots=2))
+    print(ring.pid, flush=True)
+else:
+    ring = gobatch.attach(sys.argv[2])
+    print("attached", flush=True)
+next(ring)
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_trainer_killed_stops_memfd_shmloader():
+    p = subprocess.Popen([PY, "-c", CONSUMER, "loader"], stdout=subprocess.PIPE, env=python_env())
+    try:
+        pid = int(p.stdout.readline())
+        assert p.stdout.readline().strip() == b"holding"
+        assert not process_gone(pid)
+        p.kill()
+        p.wait()
+        took = wait_for(lambda: process_gone(pid), 3, f"shmloader pid {pid} to exit")
+        assert took < 1.0, took
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_trainer_killed_stops_named_shmloader_and_unlinks(tmp_path, ring_name):
+    path = write_config(tmp_path / "c.json", config({"x": ((64,), "float32")}, size=2, slots=2))
+    prod = run_shmloader(["run", "--config", str(path), "--ring", ring_name])
+    cons = None
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}"), 10, "ring file")
+        cons = subprocess.Popen([PY, "-c", CONSUMER, "attach", ring_name], stdout=subprocess.PIPE, env=python_env())
+        assert cons.stdout.readline().strip() == b"attached"
+        assert cons.stdout.readline().strip() == b"holding"
+        cons.kill()
+        cons.wait()
+        t0 = time.monotonic()
+        code = prod.wait(timeout=3)
+        assert time.monotonic() - t0 < 1.0
+        assert code == 3  # the consumer died
+        assert not os.path.exists(f"/dev/shm/gobatch-{ring_name}")
+    finally:
+        for p in (prod, cons):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _fork_child(loader, q):
+    try:
+        try:
+            next(loader)
+            q.put("no error")
+            return
+        except LoaderError as e:
+            first = str(e)
+        try:
+            loader.stats()
+            q.put("stats worked")
+            return
+        except LoaderError:
+            pass
+        del loader
+        gc.collect()  # the child's GC must not release, unregister or stop anything
+        q.put("ok: " + first)
+    except BaseException as e:  # report anything else
+        q.put(f"unexpected {e!r}")
+
+
+def test_fork_child_gets_loader_error_parent_continues():
+    cfg = config({"x": ((4,), "int64")}, size=2, batches=40, slots=3)
+    with gobatch.Loader(cfg) as loader:
+        for k in range(5):
+            check_batch(next(loader), cfg, k)
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        child = ctx.Process(target=_fork_child, args=(loader, q))
+        child.start()
+        msg = q.get(timeout=20)
+        child.join(20)
+        assert msg.startswith("ok: ") and "forked child" in msg, msg
+        assert child.exitcode == 0
+        assert loader.exit_code is None  # the shmloader still runs
+        for k in range(5, 40):
+            check_batch(next(loader), cfg, k)
+        assert loader.stats()["batches"] == 40 - 1  # the last batch is still held
+
+
+INTERRUPTED = """
+import time, gobatch
+from synthetic import config
+loader = gobatch.Loader(config({"x": ((4,), "float32")}, size=2, slots=2, delay_ms=60000))
+print(loader.pid, flush=True)
+try:
+    next(loader)
+    print("no interrupt", flush=True)
+except KeyboardInterrupt:
+    t = time.monotonic()
+    print("interrupted", flush=True)
+    loader.close()
+    print("closed", loader.exit_code, flush=True)
+"""
+
+
+def test_sigint_during_wait_is_a_clean_keyboard_interrupt():
+    p = subprocess.Popen([PY, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=python_env())
+    try:
+        pid = int(p.stdout.readline())
+        time.sleep(0.5)  # blocked in the wait for the first batch
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        assert p.stdout.readline().strip() == b"interrupted"
+        assert time.monotonic() - t0 < 0.5
+        line = p.stdout.readline().split()
+        assert line[0] == b"closed" and line[1] != b"None", line
+        assert p.wait(timeout=10) == 0, p.stderr.read().decode()
+        assert process_gone(pid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

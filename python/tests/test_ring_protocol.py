@@ -1,0 +1,375 @@
+"""The C consumer (libgobatch) against rings written by tests/fakering.py: the protocol's edge
+cases that a healthy shmloader never produces (corrupt headers, dead or lying producers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gobatch
+from gobatch import LoaderError, RingError
+from gobatch._ring import Ring
+from fakering import FakeRing, starttime
+
+pytestmark = pytest.mark.timeout(60)
+
+SPEC = {"x": ((4, 3), "float32"), "y": ((4,), "int64")}
+
+
+def dead_process() -> tuple[int, int]:
+    """(pid, starttime) of a process that has exited and been reaped."""
+    p = subprocess.Popen(["sleep", "5"])
+    st = starttime(p.pid)
+    p.kill()
+    p.wait()
+    return p.pid, st
+
+
+def producer_thread(fr: FakeRing, n: int, delay: float = 0.0) -> threading.Thread:
+    def run() -> None:
+        for j in range(n):
+            deadline = time.monotonic() + 10
+            while fr.slot_state(j % fr.slots) != (j // fr.slots) << 2:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.0005)
+            if delay:
+                time.sleep(delay)
+            fr.publish(j)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_stream_order_values_and_laps(memfd):
+    fr = FakeRing(memfd, SPEC, slots=3, total_batches=11, start_batch=100, batch_size=4)
+    with Ring(memfd, label="fake") as r:
+        assert len(r) == 11 and r.slots == 3 and r.batch_size == 4 and r.start_batch == 100
+        assert list(r.specs) == ["x", "y"]
+        t = producer_thread(fr, 11)
+        seen = []
+        for b in r:
+            j = len(seen)
+            assert set(b) == {"x", "y"}
+            assert b["x"].shape == (4, 3) and b["x"].dtype == np.float32
+            assert b["y"].shape == (4,) and b["y"].dtype == np.int64
+            assert (b["x"] == j).all() and (b["y"] == j).all()
+            seen.append(j)
+        t.join()
+        assert seen == list(range(11))
+        with pytest.raises(StopIteration):
+            next(r)
+        s = r.stats()
+        assert s["batches"] == 11 and s["bytes"] == 11 * fr.slot_bytes and s["next_index"] == 111
+    assert fr.get("consumer_state") == 3  # CLOSED
+    assert fr.get("batches_read") == 11
+
+
+def test_out_of_order_publish_is_read_in_stream_order(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4, total_batches=4)
+    for j in (3, 1, 2):
+        fr.publish(j)
+    with Ring(memfd, label="fake") as r:
+        it = iter(r)
+        got = []
+        t = threading.Timer(0.2, fr.publish, args=(0,))
+        t.start()
+        for b in it:
+            got.append(int(b["y"][0]))
+        assert got == [0, 1, 2, 3]
+
+
+def test_release_frees_slot_on_next_lap_and_close_releases(memfd):
+    fr = FakeRing(memfd, SPEC, slots=2)
+    fr.publish(0)
+    fr.publish(1)
+    r = Ring(memfd, label="fake")
+    next(r)
+    assert fr.slot_state(0) == (0 << 2) | 3  # READING(0)
+    next(r)
+    assert fr.slot_state(0) == (1 << 2) | 0  # FREE(1)
+    assert fr.slot_state(1) == (0 << 2) | 3
+    r.close()
+    assert fr.slot_state(1) == (1 << 2) | 0
+    assert fr.get("batches_read") == 2 and fr.get("consumer_state") == 3
+    r.close()  # idempotent
+    with pytest.raises(LoaderError, match="closed"):
+        next(r)
+
+
+def test_futex_wakeup_is_prompt(memfd):
+    """A blocked consumer is woken by the publish (FUTEX_WAKE), not by its 100 ms poll."""
+    fr = FakeRing(memfd, SPEC, slots=2)
+    with Ring(memfd, label="fake") as r:
+        lat = []
+        for j in range(10):
+            t_pub = []
+
+            def pub(j: int = j) -> None:
+                time.sleep(0.03)
+                t_pub.append(time.monotonic())
+                fr.publish(j)
+
+            th = threading.Thread(target=pub)
+            th.start()
+            b = next(r)
+            lat.append(time.monotonic() - t_pub[0])
+            th.join()
+            assert int(b["y"][0]) == j
+        assert sorted(lat)[5] < 0.02, lat
+        assert r.stats()["consumer_wait_s"] > 0.2
+
+
+def test_heartbeat_advances_while_waiting(memfd):
+    fr = FakeRing(memfd, SPEC, slots=2)
+    with Ring(memfd, label="fake") as r:
+        threading.Timer(0.45, fr.publish, args=(0,)).start()
+        next(r)
+        assert fr.get("consumer_heartbeat") >= 3
+
+
+def test_error_record_is_raised_after_ready_batches(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4)
+    fr.publish(0)
+    fr.set_error("zarr chunk satellite.zarr/data/0.0.0.0: crc mismatch")
+    with Ring(memfd, label="fake") as r:
+        b = next(r)  # published before the failure: delivered first
+        assert int(b["y"][0]) == 0
+        t0 = time.monotonic()
+        with pytest.raises(LoaderError, match="crc mismatch") as ei:
+            next(r)
+        assert time.monotonic() - t0 < 0.5
+        assert not isinstance(ei.value, RingError)
+        with pytest.raises(LoaderError, match="crc mismatch"):
+            next(r)  # stays failed
+
+
+def test_dead_producer_is_detected(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4)
+    pid, st = dead_process()
+    fr.register_producer(0, pid, st)
+    with Ring(memfd, label="fake") as r:
+        t0 = time.monotonic()
+        with pytest.raises(LoaderError, match=f"producer pid {pid} died"):
+            next(r)
+        assert time.monotonic() - t0 < 0.5
+
+
+def test_reused_pid_counts_as_dead(memfd):
+    """A registry entry whose pid is alive but has another start time is a dead producer."""
+    fr = FakeRing(memfd, SPEC, slots=4)
+    fr.register_producer(0, os.getpid(), starttime(os.getpid()) + 1)
+    with Ring(memfd, label="fake") as r:
+        with pytest.raises(LoaderError, match="died"):
+            next(r)
+
+
+def test_zombie_producer_counts_as_dead(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4)
+    p = subprocess.Popen(["true"])
+    st = starttime(p.pid)
+    deadline = time.monotonic() + 5
+    while open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    fr.register_producer(0, p.pid, st)
+    try:
+        with Ring(memfd, label="fake") as r:
+            with pytest.raises(LoaderError, match="died"):
+                next(r)
+    finally:
+        p.wait()
+
+
+def test_truncated_stream(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4, total_batches=10)
+    fr.publish(0)
+    fr.producer_state(0, 3)  # DONE
+    with Ring(memfd, label="fake") as r:
+        next(r)
+        with pytest.raises(LoaderError, match="all producers finished before batch 1"):
+            next(r)
+
+
+def test_seq_mismatch_is_a_protocol_error(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4, start_batch=5)
+    fr.publish(0, seq=6)
+    with Ring(memfd, label="fake") as r:
+        with pytest.raises(RingError, match="holds batch 6, expected batch 5"):
+            next(r)
+
+
+def test_wrong_lap_is_a_protocol_error(memfd):
+    fr = FakeRing(memfd, SPEC, slots=4)
+    fr.mm[8192:8196] = ((5 << 2) | 2).to_bytes(4, "little")  # READY(lap 5) where lap 0 is due
+    with Ring(memfd, label="fake") as r:
+        with pytest.raises(RingError, match=r"slot 0 is READY\(lap 5\)"):
+            next(r)
+
+
+def test_second_consumer_refused(memfd):
+    FakeRing(memfd, SPEC)
+    with Ring(memfd, label="fake"):
+        with pytest.raises(RingError, match=f"already has a consumer, pid {os.getpid()}"):
+            Ring(memfd, label="fake")
+
+
+def test_not_ready_times_out(memfd):
+    FakeRing(memfd, SPEC, ready=False)
+    t0 = time.monotonic()
+    with pytest.raises(RingError, match="not ready"):
+        Ring(memfd, label="fake", timeout=0.3)
+    assert 0.25 < time.monotonic() - t0 < 1.5
+
+
+def test_creator_died_during_creation(memfd):
+    fr = FakeRing(memfd, SPEC, ready=False)
+    pid, st = dead_process()
+    fr.set(creator_pid=pid, creator_starttime=st)
+    with pytest.raises(RingError, match=f"creator \\(pid {pid}\\) died"):
+        Ring(memfd, label="fake", timeout=5)
+
+
+def test_header_written_late_is_waited_for(memfd):
+    """A creator has reserved the file but not written the header yet (magic still 0)."""
+    os.posix_fallocate(memfd, 0, 1 << 20)
+    result = {}
+
+    def consume() -> None:
+        try:
+            with Ring(memfd, label="fake", timeout=5) as r:
+                result["batch"] = int(next(r)["y"][0])
+        except Exception as e:  # reported below
+            result["error"] = e
+
+    th = threading.Thread(target=consume)
+    th.start()
+    time.sleep(0.2)
+    fr = FakeRing(memfd, SPEC, ready=False)
+    time.sleep(0.1)
+    fr.make_ready()
+    fr.publish(0)
+    th.join(10)
+    assert result == {"batch": 0}
+
+
+# ---- refusing bad segments before any offset from them is used ----
+
+BAD_HEADERS = [
+    ({"magic": 0x4141414141414141}, "not a gobatch segment: magic 0x4141414141414141"),
+    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 1"),
+    ({"header_bytes": 4096}, "header_bytes 4096, this build reads 8192"),
+    ({"slot_header_bytes": 64}, "slot_header_bytes 64, this build reads 128"),
+    ({"endian_check": 0x04030201}, "endian_check 0x04030201, this build reads 0x01020304"),
+    ({"word_bytes": 4}, "word_bytes 4, this build reads 8"),
+    ({"slot_count": 0}, "slot_count 0"),
+    ({"slot_count": 5000}, "slot_count 5000"),
+    ({"tensor_count": 0}, "tensor_count 0"),
+    ({"tensor_count": 33}, "tensor_count 33"),
+    ({"payload_align": 512}, "payload_align 512"),
+    ({"payload_offset": 12288 + 64}, "payload_offset 12352 is not a multiple"),
+    ({"payload_offset": 0}, "payload_offset 0 is below the end of the slot headers"),
+    ({"slot_stride": 4096 * 3}, "segment_bytes"),
+    ({"slot_stride": 1 << 62, "payload_offset": 1 << 62}, "segment_bytes"),
+    ({"slot_bytes": 8192}, "slot_stride 4096 is smaller than slot_bytes 8192"),
+    ({"segment_bytes": 1 << 40}, "segment_bytes"),
+    ({"slot_headers_offset": 4096}, "slot_headers_offset 4096"),
+    ({"state": 7}, "state 7"),
+]
+
+
+@pytest.mark.parametrize("fields,message", BAD_HEADERS, ids=[next(iter(f)) + str(i) for i, (f, _) in enumerate(BAD_HEADERS)])
+def test_bad_header_refused(memfd, fields, message):
+    fr = FakeRing(memfd, SPEC)
+    fr.set(**fields)
+    with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Ring(memfd, label="fake", timeout=1)
+    assert fr.get("consumer_state") == 0  # refused before registering
+
+
+BAD_TENSORS = [
+    (1, {"dtype": 13}, "tensor 'y': dtype code 13"),
+    (1, {"dtype": 0}, "dtype code 0"),
+    (0, {"ndim": 0}, "tensor 'x': ndim 0"),
+    (0, {"ndim": 9}, "ndim 9"),
+    (0, {"nbytes": 47}, "tensor 'x': nbytes 47 != product"),
+    (0, {"shape1": 1 << 62}, "nbytes 48 != product"),
+    (1, {"offset": 65}, "offset 65 is not a multiple of 64"),
+    (1, {"offset": 4096}, "exceeds slot_bytes"),
+    (1, {"offset": 0}, "overlaps tensor 'x'"),
+    (1, {"name": b"x"}, "repeats tensor 0"),
+    (1, {"name": b"bad-name"}, "name has byte 0x2d"),
+    (1, {"name": b""}, "name is empty"),
+    (1, {"name": b"a" * 32}, "not NUL-terminated"),
+    (1, {"name": b"ab\0c"}, "padding is not NUL"),
+]
+
+
+@pytest.mark.parametrize("t,fields,message", BAD_TENSORS, ids=[f"{next(iter(f))}{i}" for i, (_, f, _) in enumerate(BAD_TENSORS)])
+def test_bad_tensor_table_refused(memfd, t, fields, message):
+    fr = FakeRing(memfd, SPEC)
+    fr.set_tensor(t, **fields)
+    with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Ring(memfd, label="fake", timeout=1)
+    assert fr.get("consumer_state") == 0
+
+
+def test_file_shorter_than_segment_refused(memfd):
+    fr = FakeRing(memfd, SPEC)
+    os.ftruncate(memfd, fr.segment_bytes - 4096)
+    with pytest.raises(RingError, match=f"the file has {fr.segment_bytes - 4096} bytes, segment_bytes is {fr.segment_bytes}"):
+        Ring(memfd, label="fake", timeout=1)
+
+
+def test_tiny_file_refused(memfd):
+    os.write(memfd, b"GOBATCH1" + b"\0" * 92)
+    with pytest.raises(RingError, match="not a gobatch segment: too small \\(100 bytes"):
+        Ring(memfd, label="fake")
+
+
+def test_attach_refuses_crafted_file_in_dev_shm(ring_name):
+    path = f"/dev/shm/gobatch-{ring_name}"
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        fr = FakeRing(fd, SPEC, named=True)
+        fr.set(layout_version=7)
+        fr.close()
+    finally:
+        os.close(fd)
+    with pytest.raises(RingError, match=f"ring '{ring_name}': incompatible gobatch ring: layout_version 7"):
+        gobatch.attach(ring_name)
+    with open(path, "r+b") as f:  # garbage of the right size
+        f.write(os.urandom(8192))
+    with pytest.raises(RingError, match="not a gobatch segment: magic"):
+        gobatch.attach(ring_name)
+
+
+def test_attach_missing_and_invalid_names(ring_name):
+    with pytest.raises(RingError, match=f"no gobatch ring named '{ring_name}'"):
+        gobatch.attach(ring_name)
+    with pytest.raises(ValueError, match="invalid ring name"):
+        gobatch.attach("../etc/passwd")
+
+
+def test_named_ring_of_dead_creator_is_unlinked_on_close(ring_name):
+    path = f"/dev/shm/gobatch-{ring_name}"
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    fr = FakeRing(fd, SPEC, named=True)
+    os.close(fd)
+    fr.publish(0)
+    r = gobatch.attach(ring_name)
+    next(r)
+    r.close()
+    assert os.path.exists(path)  # the creator (this process) is alive
+    r = None
+    pid, st = dead_process()
+    fr.set(creator_pid=pid, creator_starttime=st, consumer_state=0)
+    r = gobatch.attach(ring_name)
+    r.close()
+    assert not os.path.exists(path)
