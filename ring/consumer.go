@@ -1,0 +1,196 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// Consumer is the ring's single consumer (PROTOCOL.md 3.3). It is not safe for concurrent
+// use: one goroutine calls Next, Release and Close.
+type Consumer struct {
+	r      *Ring
+	j      uint64 // next relative sequence number
+	held   []*ReadSlot
+	closed bool
+	broken error
+}
+
+// NewConsumer attaches this process as the ring's consumer (PROTOCOL.md 3.6 step 5).
+func (r *Ring) NewConsumer() (*Consumer, error) {
+	pid, starttime, err := selfIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("gobatch ring: attach consumer: own process identity: %w", err)
+	}
+	if !atomic.CompareAndSwapUint32(r.u32(offConsumerState), ConsumerNone, ConsumerClaiming) {
+		st := atomic.LoadUint32(r.u32(offConsumerState))
+		if st == ConsumerClosed {
+			return nil, fmt.Errorf("gobatch ring: the ring's consumer (pid %d) already closed it; a ring has one consumer in its life", atomic.LoadUint32(r.u32(offConsumerPID)))
+		}
+		return nil, fmt.Errorf("gobatch ring: ring already has a consumer, pid %d", atomic.LoadUint32(r.u32(offConsumerPID)))
+	}
+	atomic.StoreUint64(r.u64(offConsumerStarttime), starttime)
+	atomic.StoreUint32(r.u32(offConsumerPID), uint32(pid))
+	atomic.StoreUint32(r.u32(offConsumerState), ConsumerAttached)
+	return &Consumer{r: r}, nil
+}
+
+// ReadSlot is a batch handed to the consumer; valid until Release.
+type ReadSlot struct {
+	c         *Consumer
+	j         uint64
+	slot      uint64
+	lap       uint32
+	seq       uint64
+	publishNs uint64
+	released  bool
+}
+
+// Seq returns the batch's absolute stream index.
+func (s *ReadSlot) Seq() uint64 { return s.seq }
+
+// Slot returns the slot number.
+func (s *ReadSlot) Slot() int { return int(s.slot) }
+
+// PublishNs returns the producer's CLOCK_MONOTONIC at publish (compare only with MonotonicNs
+// on the same machine).
+func (s *ReadSlot) PublishNs() uint64 { return s.publishNs }
+
+// Owner returns the registry index of the producer that filled the slot.
+func (s *ReadSlot) Owner() int { return int(*s.c.r.u32(s.c.r.slotHeader(s.slot) + shOwner)) - 1 }
+
+// Tensor returns tensor i's bytes in this slot. They must not be written.
+func (s *ReadSlot) Tensor(i int) []byte { return s.c.r.tensorIn(s.slot, i) }
+
+// Payload returns the slot's payload (all tensors). It must not be written.
+func (s *ReadSlot) Payload() []byte { return s.c.r.slotPayload(s.slot) }
+
+// Next returns the next batch in stream order, waiting for it. It returns io.EOF after the
+// last batch of a bounded stream; a *ProducerError when a producer recorded an error; a
+// *ProducerDiedError when a registered producer died; a *TruncatedError when every producer
+// finished before this batch; ctx's error when ctx ends (checked at least every 100 ms).
+// A ready batch is delivered before any of these errors.
+func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	r := c.r
+	if r.layout.TotalBatches != 0 && c.j >= r.layout.TotalBatches {
+		return nil, io.EOF
+	}
+	if len(c.held) >= int(r.slots) {
+		return nil, fmt.Errorf("gobatch ring: all %d slots are held by the consumer; Release one before Next", r.slots)
+	}
+	i := c.j % r.slots
+	lap := uint32(c.j/r.slots) & lapMask
+	w, waiters := r.slotState(i), r.slotWaiters(i)
+	want := slotWord(lap, SlotReady)
+	if atomic.LoadUint32(w) != want {
+		t0 := time.Now()
+		for !waitRound(w, waiters, want, sliceFor(ctx), r.Spin) {
+			if err := c.waitCheck(ctx, w, want); err != nil {
+				atomic.AddUint64(r.u64(offConsumerWaitNs), uint64(time.Since(t0)))
+				return nil, err
+			}
+		}
+		atomic.AddUint64(r.u64(offConsumerWaitNs), uint64(time.Since(t0)))
+	}
+	atomic.StoreUint32(w, slotWord(lap, SlotReading))
+	h := r.slotHeader(i)
+	s := &ReadSlot{c: c, j: c.j, slot: i, lap: lap, seq: *r.u64(h + shSeq), publishNs: *r.u64(h + shPublishNs)}
+	if wantSeq := r.layout.StartBatch + c.j; s.seq != wantSeq {
+		c.broken = &ProtocolError{Slot: int(i), Detail: fmt.Sprintf("seq %d in a slot READY for batch %d", s.seq, wantSeq)}
+		return nil, c.broken
+	}
+	c.j++
+	c.held = append(c.held, s)
+	return s, nil
+}
+
+func sliceFor(ctx context.Context) time.Duration {
+	d := waitSlice
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(min(d, time.Until(dl)), time.Millisecond)
+	}
+	return d
+}
+
+// waitCheck runs the consumer's checks of PROTOCOL.md 3.5 after a wait round that did not
+// see the awaited READY state. A nil result means: keep waiting (or the slot just became READY).
+func (c *Consumer) waitCheck(ctx context.Context, w *uint32, want uint32) error {
+	r := c.r
+	batch := r.layout.StartBatch + c.j
+	if e := r.errorRecord(); e != nil {
+		if atomic.LoadUint32(w) == want {
+			return nil
+		}
+		return e
+	}
+	live, dead := r.producersStatus()
+	if dead != nil {
+		if atomic.LoadUint32(w) == want {
+			return nil
+		}
+		dead.Batch = batch
+		return dead
+	}
+	if live == 0 {
+		// Producers publish before they store DONE and record an error before FAILED, so
+		// re-read both after the scan.
+		if atomic.LoadUint32(w) == want {
+			return nil
+		}
+		if e := r.errorRecord(); e != nil {
+			return e
+		}
+		return &TruncatedError{Batch: batch}
+	}
+	atomic.AddUint64(r.u64(offConsumerHeartbeat), 1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Release returns the slot to the producers (PROTOCOL.md 3.3 step 4). Releasing a slot
+// twice is a no-op.
+func (c *Consumer) Release(s *ReadSlot) {
+	if s == nil || s.released || s.c != c {
+		return
+	}
+	s.released = true
+	for k, h := range c.held {
+		if h == s {
+			c.held = append(c.held[:k], c.held[k+1:]...)
+			break
+		}
+	}
+	r := c.r
+	atomic.AddUint64(r.u64(offBatchesRead), 1)
+	atomic.AddUint64(r.u64(offBytesRead), r.g.slotBytes)
+	w := r.slotState(s.slot)
+	atomic.StoreUint32(w, slotWord(s.lap+1, SlotFree))
+	wake(w, r.slotWaiters(s.slot))
+}
+
+// Position returns the relative sequence number of the next batch Next will return.
+func (c *Consumer) Position() uint64 { return c.j }
+
+// Close releases held slots, stores consumer_state = CLOSED and wakes every slot word, so
+// producers see the close and stop. It does not unmap or unlink anything.
+func (c *Consumer) Close() {
+	if c.closed {
+		return
+	}
+	for len(c.held) > 0 {
+		c.Release(c.held[0])
+	}
+	c.closed = true
+	atomic.StoreUint32(c.r.u32(offConsumerState), ConsumerClosed)
+	c.r.WakeAll()
+}

@@ -1,0 +1,152 @@
+package ring
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/gobatch/gobatch/shm"
+	"golang.org/x/sys/unix"
+)
+
+// GCOptions configure GC.
+type GCOptions struct {
+	// Grace is how old (by modification time) a segment without a readable header must be
+	// before GC removes it: its creator may be between open and header write. 0 means 60 s.
+	Grace time.Duration
+	// DryRun reports what would be removed without removing it.
+	DryRun bool
+}
+
+// GCResult is GC's verdict on one named segment.
+type GCResult struct {
+	Name    string
+	Removed bool   // removed (or, with DryRun, would be)
+	Reason  string // why it was removed or kept
+}
+
+// GC looks at every named segment in shm.Dir and removes those whose creator is dead (pid
+// plus starttime; PROTOCOL.md 3.5), whatever their state. It never removes a segment whose
+// creator is alive, so a live ring that is still initialising is safe; a file without a
+// header yet is removed only once it is older than the grace period. Mappings of removed
+// segments stay valid.
+func GC(opt GCOptions) ([]GCResult, error) {
+	if opt.Grace <= 0 {
+		opt.Grace = 60 * time.Second
+	}
+	names, err := shm.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []GCResult
+	var errs []error
+	for _, n := range names {
+		res, err := gcOne(n, opt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, res)
+	}
+	return out, errors.Join(errs...)
+}
+
+func gcOne(name string, opt GCOptions) (GCResult, error) {
+	res := GCResult{Name: name}
+	path := shm.Path(name)
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			res.Reason = "already gone"
+			return res, nil
+		}
+		return res, fmt.Errorf("gc %s: %w", path, err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return res, fmt.Errorf("gc %s: %w", path, err)
+	}
+	hdr := make([]byte, 128)
+	n, _ := f.ReadAt(hdr, 0)
+	remove := false
+	if n < len(hdr) || binary.LittleEndian.Uint64(hdr[offMagic:]) != Magic || binary.LittleEndian.Uint32(hdr[offCreatorPID:]) == 0 {
+		age := time.Since(time.Unix(st.Mtim.Unix()))
+		if ct := time.Since(time.Unix(st.Ctim.Unix())); ct < age {
+			age = ct
+		}
+		if age < opt.Grace {
+			res.Reason = fmt.Sprintf("no ring header yet, %s old (creator may still be initialising)", age.Round(time.Millisecond))
+			return res, nil
+		}
+		remove, res.Reason = true, fmt.Sprintf("no ring header after %s (not a ring, or its creator crashed during creation)", age.Round(time.Second))
+	} else {
+		pid := binary.LittleEndian.Uint32(hdr[offCreatorPID:])
+		start := binary.LittleEndian.Uint64(hdr[offCreatorStarttime:])
+		state := binary.LittleEndian.Uint32(hdr[offState:])
+		if Alive(pid, start) {
+			res.Reason = fmt.Sprintf("creator pid %d is alive", pid)
+			return res, nil
+		}
+		what := "ready"
+		if state != stateReady {
+			what = "initialising"
+		}
+		remove, res.Reason = true, fmt.Sprintf("creator pid %d is dead (ring %s)", pid, what)
+	}
+	if !remove || opt.DryRun {
+		res.Removed = remove
+		return res, nil
+	}
+	// Remove only the file we judged: the name may have been removed and created again.
+	var now unix.Stat_t
+	if err := unix.Stat(path, &now); err != nil || now.Ino != st.Ino || now.Dev != st.Dev {
+		res.Reason = "replaced while being checked; kept"
+		return res, nil
+	}
+	if err := shm.Unlink(name); err != nil {
+		return res, err
+	}
+	res.Removed = true
+	return res, nil
+}
+
+// AttachNamed opens the named segment and attaches a Ring to it, waiting (until ctx ends) for
+// a segment whose creator has not yet reserved it or written its header. populate prefaults
+// the mapping (pass false for a header-only view such as `shmloader stat`). The caller closes
+// the segment after the last use of the ring. Without a deadline on ctx it waits at most
+// DefaultAttachTimeout.
+func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment, *Ring, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultAttachTimeout)
+		defer cancel()
+	}
+	for {
+		seg, err := shm.Open(name, populate)
+		if err == nil {
+			r, err := OpenContext(ctx, seg.Bytes())
+			if err == nil {
+				return seg, r, nil
+			}
+			seg.Close()
+			var he *HeaderError
+			young := errors.As(err, &he) && (he.Field == "file size" || he.Field == "magic")
+			if !young || ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("ring %s (%s): %w", name, shm.Path(name), err)
+			}
+		} else if errors.Is(err, fs.ErrNotExist) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		// An empty file (between O_EXCL and fallocate) or a header not written yet.
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("ring %s (%s): not initialised in time: %w", name, shm.Path(name), ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package ring
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/gobatch/gobatch/shm"
+)
+
+func fmtSscan(s string, a ...any) (int, error) { return fmt.Sscan(s, a...) }
+
+// heapMem returns n zero bytes of 8-aligned Go heap memory (the race detector sees
+// accesses to it, unlike a mapping).
+func heapMem(n int64) []byte {
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
+}
+
+// newHeapRing creates a ring over heap memory.
+func newHeapRing(t testing.TB, l Layout) *Ring {
+	t.Helper()
+	r, err := Create(heapMem(l.SegmentBytes()), l, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// newMemfdRing creates a ring in a memfd segment, closed at the end of the test.
+func newMemfdRing(t testing.TB, l Layout) (*shm.Segment, *Ring) {
+	t.Helper()
+	seg, err := shm.CreateMemfd(l.SegmentBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seg.Close() })
+	r, err := Create(seg.Bytes(), l, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seg, r
+}
+
+// pattern is the value of 8-byte word k of batch seq in the test streams.
+func pattern(seq uint64, k int) uint64 {
+	x := seq*0x9E3779B97F4A7C15 + uint64(k)*0xBF58476D1CE4E5B9
+	return x ^ x>>31
+}
+
+// fill writes the pattern of seq into p (its length a multiple of 8).
+func fill(p []byte, seq uint64) {
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(p))), len(p)/8)
+	for k := range w {
+		w[k] = pattern(seq, k)
+	}
+}
+
+// check returns the index of the first word of p that does not hold seq's pattern, or -1.
+func check(p []byte, seq uint64) int {
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(p))), len(p)/8)
+	for k := range w {
+		if w[k] != pattern(seq, k) {
+			return k
+		}
+	}
+	return -1
+}
+
+// setPosition moves a fresh ring (nothing claimed) and its consumer to relative batch j,
+// as if j batches had passed: next_claim = j and every slot FREE on the lap its next batch
+// uses. Tests use it to run across the 2^30 lap wrap.
+func setPosition(r *Ring, c *Consumer, j uint64) {
+	*r.u64(offNextClaim) = j
+	for i := uint64(0); i < r.slots; i++ {
+		first := j + (i+r.slots-j%r.slots)%r.slots
+		*r.slotState(i) = slotWord(uint32(first/r.slots)&lapMask, SlotFree)
+	}
+	c.j = j
+}
+
+func storeReady(p *uint32) { atomicStore32(p, stateReady) }
+
+func itoa(n int) string { return fmt.Sprint(n) }

@@ -1,0 +1,250 @@
+package ring
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// docField is one row of a field table in docs/PROTOCOL.md.
+type docField struct {
+	off int
+	typ string
+}
+
+// readProtocolTables parses the field tables of docs/PROTOCOL.md, keyed by section
+// ("2" for the header, "2.6" registry entry, "2.7" tensor descriptor, "3" slot header).
+func readProtocolTables(t *testing.T) map[string]map[string]docField {
+	t.Helper()
+	f, err := os.Open("../docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	row := regexp.MustCompile("^\\| (\\d+) \\| ([a-z0-9\\[\\]]+) \\| `([a-z_0-9]+)`[^|]*\\|")
+	out := map[string]map[string]docField{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "### 2.6"):
+			section = "2.6"
+		case strings.HasPrefix(line, "### 2.7"):
+			section = "2.7"
+		case strings.HasPrefix(line, "### 2."):
+			section = "2"
+		case strings.HasPrefix(line, "## 3."):
+			section = "3"
+		case strings.HasPrefix(line, "### 3.1"):
+			section = "" // after the slot header table
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil || section == "" {
+			continue
+		}
+		off, _ := strconv.Atoi(m[1])
+		if out[section] == nil {
+			out[section] = map[string]docField{}
+		}
+		out[section][m[3]] = docField{off, m[2]}
+	}
+	return out
+}
+
+// TestOffsetsMatchProtocol holds every field offset of the code to docs/PROTOCOL.md, in both
+// directions: a field added, moved or retyped on either side fails here.
+func TestOffsetsMatchProtocol(t *testing.T) {
+	code := map[string]map[string]docField{
+		"2": {
+			"magic": {offMagic, "u64"}, "layout_version": {offLayoutVersion, "u32"}, "header_bytes": {offHeaderBytes, "u32"},
+			"slot_header_bytes": {offSlotHeaderBytes, "u32"}, "endian_check": {offEndianCheck, "u32"}, "state": {offState, "u32"},
+			"word_bytes": {offWordBytes, "u32"}, "segment_bytes": {offSegmentBytes, "u64"}, "slot_count": {offSlotCount, "u32"},
+			"tensor_count": {offTensorCount, "u32"}, "slot_stride": {offSlotStride, "u64"}, "slot_bytes": {offSlotBytes, "u64"},
+			"payload_offset": {offPayloadOffset, "u64"}, "slot_headers_offset": {offSlotHeadersOffset, "u64"},
+			"start_batch": {offStartBatch, "u64"}, "total_batches": {offTotalBatches, "u64"}, "batch_size": {offBatchSize, "u32"},
+			"payload_align": {offPayloadAlign, "u32"}, "nonce": {offNonce, "u64"}, "creator_pid": {offCreatorPID, "u32"},
+			"creator_flags": {offCreatorFlags, "u32"}, "creator_starttime": {offCreatorStarttime, "u64"},
+			"next_claim":      {offNextClaim, "u64"},
+			"batches_written": {offBatchesWritten, "u64"}, "bytes_written": {offBytesWritten, "u64"},
+			"producer_wait_ns": {offProducerWaitNs, "u64"}, "producer_busy_ns": {offProducerBusyNs, "u64"},
+			"consumer_state": {offConsumerState, "u32"}, "consumer_pid": {offConsumerPID, "u32"},
+			"consumer_starttime": {offConsumerStarttime, "u64"}, "batches_read": {offBatchesRead, "u64"},
+			"consumer_wait_ns": {offConsumerWaitNs, "u64"}, "bytes_read": {offBytesRead, "u64"},
+			"consumer_heartbeat": {offConsumerHeartbeat, "u64"},
+			"error_state":        {offErrorState, "u32"}, "error_len": {offErrorLen, "u32"}, "error_producer": {offErrorProducer, "u32"},
+			"error_text": {offErrorText, "bytes[1024]"},
+		},
+		"2.6": {
+			"state": {regState, "u32"}, "pid": {regPID, "u32"}, "starttime": {regStarttime, "u64"},
+			"heartbeat": {regHeartbeat, "u64"}, "batches": {regBatches, "u64"}, "writers": {regWriters, "u32"},
+		},
+		"2.7": {
+			"name": {tdName, "bytes[32]"}, "dtype": {tdDType, "u32"}, "ndim": {tdNdim, "u32"},
+			"shape": {tdShape, "u64[8]"}, "offset": {tdOffset, "u64"}, "nbytes": {tdNbytes, "u64"},
+		},
+		"3": {
+			"state": {shState, "u32"}, "waiters": {shWaiters, "u32"}, "seq": {shSeq, "u64"}, "owner": {shOwner, "u32"},
+			"flags": {shFlags, "u32"}, "nbytes": {shNbytes, "u64"}, "publish_ns": {shPublishNs, "u64"},
+		},
+	}
+	doc := readProtocolTables(t)
+	for sec, fields := range code {
+		if len(doc[sec]) == 0 {
+			t.Errorf("section %s: no field table found in PROTOCOL.md", sec)
+		}
+		for name, want := range fields {
+			got, ok := doc[sec][name]
+			if !ok {
+				t.Errorf("section %s: field %s (offset %d) is not in PROTOCOL.md", sec, name, want.off)
+				continue
+			}
+			if got != want {
+				t.Errorf("section %s: field %s: PROTOCOL.md says offset %d type %s, code has %d %s", sec, name, got.off, got.typ, want.off, want.typ)
+			}
+		}
+		for name, d := range doc[sec] {
+			if _, ok := fields[name]; !ok {
+				t.Errorf("section %s: PROTOCOL.md field %s (offset %d) is unknown to the code", sec, name, d.off)
+			}
+		}
+	}
+	// Alignment rule of the document: every u64 8-aligned, every u32 4-aligned.
+	for sec, fields := range code {
+		for name, f := range fields {
+			if f.typ == "u64" && f.off%8 != 0 || f.typ == "u32" && f.off%4 != 0 {
+				t.Errorf("section %s: %s at %d is misaligned for %s", sec, name, f.off, f.typ)
+			}
+		}
+	}
+	// Producer-written and consumer-written header lines are distinct 64-byte lines.
+	if offNextClaim/64 == offConsumerState/64 || offBatchesWritten/64 == offBatchesRead/64 || offErrorState/64 == offConsumerState/64 {
+		t.Error("producer and consumer words share a cache line")
+	}
+	if offRegistry+MaxProducers*registryStride != offTensorTable || offTensorTable+MaxTensors*tensorStride != HeaderBytes {
+		t.Error("registry or tensor table does not fill its region")
+	}
+}
+
+// TestDTypesMatchProtocol checks the dtype codes and item sizes against the document's list.
+func TestDTypesMatchProtocol(t *testing.T) {
+	b, err := os.ReadFile("../docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(b)), " ")
+	m := regexp.MustCompile(`dtype codes: (.*?) \(itemsize ([0-9, ]+)\)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("dtype code list not found in PROTOCOL.md")
+	}
+	codes := strings.Split(m[1], ", ")
+	sizes := strings.Split(m[2], ", ")
+	if len(codes) != 12 || len(sizes) != 12 {
+		t.Fatalf("PROTOCOL.md lists %d codes and %d sizes", len(codes), len(sizes))
+	}
+	for i, c := range codes {
+		var code int
+		var nm string
+		if _, err := fmtSscan(c, &code, &nm); err != nil {
+			t.Fatalf("cannot parse %q", c)
+		}
+		d, err := ParseDType(nm)
+		if err != nil || int(d) != code {
+			t.Errorf("%s: code %d in the document, %d (%v) in code", nm, code, d, err)
+		}
+		sz, _ := strconv.Atoi(sizes[i])
+		if d.Size() != sz || d.String() != nm {
+			t.Errorf("%s: size %d name %q, document says %d", nm, d.Size(), d.String(), sz)
+		}
+	}
+	if _, err := ParseDType("float128"); err == nil {
+		t.Error("ParseDType accepted float128")
+	}
+	if DType(0).Valid() || DType(13).Valid() || DType(13).Size() != 0 || DType(99).String() != "dtype(99)" {
+		t.Error("invalid dtype codes are not refused")
+	}
+}
+
+func TestLayoutGeometry(t *testing.T) {
+	small := Layout{Slots: 3, BatchSize: 4, Tensors: []Tensor{
+		{Name: "x", DType: Float32, Shape: []int{4, 3}}, // 48 bytes
+		{Name: "y", DType: Uint8, Shape: []int{4}},      // at 64, 4 bytes
+		{Name: "z", DType: Int64, Shape: []int{4, 2}},   // at 128, 64 bytes
+	}}
+	g := small.geometry()
+	if got := g.offsets; got[0] != 0 || got[1] != 64 || got[2] != 128 {
+		t.Errorf("offsets %v, want [0 64 128]", got)
+	}
+	if g.slotBytes != 192 || g.payloadAlign != 4096 || g.slotStride != 4096 || g.payloadOffset != 12288 {
+		t.Errorf("small: slot_bytes %d align %d stride %d payload_offset %d", g.slotBytes, g.payloadAlign, g.slotStride, g.payloadOffset)
+	}
+	if small.SegmentBytes() != 12288+3*4096 || small.SlotBytes() != 192 {
+		t.Errorf("SegmentBytes %d SlotBytes %d", small.SegmentBytes(), small.SlotBytes())
+	}
+	// 32 slots of headers: 8192 + 4096 = 12288 exactly.
+	exact := Layout{Slots: 32, Tensors: []Tensor{{Name: "a", DType: Bool, Shape: []int{1}}}}
+	if g := exact.geometry(); g.payloadOffset != 12288 {
+		t.Errorf("32 slots: payload_offset %d, want 12288", g.payloadOffset)
+	}
+	// The reference workload: 32 x 19x12x32x32 float32 = 29,884,416 bytes -> 2 MiB alignment.
+	big := Layout{Slots: 4, BatchSize: 32, Tensors: []Tensor{{Name: "x", DType: Float32, Shape: []int{32, 19, 12, 32, 32}}}}
+	g = big.geometry()
+	if g.slotBytes != 29884416 || g.payloadAlign != HugeAlign || g.slotStride != 15*HugeAlign || g.payloadOffset != HugeAlign {
+		t.Errorf("big: slot_bytes %d align %d stride %d payload_offset %d", g.slotBytes, g.payloadAlign, g.slotStride, g.payloadOffset)
+	}
+	if big.SegmentBytes() != int64(HugeAlign+4*15*HugeAlign) {
+		t.Errorf("big SegmentBytes %d", big.SegmentBytes())
+	}
+	edge := Layout{Slots: 1, Tensors: []Tensor{{Name: "e", DType: Uint8, Shape: []int{HugeAlign}}}}
+	if g := edge.geometry(); g.payloadAlign != HugeAlign || g.slotStride != HugeAlign {
+		t.Errorf("exactly 2 MiB: align %d stride %d", g.payloadAlign, g.slotStride)
+	}
+}
+
+func TestLayoutValidate(t *testing.T) {
+	ok := func() Layout {
+		return Layout{Slots: 2, Tensors: []Tensor{{Name: "x", DType: Float32, Shape: []int{2, 3}}}}
+	}
+	if err := ok().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]Tensor, 33)
+	for i := range many {
+		many[i] = Tensor{Name: "t" + strconv.Itoa(i), DType: Uint8, Shape: []int{1}}
+	}
+	cases := []struct {
+		name string
+		edit func(*Layout)
+		want string
+	}{
+		{"no slots", func(l *Layout) { l.Slots = 0 }, "slots 0"},
+		{"too many slots", func(l *Layout) { l.Slots = 1025 }, "slots 1025"},
+		{"no tensors", func(l *Layout) { l.Tensors = nil }, "0 tensors"},
+		{"33 tensors", func(l *Layout) { l.Tensors = many }, "33 tensors"},
+		{"empty name", func(l *Layout) { l.Tensors[0].Name = "" }, "length 0"},
+		{"long name", func(l *Layout) { l.Tensors[0].Name = strings.Repeat("a", 32) }, "length 32"},
+		{"bad name", func(l *Layout) { l.Tensors[0].Name = "a-b" }, `'-'`},
+		{"duplicate", func(l *Layout) { l.Tensors = append(l.Tensors, l.Tensors[0]) }, "used twice"},
+		{"dtype", func(l *Layout) { l.Tensors[0].DType = 13 }, "invalid dtype code 13"},
+		{"ndim 0", func(l *Layout) { l.Tensors[0].Shape = nil }, "0 dimensions"},
+		{"ndim 9", func(l *Layout) { l.Tensors[0].Shape = []int{1, 1, 1, 1, 1, 1, 1, 1, 1} }, "9 dimensions"},
+		{"zero dim", func(l *Layout) { l.Tensors[0].Shape = []int{2, 0} }, "shape[1] = 0"},
+		{"negative dim", func(l *Layout) { l.Tensors[0].Shape = []int{-1} }, "shape[0] = -1"},
+		{"huge", func(l *Layout) { l.Tensors[0].Shape = []int{1 << 30, 1 << 30, 1 << 30} }, "too large"},
+		{"batch size", func(l *Layout) { l.BatchSize = -1 }, "batch size"},
+	}
+	for _, c := range cases {
+		l := ok()
+		c.edit(&l)
+		err := l.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate = %v, want an error containing %q", c.name, err, c.want)
+		}
+		if l.SegmentBytes() != 0 {
+			t.Errorf("%s: SegmentBytes of an invalid layout = %d", c.name, l.SegmentBytes())
+		}
+	}
+}

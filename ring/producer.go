@@ -1,0 +1,295 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Producer is one process's producer registry entry. Any number of goroutines may call
+// Claim concurrently; each WriteSlot is filled and published by its claimer (several
+// goroutines may fill one slot if they are joined before Publish).
+type Producer struct {
+	r     *Ring
+	entry int
+	off   uint64 // registry entry offset
+
+	outstanding atomic.Int64 // claims in progress (including ones not yet numbered)
+	eof         atomic.Bool  // some Claim saw the end of the stream, or Done was called
+	stop        atomic.Pointer[error]
+}
+
+// NewProducer returns this process's producer. On the ring's creator the first call takes
+// over the entry that Create registered; otherwise (a joining producer, after Compatible) it
+// registers a new entry. writers is informational (the registry's `writers`).
+func (r *Ring) NewProducer(writers int) (*Producer, error) {
+	var j int
+	if r.creatorEntry >= 0 && r.creatorTaken.CompareAndSwap(false, true) {
+		j = r.creatorEntry
+		atomicStore32(r.u32(entryOff(j)+regWriters), uint32(writers))
+	} else {
+		var err error
+		if j, err = r.register(writers); err != nil {
+			return nil, err
+		}
+	}
+	return &Producer{r: r, entry: j, off: entryOff(j)}, nil
+}
+
+func atomicStore32(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
+
+// Entry returns the producer's registry index.
+func (p *Producer) Entry() int { return p.entry }
+
+// WriteSlot is a claimed slot: fill its tensors, then Publish.
+type WriteSlot struct {
+	p       *Producer
+	j       uint64 // relative sequence number
+	slot    uint64
+	lap     uint32
+	claimed uint64 // monoNs when the claim was granted
+	done    bool
+}
+
+// Seq returns the batch's absolute stream index (start_batch + j).
+func (w *WriteSlot) Seq() uint64 { return w.p.r.layout.StartBatch + w.j }
+
+// Index returns the batch's relative sequence number j (0 for the ring's first batch).
+func (w *WriteSlot) Index() uint64 { return w.j }
+
+// Slot returns the slot number.
+func (w *WriteSlot) Slot() int { return int(w.slot) }
+
+// Tensor returns the writable bytes of tensor i in this slot.
+func (w *WriteSlot) Tensor(i int) []byte { return w.p.r.tensorIn(w.slot, i) }
+
+// Payload returns the writable payload of this slot (slot_bytes bytes, all tensors).
+func (w *WriteSlot) Payload() []byte { return w.p.r.slotPayload(w.slot) }
+
+func (p *Producer) stopped() error {
+	if e := p.stop.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// setStop records why the producer must stop (first reason wins) and wakes every sleeper.
+func (p *Producer) setStop(err error) {
+	if p.stop.CompareAndSwap(nil, &err) {
+		p.r.WakeAll()
+	}
+}
+
+// release ends one claim attempt; the last one after the end of the stream marks the
+// entry DONE (PROTOCOL.md 2.6).
+func (p *Producer) release() {
+	if p.outstanding.Add(-1) == 0 && p.eof.Load() {
+		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+	}
+}
+
+// Claim takes the next batch of the stream and waits until its slot is free
+// (PROTOCOL.md 3.2). It returns io.EOF when the stream is complete (or after Done),
+// ErrConsumerClosed or an error wrapping ErrConsumerGone when the consumer left, a
+// *ProducerError when another producer recorded an error, or ctx's error. A Claim that fails
+// after it numbered a batch leaves a hole in the stream, so it records an error for the
+// consumer (except when the consumer is gone anyway).
+func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
+	if err := p.stopped(); err != nil {
+		return nil, err
+	}
+	r := p.r
+	p.outstanding.Add(1)
+	if p.eof.Load() {
+		p.release()
+		return nil, io.EOF
+	}
+	j := atomic.AddUint64(r.u64(offNextClaim), 1) - 1
+	if r.layout.TotalBatches != 0 && j >= r.layout.TotalBatches {
+		p.eof.Store(true)
+		p.release()
+		return nil, io.EOF
+	}
+	i := j % r.slots
+	lap := uint32(j/r.slots) & lapMask
+	w, waiters := r.slotState(i), r.slotWaiters(i)
+	want := slotWord(lap, SlotFree)
+	var t0 uint64
+	if atomic.LoadUint32(w) != want {
+		t0 = monoNs()
+		for !waitRound(w, waiters, want, waitSlice, r.Spin) {
+			if err := p.waitCheck(ctx); err != nil {
+				if atomic.LoadUint32(w) == want {
+					break
+				}
+				if !errors.Is(err, ErrConsumerGone) && !errors.Is(err, ErrConsumerClosed) && !isProducerError(err) {
+					p.Fail(fmt.Errorf("producer pid %d stopped before batch %d: %w", os.Getpid(), r.layout.StartBatch+j, err))
+				}
+				return nil, err
+			}
+		}
+	}
+	now := monoNs()
+	if t0 != 0 {
+		atomic.AddUint64(r.u64(offProducerWaitNs), now-t0)
+	}
+	if !atomic.CompareAndSwapUint32(w, want, slotWord(lap, SlotWriting)) {
+		err := &ProtocolError{Slot: int(i), Detail: fmt.Sprintf("state changed from FREE(lap %d) to %#x while producer entry %d claimed batch %d", lap, atomic.LoadUint32(w), p.entry, r.layout.StartBatch+j)}
+		p.Fail(err)
+		return nil, err
+	}
+	return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: now}, nil
+}
+
+func isProducerError(err error) bool {
+	var pe *ProducerError
+	return errors.As(err, &pe)
+}
+
+// waitCheck runs the producer's checks of PROTOCOL.md 3.5 after a wait round.
+func (p *Producer) waitCheck(ctx context.Context) error {
+	if err := p.stopped(); err != nil {
+		return err
+	}
+	if err := p.r.consumerStatus(); err != nil {
+		return err
+	}
+	if e := p.r.errorRecord(); e != nil {
+		return e
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	atomic.AddUint64(p.r.u64(p.off+regHeartbeat), 1)
+	return nil
+}
+
+// Publish hands the filled slot to the consumer (PROTOCOL.md 3.2 step 4). Every goroutine
+// that wrote into the slot must have finished (joined) before Publish is called, and none
+// may touch the slot afterwards.
+func (w *WriteSlot) Publish() error {
+	if w.done {
+		return fmt.Errorf("gobatch ring: batch %d published twice", w.Seq())
+	}
+	w.done = true
+	p, r := w.p, w.p.r
+	st, waiters := r.slotState(w.slot), r.slotWaiters(w.slot)
+	if v := atomic.LoadUint32(st); v != slotWord(w.lap, SlotWriting) {
+		err := &ProtocolError{Slot: int(w.slot), Detail: fmt.Sprintf("state %#x at publish of batch %d, want WRITING(lap %d)", v, w.Seq(), w.lap)}
+		p.Fail(err)
+		p.release()
+		return err
+	}
+	h := r.slotHeader(w.slot)
+	*r.u64(h + shSeq) = w.Seq()
+	*r.u32(h + shOwner) = uint32(p.entry + 1)
+	*r.u64(h + shNbytes) = r.g.slotBytes
+	now := monoNs()
+	*r.u64(h + shPublishNs) = now
+	atomic.AddUint64(r.u64(offBatchesWritten), 1)
+	atomic.AddUint64(r.u64(offBytesWritten), r.g.slotBytes)
+	atomic.AddUint64(r.u64(offProducerBusyNs), now-w.claimed)
+	atomic.AddUint64(r.u64(p.off+regBatches), 1)
+	atomic.StoreUint32(st, slotWord(w.lap, SlotReady))
+	wake(st, waiters)
+	p.release()
+	return nil
+}
+
+// Abandon gives up a claimed slot that cannot be filled. The stream then has a hole, so
+// Abandon records err as the ring's error (the consumer fails with it) and stops this producer.
+func (w *WriteSlot) Abandon(err error) {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.p.Fail(fmt.Errorf("batch %d: %w", w.Seq(), err))
+	w.p.release()
+}
+
+// Fail records err in the ring's error record if no error is recorded yet (first error
+// wins; PROTOCOL.md 2.5), marks this producer FAILED and wakes every waiter. Later Claims
+// return the error.
+func (p *Producer) Fail(err error) {
+	r := p.r
+	text := truncateUTF8(err.Error(), MaxErrorText)
+	if atomic.CompareAndSwapUint32(r.u32(offErrorState), errNone, errWriting) {
+		clear(r.mem[offErrorText : offErrorText+MaxErrorText])
+		copy(r.mem[offErrorText:], text)
+		atomic.StoreUint32(r.u32(offErrorLen), uint32(len(text)))
+		atomic.StoreUint32(r.u32(offErrorProducer), uint32(p.entry+1))
+		atomic.StoreUint32(r.u32(offErrorState), errSet)
+	}
+	atomic.StoreUint32(r.u32(p.off+regState), EntryFailed)
+	var stop error = &ProducerError{Producer: p.entry + 1, Text: text}
+	p.stop.CompareAndSwap(nil, &stop)
+	r.WakeAll()
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Done marks this producer DONE: it will claim no more batches (Claim returns io.EOF).
+// Call it after every claimed slot is published, e.g. to end an unbounded stream. With a
+// bounded stream the entry becomes DONE by itself once the stream is claimed and published.
+func (p *Producer) Done() {
+	p.eof.Store(true)
+	atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+}
+
+// WatchOptions configure Watch.
+type WatchOptions struct {
+	// ParentPID, if not 0, is the pid of the process that started this one (--memfd):
+	// Watch stops when getppid() no longer returns it.
+	ParentPID int
+	// Interval between checks; 0 means 100 ms (the protocol's maximum).
+	Interval time.Duration
+}
+
+// Watch is the producer watchdog of PROTOCOL.md 3.5. Until ctx ends it checks, every
+// interval, whether the consumer died (an error wrapping ErrConsumerGone) or closed
+// (ErrConsumerClosed), whether the parent died (ErrParentDied) and whether another producer
+// recorded an error (*ProducerError), and increments the entry's heartbeat. On any of these
+// it makes every pending and future Claim return the same error and returns it; when ctx
+// ends it returns ctx.Err(). Run it in its own goroutine.
+func (p *Producer) Watch(ctx context.Context, opt WatchOptions) error {
+	iv := opt.Interval
+	if iv <= 0 || iv > waitSlice {
+		iv = waitSlice
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		err := p.r.consumerStatus()
+		if err == nil && opt.ParentPID != 0 && os.Getppid() != opt.ParentPID {
+			err = fmt.Errorf("%w (was pid %d)", ErrParentDied, opt.ParentPID)
+		}
+		if err == nil {
+			if e := p.r.errorRecord(); e != nil {
+				err = e
+			}
+		}
+		if err != nil {
+			p.setStop(err)
+			return err
+		}
+		atomic.AddUint64(p.r.u64(p.off+regHeartbeat), 1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

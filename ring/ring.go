@@ -1,0 +1,458 @@
+package ring
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// DefaultAttachTimeout bounds Open's wait for a ring that is still initialising.
+const DefaultAttachTimeout = 10 * time.Second
+
+// Ring is one process's view of a ring segment. It does not own the memory: the caller maps
+// it (package shm) and unmaps it after the last use of the Ring and everything made from it.
+type Ring struct {
+	mem    []byte
+	layout Layout
+	g      geometry
+	slots  uint64
+	named  bool
+	nonce  uint64
+
+	// creatorEntry is the registry entry Create registered (-1 for an attached ring);
+	// the first NewProducer takes it over.
+	creatorEntry int
+	creatorTaken atomic.Bool
+
+	// Spin is the number of state loads a waiter makes before it sleeps in FUTEX_WAIT
+	// (0, the default, sleeps at once). Set it before making producers and consumers.
+	Spin int
+}
+
+func (r *Ring) u32(off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+func (r *Ring) u64(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+func (r *Ring) slotHeader(i uint64) uint64 { return slotHeadersOffset + i*SlotHeaderBytes }
+func (r *Ring) slotState(i uint64) *uint32 { return r.u32(r.slotHeader(i) + shState) }
+func (r *Ring) slotWaiters(i uint64) *uint32 {
+	return r.u32(r.slotHeader(i) + shWaiters)
+}
+func entryOff(j int) uint64 { return offRegistry + uint64(j)*registryStride }
+
+// Layout returns the ring's layout (a copy).
+func (r *Ring) Layout() Layout { return r.layout.clone() }
+
+// Tensor returns the byte offset of tensor i inside a slot's payload and its size.
+func (r *Ring) Tensor(i int) (offset, nbytes int64) {
+	return int64(r.g.offsets[i]), int64(r.g.nbytes[i])
+}
+
+// SlotBytes returns the payload bytes of one batch.
+func (r *Ring) SlotBytes() int64 { return int64(r.g.slotBytes) }
+
+// SegmentBytes returns the size of the ring's segment.
+func (r *Ring) SegmentBytes() int64 { return int64(r.g.segmentBytes) }
+
+// Named reports whether the creator marked the segment as named (creator_flags bit 0).
+func (r *Ring) Named() bool { return r.named }
+
+// Nonce returns the random identity of this ring instance.
+func (r *Ring) Nonce() uint64 { return r.nonce }
+
+// Creator returns the creating process's pid and whether it is alive.
+func (r *Ring) Creator() (pid uint32, alive bool) {
+	pid = atomic.LoadUint32(r.u32(offCreatorPID))
+	return pid, Alive(pid, atomic.LoadUint64(r.u64(offCreatorStarttime)))
+}
+
+// slotPayload returns the payload bytes of slot i.
+func (r *Ring) slotPayload(i uint64) []byte {
+	base := r.g.payloadOffset + i*r.g.slotStride
+	return r.mem[base : base+r.g.slotBytes : base+r.g.slotBytes]
+}
+
+func (r *Ring) tensorIn(i uint64, t int) []byte {
+	base := r.g.payloadOffset + i*r.g.slotStride + r.g.offsets[t]
+	end := base + r.g.nbytes[t]
+	return r.mem[base:end:end]
+}
+
+// Create writes a new ring into mem, a zero-filled shared mapping of at least
+// l.SegmentBytes() bytes (shm.Create or shm.CreateMemfd), following PROTOCOL.md 3.6: it writes
+// the header and tensor table with state INITIALISING, registers this process as producer
+// entry 0, then stores state READY. named sets creator_flags bit 0.
+func Create(mem []byte, l Layout, named bool) (*Ring, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	g := l.geometry()
+	if uint64(len(mem)) < g.segmentBytes {
+		return nil, fmt.Errorf("gobatch ring: create: mapping of %d bytes is smaller than segment_bytes %d", len(mem), g.segmentBytes)
+	}
+	pid, starttime, err := selfIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("gobatch ring: create: own process identity: %w", err)
+	}
+	r := &Ring{mem: mem, layout: l.clone(), g: g, slots: uint64(l.Slots), named: named, creatorEntry: -1}
+	// The header and slot headers must read as zero (all slots FREE(lap 0)); the payload is
+	// left alone (a fresh tmpfs file is zero-filled and the producers overwrite it anyway).
+	clear(mem[:g.payloadOffset])
+
+	r.nonce = rand.Uint64()
+	atomic.StoreUint32(r.u32(offCreatorPID), uint32(pid))
+	atomic.StoreUint64(r.u64(offCreatorStarttime), starttime)
+	var flags uint32
+	if named {
+		flags = 1
+	}
+	*r.u32(offCreatorFlags) = flags
+	*r.u32(offLayoutVersion) = LayoutVersion
+	*r.u32(offHeaderBytes) = HeaderBytes
+	*r.u32(offSlotHeaderBytes) = SlotHeaderBytes
+	*r.u32(offEndianCheck) = EndianCheck
+	*r.u32(offWordBytes) = uint32(unsafe.Sizeof(uintptr(0)))
+	*r.u64(offSegmentBytes) = g.segmentBytes
+	*r.u32(offSlotCount) = uint32(l.Slots)
+	*r.u32(offTensorCount) = uint32(len(l.Tensors))
+	*r.u64(offSlotStride) = g.slotStride
+	*r.u64(offSlotBytes) = g.slotBytes
+	*r.u64(offPayloadOffset) = g.payloadOffset
+	*r.u64(offSlotHeadersOffset) = slotHeadersOffset
+	*r.u64(offStartBatch) = l.StartBatch
+	*r.u64(offTotalBatches) = l.TotalBatches
+	*r.u32(offBatchSize) = uint32(l.BatchSize)
+	*r.u32(offPayloadAlign) = uint32(g.payloadAlign)
+	*r.u64(offNonce) = r.nonce
+	for t, ten := range l.Tensors {
+		d := uint64(offTensorTable + t*tensorStride)
+		copy(mem[d+tdName:d+tdName+32], ten.Name)
+		*r.u32(d + tdDType) = uint32(ten.DType)
+		*r.u32(d + tdNdim) = uint32(len(ten.Shape))
+		for k, s := range ten.Shape {
+			*r.u64(d + tdShape + uint64(8*k)) = uint64(s)
+		}
+		*r.u64(d + tdOffset) = g.offsets[t]
+		*r.u64(d + tdNbytes) = g.nbytes[t]
+	}
+	// magic last (atomically), so that a reader that sees it also sees the creator identity.
+	atomic.StoreUint64(r.u64(offMagic), Magic)
+	j, err := r.register(0)
+	if err != nil {
+		return nil, err
+	}
+	r.creatorEntry = j
+	atomic.StoreUint32(r.u32(offState), stateReady)
+	futexWake(r.u32(offState))
+	return r, nil
+}
+
+// register claims a producer registry entry for this process (PROTOCOL.md 2.6). It stores
+// starttime and writers before pid, so that an observer that sees a CLAIMING entry with a
+// non-zero pid also sees its starttime.
+func (r *Ring) register(writers int) (int, error) {
+	pid, starttime, err := selfIdentity()
+	if err != nil {
+		return -1, fmt.Errorf("gobatch ring: register producer: own process identity: %w", err)
+	}
+	for j := 0; j < MaxProducers; j++ {
+		e := entryOff(j)
+		if atomic.CompareAndSwapUint32(r.u32(e+regState), EntryFree, EntryClaiming) {
+			atomic.StoreUint64(r.u64(e+regStarttime), starttime)
+			atomic.StoreUint32(r.u32(e+regWriters), uint32(writers))
+			atomic.StoreUint32(r.u32(e+regPID), uint32(pid))
+			atomic.StoreUint32(r.u32(e+regState), EntryActive)
+			return j, nil
+		}
+	}
+	return -1, fmt.Errorf("gobatch ring: all %d producer registry entries are taken (entries are not reused within a ring's life)", MaxProducers)
+}
+
+// Open attaches to an existing ring in mem (the whole file mapped, so len(mem) is the file
+// size), waiting up to DefaultAttachTimeout for a ring that is still initialising. It runs the
+// checks of PROTOCOL.md 3.6 before it uses any offset from the segment.
+func Open(mem []byte) (*Ring, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultAttachTimeout)
+	defer cancel()
+	return OpenContext(ctx, mem)
+}
+
+// OpenContext is Open with the wait for READY bounded by ctx.
+func OpenContext(ctx context.Context, mem []byte) (*Ring, error) {
+	if len(mem) < HeaderBytes {
+		return nil, headerErr("file size", "not a gobatch segment: too small (%d bytes, a ring is at least %d)", len(mem), HeaderBytes)
+	}
+	if uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		return nil, fmt.Errorf("gobatch ring: mapping is not 8-byte aligned")
+	}
+	r := &Ring{mem: mem, creatorEntry: -1}
+	if m := atomic.LoadUint64(r.u64(offMagic)); m != Magic {
+		return nil, headerErr("magic", "not a gobatch segment: magic %#016x, want %#016x (\"GOBATCH1\")", m, Magic)
+	}
+	for _, f := range []struct {
+		name      string
+		off       uint64
+		want      uint32
+		thisBuild string
+	}{
+		{"layout_version", offLayoutVersion, LayoutVersion, "this build reads"},
+		{"header_bytes", offHeaderBytes, HeaderBytes, "this build reads"},
+		{"slot_header_bytes", offSlotHeaderBytes, SlotHeaderBytes, "this build reads"},
+		{"endian_check", offEndianCheck, EndianCheck, "this machine writes"},
+		{"word_bytes", offWordBytes, uint32(unsafe.Sizeof(uintptr(0))), "this build has"},
+	} {
+		if v := atomic.LoadUint32(r.u32(f.off)); v != f.want {
+			return nil, &HeaderError{Field: f.name, Detail: fmt.Sprintf("incompatible gobatch ring: %s %d (%#x), %s %d (%#x)", f.name, v, v, f.thisBuild, f.want, f.want)}
+		}
+	}
+	if err := r.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.readGeometry(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Ring) waitReady(ctx context.Context) error {
+	state := r.u32(offState)
+	for {
+		v := atomic.LoadUint32(state)
+		if v == stateReady {
+			return nil
+		}
+		if v != stateInitialising {
+			return headerErr("state", "%d, want 0 (INITIALISING) or 1 (READY)", v)
+		}
+		pid := atomic.LoadUint32(r.u32(offCreatorPID))
+		if pid != 0 && !Alive(pid, atomic.LoadUint64(r.u64(offCreatorStarttime))) {
+			// Re-check: the creator may have finished and exited in between.
+			if atomic.LoadUint32(state) == stateReady {
+				return nil
+			}
+			return headerErr("state", "ring is INITIALISING and its creator pid %d is dead (crashed during creation; `shmloader gc` removes it)", pid)
+		}
+		d := waitSlice
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, time.Until(dl))
+		}
+		if err := ctx.Err(); err != nil || d <= 0 {
+			return fmt.Errorf("gobatch ring: ring still INITIALISING (creator pid %d): %w", pid, context.DeadlineExceeded)
+		}
+		futexWait(state, v, min(d, 10*time.Millisecond))
+	}
+}
+
+// readGeometry runs step 4 of PROTOCOL.md 3.6 and fills r.
+func (r *Ring) readGeometry() error {
+	fileSize := uint64(len(r.mem))
+	slotCount := uint64(*r.u32(offSlotCount))
+	tensorCount := uint64(*r.u32(offTensorCount))
+	align := uint64(*r.u32(offPayloadAlign))
+	payloadOff := *r.u64(offPayloadOffset)
+	stride := *r.u64(offSlotStride)
+	slotBytes := *r.u64(offSlotBytes)
+	segBytes := *r.u64(offSegmentBytes)
+	shOff := *r.u64(offSlotHeadersOffset)
+
+	if slotCount < 1 || slotCount > MaxSlots {
+		return headerErr("slot_count", "%d, want 1 to %d", slotCount, MaxSlots)
+	}
+	if tensorCount < 1 || tensorCount > MaxTensors {
+		return headerErr("tensor_count", "%d, want 1 to %d", tensorCount, MaxTensors)
+	}
+	if align != SmallAlign && align != HugeAlign {
+		return headerErr("payload_align", "%d, want %d or %d", align, SmallAlign, HugeAlign)
+	}
+	if shOff != slotHeadersOffset {
+		return headerErr("slot_headers_offset", "%d, want %d", shOff, slotHeadersOffset)
+	}
+	if payloadOff%align != 0 {
+		return headerErr("payload_offset", "%d is not a multiple of payload_align %d", payloadOff, align)
+	}
+	if stride%align != 0 {
+		return headerErr("slot_stride", "%d is not a multiple of payload_align %d", stride, align)
+	}
+	if payloadOff < shOff+slotCount*SlotHeaderBytes {
+		return headerErr("payload_offset", "%d overlaps the %d slot headers ending at %d", payloadOff, slotCount, shOff+slotCount*SlotHeaderBytes)
+	}
+	if stride < slotBytes {
+		return headerErr("slot_stride", "%d is smaller than slot_bytes %d", stride, slotBytes)
+	}
+	hi, prod := bits.Mul64(slotCount, stride)
+	sum, carry := bits.Add64(payloadOff, prod, 0)
+	if hi != 0 || carry != 0 || sum != segBytes {
+		return headerErr("segment_bytes", "%d, but payload_offset %d + slot_count %d x slot_stride %d = %d", segBytes, payloadOff, slotCount, stride, sum)
+	}
+	if fileSize < segBytes {
+		return headerErr("segment_bytes", "%d, but the file is only %d bytes (truncated?)", segBytes, fileSize)
+	}
+	if segBytes > uint64(len(r.mem)) || segBytes > maxSegment {
+		return headerErr("segment_bytes", "%d is too large", segBytes)
+	}
+
+	l := Layout{
+		Slots:        int(slotCount),
+		StartBatch:   *r.u64(offStartBatch),
+		TotalBatches: *r.u64(offTotalBatches),
+		BatchSize:    int(*r.u32(offBatchSize)),
+		Tensors:      make([]Tensor, tensorCount),
+	}
+	g := geometry{
+		offsets: make([]uint64, tensorCount), nbytes: make([]uint64, tensorCount),
+		slotBytes: slotBytes, payloadAlign: align, slotStride: stride, payloadOffset: payloadOff, segmentBytes: segBytes,
+	}
+	names := make(map[string]bool, tensorCount)
+	for t := uint64(0); t < tensorCount; t++ {
+		d := offTensorTable + t*tensorStride
+		field := func(f string) string { return fmt.Sprintf("tensor[%d].%s", t, f) }
+		raw := r.mem[d+tdName : d+tdName+32]
+		n := bytes.IndexByte(raw, 0)
+		if n < 0 {
+			return headerErr(field("name"), "not NUL-terminated within 32 bytes")
+		}
+		if bytes.IndexFunc(raw[n:], func(c rune) bool { return c != 0 }) >= 0 {
+			return headerErr(field("name"), "bytes after the NUL are not zero")
+		}
+		name := string(raw[:n])
+		if err := validTensorName(name); err != nil {
+			return headerErr(field("name"), "%v", err)
+		}
+		if names[name] {
+			return headerErr(field("name"), "%q used twice", name)
+		}
+		names[name] = true
+		dt := DType(*r.u32(d + tdDType))
+		if !dt.Valid() {
+			return headerErr(field("dtype"), "invalid code %d (tensor %q)", uint32(dt), name)
+		}
+		ndim := *r.u32(d + tdNdim)
+		if ndim < 1 || ndim > MaxDims {
+			return headerErr(field("ndim"), "%d, want 1 to %d (tensor %q)", ndim, MaxDims, name)
+		}
+		shape := make([]int, ndim)
+		prod := uint64(dt.Size())
+		over := false
+		for k := range shape {
+			s := *r.u64(d + tdShape + uint64(8*k))
+			var h uint64
+			h, prod = bits.Mul64(prod, s)
+			if h != 0 || s > maxSegment {
+				over = true
+			}
+			shape[k] = int(min(s, maxSegment))
+		}
+		nb := *r.u64(d + tdNbytes)
+		off := *r.u64(d + tdOffset)
+		if over || nb != prod {
+			return headerErr(field("nbytes"), "%d, but shape %v x itemsize %d = %d (tensor %q)", nb, shape, dt.Size(), prod, name)
+		}
+		if off%TensorAlign != 0 {
+			return headerErr(field("offset"), "%d is not a multiple of %d (tensor %q)", off, TensorAlign, name)
+		}
+		if end, c := bits.Add64(off, nb, 0); c != 0 || end > slotBytes {
+			return headerErr(field("offset"), "%d + nbytes %d exceeds slot_bytes %d (tensor %q)", off, nb, slotBytes, name)
+		}
+		for u := uint64(0); u < t; u++ {
+			if nb != 0 && g.nbytes[u] != 0 && off < g.offsets[u]+g.nbytes[u] && g.offsets[u] < off+nb {
+				return headerErr(field("offset"), "tensor %q [%d, %d) overlaps tensor %q [%d, %d)", name, off, off+nb, l.Tensors[u].Name, g.offsets[u], g.offsets[u]+g.nbytes[u])
+			}
+		}
+		l.Tensors[t] = Tensor{Name: name, DType: dt, Shape: shape}
+		g.offsets[t], g.nbytes[t] = off, nb
+	}
+	r.layout, r.g, r.slots = l, g, slotCount
+	r.named = *r.u32(offCreatorFlags)&1 != 0
+	r.nonce = *r.u64(offNonce)
+	return nil
+}
+
+// Compatible reports whether the ring's tensor table and geometry are what layout l would
+// produce (PROTOCOL.md 3.6: a joining producer refuses a mismatch).
+func (r *Ring) Compatible(l Layout) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	mine := r.layout
+	if len(l.Tensors) != len(mine.Tensors) {
+		return fmt.Errorf("gobatch ring: tensor_count %d, this configuration has %d tensors", len(mine.Tensors), len(l.Tensors))
+	}
+	g := l.geometry()
+	for i, t := range l.Tensors {
+		m := mine.Tensors[i]
+		if t.Name != m.Name || t.DType != m.DType || fmt.Sprint(t.Shape) != fmt.Sprint(m.Shape) || g.offsets[i] != r.g.offsets[i] {
+			return fmt.Errorf("gobatch ring: tensor %d is %s %s%v at offset %d, this configuration has %s %s%v at offset %d",
+				i, m.Name, m.DType, m.Shape, r.g.offsets[i], t.Name, t.DType, t.Shape, g.offsets[i])
+		}
+	}
+	return nil
+}
+
+// WakeAll wakes every waiter on every slot word (used after an error record, a close or a
+// watchdog stop, so that sleepers run their checks at once).
+func (r *Ring) WakeAll() {
+	for i := uint64(0); i < r.slots; i++ {
+		futexWake(r.slotState(i))
+	}
+}
+
+// errorRecord returns the error record if error_state is SET.
+func (r *Ring) errorRecord() *ProducerError {
+	if atomic.LoadUint32(r.u32(offErrorState)) != errSet {
+		return nil
+	}
+	n := min(atomic.LoadUint32(r.u32(offErrorLen)), MaxErrorText)
+	return &ProducerError{
+		Producer: int(atomic.LoadUint32(r.u32(offErrorProducer))),
+		Text:     string(r.mem[offErrorText : offErrorText+uint64(n)]),
+	}
+}
+
+// consumerStatus returns ErrConsumerClosed, ErrConsumerGone or nil (PROTOCOL.md 3.5, producer side).
+func (r *Ring) consumerStatus() error {
+	switch atomic.LoadUint32(r.u32(offConsumerState)) {
+	case ConsumerClosed:
+		return ErrConsumerClosed
+	case ConsumerAttached:
+		pid := atomic.LoadUint32(r.u32(offConsumerPID))
+		if !Alive(pid, atomic.LoadUint64(r.u64(offConsumerStarttime))) {
+			// It may have closed and exited in between: CLOSED wins.
+			if atomic.LoadUint32(r.u32(offConsumerState)) == ConsumerClosed {
+				return ErrConsumerClosed
+			}
+			return fmt.Errorf("%w (pid %d)", ErrConsumerGone, pid)
+		}
+	}
+	return nil
+}
+
+// producersStatus scans the registry (PROTOCOL.md 3.5, consumer steps 2 and 3): it returns
+// the first ACTIVE or CLAIMING entry whose process is dead, and the number of live ones.
+// A CLAIMING entry whose pid is still 0 is being registered and counts as live.
+func (r *Ring) producersStatus() (live int, dead *ProducerDiedError) {
+	for j := 0; j < MaxProducers; j++ {
+		e := entryOff(j)
+		st := atomic.LoadUint32(r.u32(e + regState))
+		if st != EntryActive && st != EntryClaiming {
+			continue
+		}
+		pid := atomic.LoadUint32(r.u32(e + regPID))
+		if pid == 0 && st == EntryClaiming {
+			live++
+			continue
+		}
+		if !Alive(pid, atomic.LoadUint64(r.u64(e+regStarttime))) {
+			// Finished and exited in between? Only a still-active entry is a death.
+			if s := atomic.LoadUint32(r.u32(e + regState)); s == EntryActive || s == EntryClaiming {
+				return live, &ProducerDiedError{PID: pid, Entry: j}
+			}
+			continue
+		}
+		live++
+	}
+	return live, nil
+}

@@ -1,0 +1,146 @@
+package ring
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+)
+
+// ProducerInfo is one registry entry.
+type ProducerInfo struct {
+	Entry     int
+	State     uint32 // EntryFree .. EntryFailed
+	PID       uint32
+	Alive     bool
+	Heartbeat uint64
+	Batches   uint64
+	Writers   uint32
+}
+
+// SlotInfo is one slot's state word, decoded.
+type SlotInfo struct {
+	Lap   uint32
+	State uint32 // SlotFree .. SlotReading
+}
+
+// Stats is a snapshot of a ring's counters and states (each field read atomically; the
+// snapshot as a whole is not).
+type Stats struct {
+	Slots          int
+	SlotBytes      int64
+	SegmentBytes   int64
+	StartBatch     uint64
+	TotalBatches   uint64
+	NextClaim      uint64
+	BatchesWritten uint64
+	BytesWritten   uint64
+	ProducerWaitNs uint64
+	ProducerBusyNs uint64
+
+	ConsumerState     uint32
+	ConsumerPID       uint32
+	ConsumerAlive     bool
+	BatchesRead       uint64
+	BytesRead         uint64
+	ConsumerWaitNs    uint64
+	ConsumerHeartbeat uint64
+
+	CreatorPID   uint32
+	CreatorAlive bool
+	Named        bool
+
+	Error     *ProducerError // nil if none is recorded
+	SlotState []SlotInfo
+	Full      int            // slots READY or READING
+	Producers []ProducerInfo // entries that are not FREE
+}
+
+// Stats reads the ring's counters, slot states and producer registry.
+func (r *Ring) Stats() Stats {
+	ld64 := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
+	ld32 := func(off uint64) uint32 { return atomic.LoadUint32(r.u32(off)) }
+	s := Stats{
+		Slots: int(r.slots), SlotBytes: int64(r.g.slotBytes), SegmentBytes: int64(r.g.segmentBytes),
+		StartBatch: r.layout.StartBatch, TotalBatches: r.layout.TotalBatches,
+		NextClaim:      ld64(offNextClaim),
+		BatchesWritten: ld64(offBatchesWritten), BytesWritten: ld64(offBytesWritten),
+		ProducerWaitNs: ld64(offProducerWaitNs), ProducerBusyNs: ld64(offProducerBusyNs),
+		ConsumerState: ld32(offConsumerState), ConsumerPID: ld32(offConsumerPID),
+		BatchesRead: ld64(offBatchesRead), BytesRead: ld64(offBytesRead),
+		ConsumerWaitNs: ld64(offConsumerWaitNs), ConsumerHeartbeat: ld64(offConsumerHeartbeat),
+		Named: r.named, Error: r.errorRecord(),
+	}
+	if s.ConsumerState == ConsumerAttached {
+		s.ConsumerAlive = Alive(s.ConsumerPID, ld64(offConsumerStarttime))
+	}
+	s.CreatorPID, s.CreatorAlive = r.Creator()
+	s.SlotState = make([]SlotInfo, r.slots)
+	for i := range s.SlotState {
+		v := atomic.LoadUint32(r.slotState(uint64(i)))
+		s.SlotState[i] = SlotInfo{Lap: v >> 2, State: v & 3}
+		if v&3 == SlotReady || v&3 == SlotReading {
+			s.Full++
+		}
+	}
+	for j := 0; j < MaxProducers; j++ {
+		e := entryOff(j)
+		st := ld32(e + regState)
+		if st == EntryFree {
+			continue
+		}
+		pi := ProducerInfo{Entry: j, State: st, PID: ld32(e + regPID), Heartbeat: ld64(e + regHeartbeat),
+			Batches: ld64(e + regBatches), Writers: ld32(e + regWriters)}
+		pi.Alive = Alive(pi.PID, ld64(e+regStarttime))
+		s.Producers = append(s.Producers, pi)
+	}
+	return s
+}
+
+var entryNames = [...]string{"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED"}
+var slotNames = [...]string{"FREE", "WRITING", "READY", "READING"}
+var consumerNames = [...]string{"NONE", "CLAIMING", "ATTACHED", "CLOSED"}
+
+func name(names []string, v uint32) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("?%d", v)
+}
+
+// EntryStateName returns the protocol name of a registry entry state.
+func EntryStateName(v uint32) string { return name(entryNames[:], v) }
+
+// SlotStateName returns the protocol name of a slot state.
+func SlotStateName(v uint32) string { return name(slotNames[:], v) }
+
+// ConsumerStateName returns the protocol name of a consumer state.
+func ConsumerStateName(v uint32) string { return name(consumerNames[:], v) }
+
+// String renders the snapshot for humans (`shmloader stat`).
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slots %d x %d bytes, segment %d bytes, %d full\n", s.Slots, s.SlotBytes, s.SegmentBytes, s.Full)
+	total := "unbounded"
+	if s.TotalBatches != 0 {
+		total = fmt.Sprint(s.TotalBatches)
+	}
+	fmt.Fprintf(&b, "stream: start %d, total %s, claimed %d, written %d (%d bytes), read %d (%d bytes)\n",
+		s.StartBatch, total, s.NextClaim, s.BatchesWritten, s.BytesWritten, s.BatchesRead, s.BytesRead)
+	fmt.Fprintf(&b, "producers: wait %.3f s, busy %.3f s; consumer: wait %.3f s\n",
+		float64(s.ProducerWaitNs)/1e9, float64(s.ProducerBusyNs)/1e9, float64(s.ConsumerWaitNs)/1e9)
+	fmt.Fprintf(&b, "creator pid %d alive=%v named=%v; consumer %s pid %d alive=%v heartbeat %d\n",
+		s.CreatorPID, s.CreatorAlive, s.Named, ConsumerStateName(s.ConsumerState), s.ConsumerPID, s.ConsumerAlive, s.ConsumerHeartbeat)
+	for _, p := range s.Producers {
+		fmt.Fprintf(&b, "producer %d: %s pid %d alive=%v writers %d batches %d heartbeat %d\n",
+			p.Entry, EntryStateName(p.State), p.PID, p.Alive, p.Writers, p.Batches, p.Heartbeat)
+	}
+	b.WriteString("slot states:")
+	for i, sl := range s.SlotState {
+		fmt.Fprintf(&b, " %d:%s/%d", i, SlotStateName(sl.State), sl.Lap)
+	}
+	b.WriteString("\n")
+	if s.Error != nil {
+		fmt.Fprintf(&b, "error (producer %d): %s\n", s.Error.Producer, s.Error.Text)
+	}
+	return b.String()
+}
