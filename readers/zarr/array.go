@@ -1,0 +1,408 @@
+package zarr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// ChunkKey identifies one decoded chunk for a ChunkCache: the array's identity (its
+// store and path) and the chunk's grid index. Arrays with more than CacheDims
+// dimensions are not cached.
+type ChunkKey struct {
+	Array string
+	Index [CacheDims]int32
+}
+
+// CacheDims is the largest number of dimensions a ChunkKey holds.
+const CacheDims = 8
+
+// ChunkCache holds decoded chunks (native element type, host byte order, C order,
+// full chunk shape, as DecodeChunk returns them). It must be safe for concurrent use.
+// Put hands the buffer over: the reader never writes to it again, and the cache must
+// not change a buffer it has returned from Get.
+type ChunkCache interface {
+	Get(key ChunkKey) ([]byte, bool)
+	Put(key ChunkKey, decoded []byte)
+}
+
+// Array is an open Zarr array. Its fields are read-only; an Array is safe for
+// concurrent use.
+type Array struct {
+	Store      Store
+	Path       string // path inside the store, "" for a root array
+	ZarrFormat int
+	Shape      []int
+	// Chunks is the shape of the chunks reads are made of: the chunk shape, or the
+	// inner chunk shape of a sharded array.
+	Chunks []int
+	// ShardShape is the shard shape of a sharded v3 array (the stored objects), or nil.
+	ShardShape []int
+	DType      DType
+	DimNames   []string // from dimension_names (v3) or _ARRAY_DIMENSIONS; nil if absent
+	Attrs      map[string]json.RawMessage
+	// FillValue is one element of the fill value in host byte order (zeros when the
+	// metadata says null, see FillNull). FillString is the fill of a string array.
+	FillValue  []byte
+	FillString string
+	FillNull   bool
+	FillJSON   json.RawMessage // fill_value as the metadata spells it
+	Order      byte            // 'C' or 'F' (v2 "order")
+	Codecs     []CodecInfo     // v3 codecs, or v2 filters followed by the compressor
+
+	id    string
+	keys  keyEncoding
+	pipe  *pipeline   // decodes one stored object (chunk or shard)
+	shard *shardCodec // non-nil: reads go through inner chunks of shards
+	grid  []int       // chunks along each dim (of Chunks)
+	cache ChunkCache
+	bufs  sync.Pool // decoded-chunk buffers (*[]byte)
+	cf    *CFInfo
+}
+
+// OpenArray opens the array at path in store, reading its metadata directly
+// (.zarray/.zattrs for v2, zarr.json for v3; v3 is tried first).
+func OpenArray(store Store, path string) (*Array, error) {
+	path = strings.Trim(path, "/")
+	m, err := readArrayMeta(store, path)
+	if err != nil {
+		return nil, &Error{Store: store.String(), Path: path, Err: err}
+	}
+	return newArray(store, path, m)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "/" + key
+}
+
+func readArrayMeta(store Store, path string) (*arrayMeta, error) {
+	doc, err := store.Get(join(path, "zarr.json"))
+	if err == nil {
+		z, err := parseZarrJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		if z.NodeType != "array" {
+			return nil, fmt.Errorf("not an array (node_type %q)", z.NodeType)
+		}
+		return v3ArrayMeta(z)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	doc, err = store.Get(join(path, ".zarray"))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("no array here (neither zarr.json nor .zarray): %w", ErrNotFound)
+		}
+		return nil, err
+	}
+	attrs, err := store.Get(join(path, ".zattrs"))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	return parseZarray(doc, attrs)
+}
+
+func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
+	a := &Array{
+		Store: store, Path: path, ZarrFormat: m.format, Shape: m.shape, Chunks: m.chunks,
+		DType: m.dtype, DimNames: m.dimNames, Attrs: m.attrs, FillValue: m.fill, FillString: m.fillStr,
+		FillNull: m.fillNull, FillJSON: m.fillRaw, Order: m.order, Codecs: m.codecs,
+		id: store.String() + "\x00" + path, keys: m.keys,
+	}
+	fail := func(err error) (*Array, error) {
+		var ce *codecError
+		e := &Error{Store: store.String(), Path: path, Err: err}
+		if errors.As(err, &ce) {
+			e.Codec = ce.codec
+		}
+		return nil, e
+	}
+	var err error
+	if m.format == 2 {
+		a.pipe, err = buildV2Pipeline(m)
+	} else {
+		a.pipe, err = buildV3Pipeline(m.codecs, m.chunks, m.dtype, m.fill)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if a.pipe.ser == serShard && a.pipe.strides == nil && len(a.pipe.b2b) == 0 {
+		a.shard = a.pipe.shard
+		a.ShardShape = m.chunks
+		a.Chunks = a.shard.inner
+	}
+	a.grid = make([]int, len(a.Shape))
+	for d := range a.Shape {
+		a.grid[d] = (a.Shape[d] + a.Chunks[d] - 1) / a.Chunks[d]
+	}
+	if a.cf, err = parseCF(a); err != nil {
+		return fail(err)
+	}
+	return a, nil
+}
+
+// SetCache sets the decoded-chunk cache used by ReadBox and DecodeChunk (nil: none).
+// Call it before sharing the Array between goroutines.
+func (a *Array) SetCache(c ChunkCache) { a.cache = c }
+
+// ID is the array's identity in ChunkKeys: its store and path.
+func (a *Array) ID() string { return a.id }
+
+// NDim is the number of dimensions.
+func (a *Array) NDim() int { return len(a.Shape) }
+
+// Len is the number of elements.
+func (a *Array) Len() int { return prod(a.Shape) }
+
+// ChunkGrid is the number of chunks (of shape Chunks) along each dimension.
+func (a *Array) ChunkGrid() []int { return append([]int(nil), a.grid...) }
+
+// NumChunks is the number of chunks (of shape Chunks) in the grid.
+func (a *Array) NumChunks() int { return prod(a.grid) }
+
+// ChunkBytes is the decoded size of one chunk in bytes (zero for string arrays).
+func (a *Array) ChunkBytes() int { return prod(a.Chunks) * a.DType.Size }
+
+// DecodedBytes is the size of the whole array decoded, in bytes.
+func (a *Array) DecodedBytes() int64 {
+	n := int64(a.DType.Size)
+	for _, s := range a.Shape {
+		n *= int64(s)
+	}
+	return n
+}
+
+// StoredChunks counts the stored chunk objects (shard files for a sharded array) and
+// their total size in bytes, by listing the store. The store must implement Lister.
+func (a *Array) StoredChunks() (count int, bytes int64, err error) {
+	l, ok := a.Store.(Lister)
+	if !ok {
+		return 0, 0, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("store cannot list keys: %w", ErrUnsupported)}
+	}
+	prefix := ""
+	if a.Path != "" {
+		prefix = a.Path + "/"
+	}
+	keys, err := l.List(prefix)
+	if err != nil {
+		return 0, 0, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	for _, k := range keys {
+		rel := k[len(prefix):]
+		if !a.isChunkKey(rel) {
+			continue
+		}
+		count++
+		if b, err := a.Store.Get(k); err == nil {
+			bytes += int64(len(b))
+		}
+	}
+	return count, bytes, nil
+}
+
+// isChunkKey reports whether rel (relative to the array) is one of its chunk keys.
+func (a *Array) isChunkKey(rel string) bool {
+	if a.keys.prefix != "" {
+		if !strings.HasPrefix(rel, a.keys.prefix) {
+			return false
+		}
+		rel = rel[len(a.keys.prefix):]
+		if len(a.Shape) == 0 {
+			return rel == ""
+		}
+		if len(rel) == 0 || rel[0] != a.keys.sep {
+			return false
+		}
+		rel = rel[1:]
+	}
+	n := len(a.Shape)
+	if n == 0 {
+		return rel == "0"
+	}
+	seps := string(a.keys.sep)
+	if a.keys.probeSlash {
+		seps = "./"
+	}
+	parts := strings.FieldsFunc(rel, func(r rune) bool { return strings.ContainsRune(seps, r) })
+	if len(parts) != n {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.Atoi(p); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// objectGrid is the grid of stored objects (chunks or shards).
+func (a *Array) objectShape() []int {
+	if a.shard != nil {
+		return a.ShardShape
+	}
+	return a.Chunks
+}
+
+// ChunkKeyOf returns the store key of the stored object (chunk, or shard for a
+// sharded array) with grid index idx (of the stored objects' grid).
+func (a *Array) ChunkKeyOf(idx []int) string {
+	return string(a.appendKey(nil, idx, a.keys.sep))
+}
+
+func (a *Array) appendKey(b []byte, idx []int, sep byte) []byte {
+	if a.Path != "" {
+		b = append(b, a.Path...)
+		b = append(b, '/')
+	}
+	if a.keys.prefix != "" {
+		b = append(b, a.keys.prefix...)
+		if len(idx) == 0 {
+			return b
+		}
+		b = append(b, sep)
+	}
+	if len(idx) == 0 {
+		return append(b, '0')
+	}
+	for i, v := range idx {
+		if i > 0 {
+			b = append(b, sep)
+		}
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	return b
+}
+
+func (a *Array) checkIndex(idx []int) error {
+	if len(idx) != len(a.Shape) {
+		return fmt.Errorf("chunk index %v for a %d-d array", idx, len(a.Shape))
+	}
+	for d, v := range idx {
+		if v < 0 || v >= a.grid[d] {
+			return fmt.Errorf("chunk index %v outside the chunk grid %v", idx, a.grid)
+		}
+	}
+	return nil
+}
+
+func (a *Array) getBuf() []byte {
+	if p, ok := a.bufs.Get().(*[]byte); ok {
+		return *p
+	}
+	n := a.ChunkBytes()
+	// Allocate as uint64 so that the buffer is 8-byte aligned for any element type.
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)[:n:n]
+}
+
+func (a *Array) putBuf(b []byte) { a.bufs.Put(&b) }
+
+// DecodeChunk decodes the chunk with grid index idx (of the Chunks grid: inner chunks
+// for a sharded array) into dst and returns it: the full chunk shape, native element
+// type in host byte order, C order. dst must hold ChunkBytes() bytes (a nil or short
+// dst gets a new buffer). A chunk that is not stored reads as the fill value. The
+// array's cache is not consulted.
+func (a *Array) DecodeChunk(idx []int, dst []byte) ([]byte, error) {
+	if a.DType.Kind == KindString {
+		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("DecodeChunk on a variable-length string array: use ReadStrings: %w", ErrUnsupported)}
+	}
+	if err := a.checkIndex(idx); err != nil {
+		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	n := a.ChunkBytes()
+	if len(dst) < n {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	return dst, a.decodeChunk(idx, dst)
+}
+
+func (a *Array) decodeChunk(idx []int, dst []byte) error {
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	if a.shard != nil {
+		return a.decodeInner(idx, dst, sc)
+	}
+	var kb [128]byte
+	key := string(a.appendKey(kb[:0], idx, a.keys.sep))
+	raw, err := storeGet(a.Store, key, sc.buf[0])
+	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
+		key = string(a.appendKey(kb[:0], idx, '/'))
+		raw, err = storeGet(a.Store, key, sc.buf[0])
+		if errors.Is(err, ErrNotFound) {
+			key = string(a.appendKey(kb[:0], idx, '.'))
+		}
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			fillElems(dst, a.FillValue)
+			return nil
+		}
+		return withContext(a.Store.String(), a.Path, key, err)
+	}
+	// Keep the (possibly grown) read buffer, but hand the decoder a private copy of
+	// the slice header: the pipeline uses other scratch buffers of its own.
+	sc.buf[0] = raw[:0]
+	if err := a.pipe.decode(raw, dst); err != nil {
+		return withContext(a.Store.String(), a.Path, key, err)
+	}
+	return nil
+}
+
+// decodeInner reads one inner chunk of a shard with range reads.
+func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
+	s := a.shard
+	var sidx, local [MaxDims]int
+	k := 0
+	for d := range idx {
+		sidx[d] = idx[d] / s.cps[d]
+		local[d] = idx[d] % s.cps[d]
+		k = k*s.cps[d] + local[d]
+	}
+	var kb [128]byte
+	key := string(a.appendKey(kb[:0], sidx[:len(idx)], a.keys.sep))
+	var off int64
+	if s.atEnd {
+		off = -int64(s.idxSize)
+	}
+	raw, err := storeGetRange(a.Store, key, off, int64(s.idxSize), sc.buf[0])
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			fillElems(dst, a.FillValue)
+			return nil
+		}
+		return withContext(a.Store.String(), a.Path, key, err)
+	}
+	sc.buf[0] = raw[:0]
+	ix, err := s.readIndex(raw, sc.idx)
+	if err != nil {
+		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", err))
+	}
+	sc.idx = ix
+	o, n, ok, err := s.innerRange(ix, k, -1)
+	if err != nil {
+		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", err))
+	}
+	if !ok {
+		fillElems(dst, a.FillValue)
+		return nil
+	}
+	raw, err = storeGetRange(a.Store, key, o, n, sc.buf[0])
+	if err != nil {
+		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", local[:len(idx)], err)))
+	}
+	sc.buf[0] = raw[:0]
+	if err := s.inPipe.decode(raw, dst); err != nil {
+		return withContext(a.Store.String(), a.Path, key, fmt.Errorf("inner chunk %v: %w", local[:len(idx)], err))
+	}
+	return nil
+}

@@ -1,0 +1,539 @@
+package zarr
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// maxUnknownSize bounds the output of a codec whose decoded size the metadata does
+// not fix (variable-length strings, chained compressors), so that garbage cannot make
+// the reader allocate without limit.
+const maxUnknownSize = 1 << 31
+
+// bytesCodec is a bytes-to-bytes codec (a v2 compressor, a v3 bytes->bytes codec).
+type bytesCodec interface {
+	name() string
+	// decode decodes src. want is the exact decoded length, or -1 when unknown.
+	// The result is built in buf (grown if needed) or is a sub-slice of src.
+	decode(buf, src []byte, want int) ([]byte, error)
+}
+
+func grow(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, ErrCorrupt)...)
+}
+
+// zstd
+
+type zstdCodec struct{}
+
+var (
+	zstdOnce            sync.Once
+	zstdExact, zstdOpen *zstd.Decoder
+	zstdErr             error
+)
+
+func zstdDecoders() (*zstd.Decoder, *zstd.Decoder, error) {
+	zstdOnce.Do(func() {
+		n := runtime.GOMAXPROCS(0)
+		zstdExact, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(n), zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderMaxMemory(1<<40))
+		if zstdErr != nil {
+			return
+		}
+		zstdOpen, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(n), zstd.WithDecoderMaxMemory(maxUnknownSize))
+	})
+	return zstdExact, zstdOpen, zstdErr
+}
+
+func (zstdCodec) name() string { return "zstd" }
+
+func (zstdCodec) decode(buf, src []byte, want int) ([]byte, error) {
+	exact, open, err := zstdDecoders()
+	if err != nil {
+		return nil, err
+	}
+	if want >= 0 {
+		if cap(buf) < want {
+			buf = make([]byte, 0, want)
+		}
+		out, err := exact.DecodeAll(src, buf[:0:want])
+		if err != nil {
+			return nil, corruptf("%v", err)
+		}
+		if len(out) != want {
+			return nil, corruptf("decoded %d bytes, want %d", len(out), want)
+		}
+		return out, nil
+	}
+	out, err := open.DecodeAll(src, buf[:0])
+	if err != nil {
+		return nil, corruptf("%v", err)
+	}
+	return out, nil
+}
+
+// zlib and gzip
+
+type inflater struct {
+	br   bytes.Reader
+	zr   io.ReadCloser // zlib, lazily created
+	gr   *gzip.Reader
+	peek [1]byte
+}
+
+var inflaters = sync.Pool{New: func() any { return new(inflater) }}
+
+type zlibCodec struct{ gz bool }
+
+func (c zlibCodec) name() string {
+	if c.gz {
+		return "gzip"
+	}
+	return "zlib"
+}
+
+func (c zlibCodec) decode(buf, src []byte, want int) ([]byte, error) {
+	inf := inflaters.Get().(*inflater)
+	defer func() {
+		inf.br.Reset(nil)
+		inflaters.Put(inf)
+	}()
+	inf.br.Reset(src)
+	var r io.Reader
+	if c.gz {
+		if inf.gr == nil {
+			gr, err := gzip.NewReader(&inf.br)
+			if err != nil {
+				return nil, corruptf("%v", err)
+			}
+			inf.gr = gr
+		} else if err := inf.gr.Reset(&inf.br); err != nil {
+			return nil, corruptf("%v", err)
+		}
+		r = inf.gr
+	} else {
+		if inf.zr == nil {
+			zr, err := zlib.NewReader(&inf.br)
+			if err != nil {
+				return nil, corruptf("%v", err)
+			}
+			inf.zr = zr
+		} else if err := inf.zr.(zlib.Resetter).Reset(&inf.br, nil); err != nil {
+			return nil, corruptf("%v", err)
+		}
+		r = inf.zr
+	}
+	return readAllExact(r, buf, want, inf.peek[:])
+}
+
+// readAllExact reads r to its end into buf. With want >= 0 the stream must hold
+// exactly want bytes.
+func readAllExact(r io.Reader, buf []byte, want int, peek []byte) ([]byte, error) {
+	if want >= 0 {
+		buf = grow(buf, want)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, corruptf("stream shorter than %d bytes", want)
+			}
+			return nil, corruptf("%v", err)
+		}
+		n, err := r.Read(peek)
+		if n > 0 {
+			return nil, corruptf("stream longer than %d bytes", want)
+		}
+		if err != nil && err != io.EOF {
+			return nil, corruptf("%v", err)
+		}
+		if err == nil {
+			// A reader may report EOF only on the next call.
+			if n, err = r.Read(peek); n > 0 || (err != nil && err != io.EOF) {
+				return nil, corruptf("stream longer than %d bytes or damaged", want)
+			}
+		}
+		return buf, nil
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= maxUnknownSize {
+				return nil, corruptf("decoded size over %d bytes", maxUnknownSize)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, corruptf("%v", err)
+		}
+	}
+}
+
+// bz2
+
+type bz2Codec struct{}
+
+func (bz2Codec) name() string { return "bz2" }
+
+func (bz2Codec) decode(buf, src []byte, want int) ([]byte, error) {
+	var peek [1]byte
+	return readAllExact(bzip2.NewReader(bytes.NewReader(src)), buf, want, peek[:])
+}
+
+// lz4 (numcodecs framing: uint32 LE decoded size, then one LZ4 block)
+
+type lz4Codec struct{}
+
+func (lz4Codec) name() string { return "lz4" }
+
+func (lz4Codec) decode(buf, src []byte, want int) ([]byte, error) {
+	return decodeLZ4Frame(buf, src, want)
+}
+
+func decodeLZ4Frame(buf, src []byte, want int) ([]byte, error) {
+	if len(src) < 4 {
+		return nil, corruptf("%d bytes, shorter than the 4-byte size header", len(src))
+	}
+	n := int(binary.LittleEndian.Uint32(src))
+	if want >= 0 && n != want {
+		return nil, corruptf("size header says %d bytes, want %d", n, want)
+	}
+	if want < 0 && n > maxUnknownSize {
+		return nil, corruptf("size header says %d bytes", n)
+	}
+	buf = grow(buf, n)
+	if n == 0 {
+		return buf, nil
+	}
+	got, err := lz4.UncompressBlock(src[4:], buf)
+	if err != nil {
+		return nil, corruptf("%v", err)
+	}
+	if got != n {
+		return nil, corruptf("decoded %d bytes, header says %d", got, n)
+	}
+	return buf, nil
+}
+
+// crc32c (v3): the last 4 bytes are the CRC-32C (Castagnoli) of the rest, LE.
+
+type crc32cCodec struct{}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (crc32cCodec) name() string { return "crc32c" }
+
+func (crc32cCodec) decode(_, src []byte, want int) ([]byte, error) {
+	if len(src) < 4 {
+		return nil, corruptf("%d bytes, shorter than the checksum", len(src))
+	}
+	body := src[:len(src)-4]
+	stored := binary.LittleEndian.Uint32(src[len(src)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != stored {
+		return nil, corruptf("checksum mismatch: stored %08x, computed %08x", stored, got)
+	}
+	if want >= 0 && len(body) != want {
+		return nil, corruptf("%d bytes after the checksum, want %d", len(body), want)
+	}
+	return body, nil
+}
+
+// blosc (Blosc1 chunks, v2 "blosc" and v3 "blosc") and blosc2 (ocf-blosc2).
+
+type bloscCodec struct{ v2 bool }
+
+func (c bloscCodec) name() string {
+	if c.v2 {
+		return "blosc2"
+	}
+	return "blosc"
+}
+
+func (c bloscCodec) decode(buf, src []byte, want int) ([]byte, error) {
+	if len(src) < 16 {
+		return nil, corruptf("%d bytes, shorter than a blosc header", len(src))
+	}
+	// nbytes sits at bytes 4..7 of both the Blosc1 and the Blosc2 header.
+	n := int(binary.LittleEndian.Uint32(src[4:8]))
+	if want >= 0 && n != want {
+		return nil, corruptf("header says %d decoded bytes, want %d", n, want)
+	}
+	if want < 0 && n > maxUnknownSize {
+		return nil, corruptf("header says %d decoded bytes", n)
+	}
+	buf = grow(buf, n)
+	var got int
+	var err error
+	if c.v2 {
+		got, err = bloscDecompress2(buf, src)
+	} else {
+		got, err = bloscDecompress(buf, src)
+	}
+	if err != nil {
+		return nil, corruptf("%v", err)
+	}
+	if got != n {
+		return nil, corruptf("decoded %d bytes, header says %d", got, n)
+	}
+	return buf, nil
+}
+
+// newBytesCodec returns the decoder for a compressor or v3 bytes->bytes codec. The
+// v3 "numcodecs." prefix (numcodecs.zarr3 wrappers) is accepted.
+func newBytesCodec(name string, cfg json.RawMessage) (bytesCodec, bool) {
+	switch strings.TrimPrefix(name, "numcodecs.") {
+	case "zstd":
+		return zstdCodec{}, true
+	case "zlib":
+		return zlibCodec{}, true
+	case "gzip":
+		return zlibCodec{gz: true}, true
+	case "bz2":
+		return bz2Codec{}, true
+	case "lz4":
+		return lz4Codec{}, true
+	case "blosc":
+		return bloscCodec{}, true
+	case "blosc2":
+		return bloscCodec{v2: true}, true
+	case "crc32c":
+		return crc32cCodec{}, true
+	}
+	return nil, false
+}
+
+// flatFilter is a v2 filter over the flattened chunk: it turns n elements of its
+// encoded type into n elements of its decoded type.
+type flatFilter interface {
+	name() string
+	encSize() int // bytes per encoded element
+	decSize() int // bytes per decoded element
+	decode(dst, src []byte, n int) error
+}
+
+func numDType(cfg map[string]json.RawMessage, key string, def *DType) (DType, error) {
+	raw, ok := cfg[key]
+	if !ok || isJSONNull(raw) {
+		if def != nil {
+			return *def, nil
+		}
+		return DType{}, fmt.Errorf("missing %s", key)
+	}
+	d, err := parseV2DType(raw)
+	if err != nil {
+		return DType{}, fmt.Errorf("%s: %w", key, err)
+	}
+	switch d.Kind {
+	case KindInt, KindUint, KindFloat, KindBool:
+	default:
+		return DType{}, fmt.Errorf("%s %s: %w", key, d, ErrUnsupported)
+	}
+	return d, nil
+}
+
+// loadF reads element i of b (type d) as float64.
+func loadF(b []byte, d DType) float64 {
+	u := loadU(b, d)
+	switch d.Kind {
+	case KindFloat:
+		switch d.Size {
+		case 2:
+			return float64(f16ToF32(uint16(u)))
+		case 4:
+			return float64(math.Float32frombits(uint32(u)))
+		}
+		return math.Float64frombits(u)
+	case KindInt:
+		return float64(signExtend(u, d.Size))
+	}
+	return float64(u)
+}
+
+func signExtend(u uint64, size int) int64 {
+	s := 64 - 8*uint(size)
+	return int64(u<<s) >> s
+}
+
+func loadU(b []byte, d DType) uint64 {
+	var u uint64
+	if d.BigEndian {
+		for i := 0; i < d.Size; i++ {
+			u = u<<8 | uint64(b[i])
+		}
+		return u
+	}
+	for i := d.Size - 1; i >= 0; i-- {
+		u = u<<8 | uint64(b[i])
+	}
+	return u
+}
+
+func storeU(b []byte, d DType, u uint64) {
+	if d.BigEndian {
+		for i := d.Size - 1; i >= 0; i-- {
+			b[i] = byte(u)
+			u >>= 8
+		}
+		return
+	}
+	for i := 0; i < d.Size; i++ {
+		b[i] = byte(u)
+		u >>= 8
+	}
+}
+
+// storeF writes f as type d, converting like numpy's astype (floats round, ints
+// truncate toward zero).
+func storeF(b []byte, d DType, f float64) {
+	switch d.Kind {
+	case KindFloat:
+		switch d.Size {
+		case 2:
+			storeU(b, d, uint64(f32ToF16(float32(f))))
+		case 4:
+			storeU(b, d, uint64(math.Float32bits(float32(f))))
+		default:
+			storeU(b, d, math.Float64bits(f))
+		}
+	case KindInt:
+		storeU(b, d, uint64(int64(f)))
+	case KindBool:
+		if f != 0 {
+			storeU(b, d, 1)
+		} else {
+			storeU(b, d, 0)
+		}
+	default:
+		if f < 0 {
+			storeU(b, d, uint64(int64(f)))
+		} else {
+			storeU(b, d, uint64(f))
+		}
+	}
+}
+
+// delta: decoded[i] = sum(encoded[0..i]) computed in the decoded type.
+type deltaFilter struct{ dtype, astype DType }
+
+func (f deltaFilter) name() string { return "delta" }
+func (f deltaFilter) encSize() int { return f.astype.Size }
+func (f deltaFilter) decSize() int { return f.dtype.Size }
+func (f deltaFilter) decode(dst, src []byte, n int) error {
+	es, ds := f.astype.Size, f.dtype.Size
+	if len(src) < n*es || len(dst) < n*ds {
+		return corruptf("buffer too short")
+	}
+	if f.dtype.Kind == KindFloat {
+		if f.dtype.Size == 4 {
+			var acc float32
+			for i := 0; i < n; i++ {
+				acc += float32(loadF(src[i*es:], f.astype))
+				storeF(dst[i*ds:], f.dtype, float64(acc))
+			}
+			return nil
+		}
+		var acc float64
+		for i := 0; i < n; i++ {
+			acc += loadF(src[i*es:], f.astype)
+			storeF(dst[i*ds:], f.dtype, acc)
+		}
+		return nil
+	}
+	if f.astype.Kind == KindFloat {
+		return fmt.Errorf("delta from float %s to integer %s: %w", f.astype, f.dtype, ErrUnsupported)
+	}
+	// Integers: modular arithmetic in the decoded width.
+	var acc uint64
+	for i := 0; i < n; i++ {
+		u := loadU(src[i*es:], f.astype)
+		if f.astype.Kind == KindInt {
+			u = uint64(signExtend(u, es))
+		}
+		acc += u
+		storeU(dst[i*ds:], f.dtype, acc)
+	}
+	return nil
+}
+
+// fixedscaleoffset: decoded = encoded / scale + offset, computed in float64 and cast
+// to the decoded type.
+type fsoFilter struct {
+	dtype, astype DType
+	scale, offset float64
+}
+
+func (f fsoFilter) name() string { return "fixedscaleoffset" }
+func (f fsoFilter) encSize() int { return f.astype.Size }
+func (f fsoFilter) decSize() int { return f.dtype.Size }
+func (f fsoFilter) decode(dst, src []byte, n int) error {
+	es, ds := f.astype.Size, f.dtype.Size
+	if len(src) < n*es || len(dst) < n*ds {
+		return corruptf("buffer too short")
+	}
+	for i := 0; i < n; i++ {
+		storeF(dst[i*ds:], f.dtype, loadF(src[i*es:], f.astype)/f.scale+f.offset)
+	}
+	return nil
+}
+
+func newFlatFilter(c CodecInfo, arr DType) (flatFilter, error) {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(c.Config, &cfg); err != nil {
+		return nil, fmt.Errorf("filter %s: %w", c.Name, err)
+	}
+	switch strings.TrimPrefix(c.Name, "numcodecs.") {
+	case "delta":
+		d, err := numDType(cfg, "dtype", &arr)
+		if err != nil {
+			return nil, fmt.Errorf("filter delta: %w", err)
+		}
+		a, err := numDType(cfg, "astype", &d)
+		if err != nil {
+			return nil, fmt.Errorf("filter delta: %w", err)
+		}
+		if d.Kind == KindBool || a.Kind == KindBool {
+			return nil, fmt.Errorf("filter delta on bool: %w", ErrUnsupported)
+		}
+		return deltaFilter{dtype: d, astype: a}, nil
+	case "fixedscaleoffset":
+		d, err := numDType(cfg, "dtype", &arr)
+		if err != nil {
+			return nil, fmt.Errorf("filter fixedscaleoffset: %w", err)
+		}
+		a, err := numDType(cfg, "astype", &d)
+		if err != nil {
+			return nil, fmt.Errorf("filter fixedscaleoffset: %w", err)
+		}
+		scale, ok1 := jsonFloat(cfg["scale"])
+		offset, ok2 := jsonFloat(cfg["offset"])
+		if !ok1 || !ok2 || scale == 0 || math.IsNaN(scale) {
+			return nil, fmt.Errorf("filter fixedscaleoffset: bad scale or offset")
+		}
+		return fsoFilter{dtype: d, astype: a, scale: scale, offset: offset}, nil
+	}
+	return nil, fmt.Errorf("unsupported filter %s: %w", c.Name, ErrUnsupported)
+}

@@ -1,0 +1,413 @@
+package zarr
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// MaxDims is the largest number of dimensions an array may have.
+const MaxDims = 32
+
+// CodecInfo describes one codec of an array as its metadata spells it: the v3 codec
+// name or the v2 numcodecs id, and its configuration as JSON.
+type CodecInfo struct {
+	Name   string
+	Config json.RawMessage
+	// Inner holds the nested codecs of sharding_indexed (chunk codecs, then index codecs
+	// under IndexCodecs).
+	Inner       []CodecInfo
+	IndexCodecs []CodecInfo
+}
+
+func (c CodecInfo) String() string {
+	if len(c.Config) == 0 {
+		return c.Name
+	}
+	return c.Name + string(compactJSON(c.Config))
+}
+
+func compactJSON(b []byte) []byte {
+	var out strings.Builder
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out.WriteByte(c)
+			if c == '\\' && i+1 < len(b) {
+				i++
+				out.WriteByte(b[i])
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\t', '\r':
+			continue
+		case '"':
+			inStr = true
+		}
+		out.WriteByte(c)
+	}
+	return []byte(out.String())
+}
+
+// keyEncoding builds chunk keys.
+type keyEncoding struct {
+	prefix string // "c" for the v3 default encoding, "" otherwise
+	sep    byte
+	// probeSlash: a v2 array without dimension_separator; older "nested" stores use
+	// "/" there, so a missing "." key is retried with "/".
+	probeSlash bool
+}
+
+// arrayMeta is the format-independent metadata of one array.
+type arrayMeta struct {
+	format   int
+	shape    []int
+	chunks   []int // the chunk grid (shards, for a sharded v3 array)
+	dtype    DType
+	fillRaw  json.RawMessage
+	fill     []byte // one element, host order
+	fillStr  string // KindString fill
+	fillNull bool
+	order    byte // 'C' or 'F' (v2)
+	keys     keyEncoding
+	codecs   []CodecInfo // v3 codecs, or v2 filters then compressor
+	attrs    map[string]json.RawMessage
+	dimNames []string
+}
+
+type zarrayJSON struct {
+	ZarrFormat         int             `json:"zarr_format"`
+	Shape              []int64         `json:"shape"`
+	Chunks             []int64         `json:"chunks"`
+	Dtype              json.RawMessage `json:"dtype"`
+	Compressor         json.RawMessage `json:"compressor"`
+	FillValue          json.RawMessage `json:"fill_value"`
+	Order              string          `json:"order"`
+	Filters            json.RawMessage `json:"filters"`
+	DimensionSeparator *string         `json:"dimension_separator"`
+}
+
+// checkShape validates shape and chunk shape and returns them as ints.
+func checkShape(shape, chunks []int64) ([]int, []int, error) {
+	if len(shape) != len(chunks) {
+		return nil, nil, fmt.Errorf("shape has %d dimensions but chunks has %d", len(shape), len(chunks))
+	}
+	if len(shape) > MaxDims {
+		return nil, nil, fmt.Errorf("%d dimensions: %w (at most %d)", len(shape), ErrUnsupported, MaxDims)
+	}
+	s := make([]int, len(shape))
+	c := make([]int, len(shape))
+	chunkElems := int64(1)
+	for i := range shape {
+		if shape[i] < 0 || shape[i] > math.MaxInt32*int64(1<<20) {
+			return nil, nil, fmt.Errorf("bad shape %v", shape)
+		}
+		if chunks[i] <= 0 || chunks[i] > math.MaxInt32 {
+			return nil, nil, fmt.Errorf("bad chunk shape %v", chunks)
+		}
+		chunkElems *= chunks[i]
+		if chunkElems > 1<<40 {
+			return nil, nil, fmt.Errorf("chunk shape %v is too large", chunks)
+		}
+		s[i], c[i] = int(shape[i]), int(chunks[i])
+	}
+	return s, c, nil
+}
+
+// parseZarray parses a v2 .zarray document. attrs is the .zattrs document (nil if
+// absent).
+func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
+	var z zarrayJSON
+	if err := decodeJSON(doc, &z); err != nil {
+		return nil, fmt.Errorf("malformed .zarray: %w", err)
+	}
+	if z.ZarrFormat != 2 {
+		return nil, fmt.Errorf(".zarray: zarr_format %d, want 2", z.ZarrFormat)
+	}
+	if z.Shape == nil || z.Chunks == nil {
+		return nil, fmt.Errorf(".zarray: missing shape or chunks")
+	}
+	m := &arrayMeta{format: 2}
+	var err error
+	if m.shape, m.chunks, err = checkShape(z.Shape, z.Chunks); err != nil {
+		return nil, fmt.Errorf(".zarray: %w", err)
+	}
+	if len(z.Dtype) == 0 {
+		return nil, fmt.Errorf(".zarray: missing dtype")
+	}
+	if m.dtype, err = parseV2DType(z.Dtype); err != nil {
+		return nil, fmt.Errorf(".zarray: %w", err)
+	}
+	switch z.Order {
+	case "C", "":
+		m.order = 'C'
+	case "F":
+		m.order = 'F'
+	default:
+		return nil, fmt.Errorf(".zarray: bad order %q", z.Order)
+	}
+	m.keys = keyEncoding{sep: '.'}
+	if z.DimensionSeparator == nil {
+		m.keys.probeSlash = true
+	} else {
+		switch *z.DimensionSeparator {
+		case ".":
+		case "/":
+			m.keys.sep = '/'
+		default:
+			return nil, fmt.Errorf(".zarray: bad dimension_separator %q", *z.DimensionSeparator)
+		}
+	}
+	if !isJSONNull(z.Filters) {
+		var fs []json.RawMessage
+		if err := json.Unmarshal(z.Filters, &fs); err != nil {
+			return nil, fmt.Errorf(".zarray: filters: %w", err)
+		}
+		for _, f := range fs {
+			c, err := parseV2Codec(f)
+			if err != nil {
+				return nil, fmt.Errorf(".zarray: filters: %w", err)
+			}
+			m.codecs = append(m.codecs, c)
+		}
+	}
+	if !isJSONNull(z.Compressor) {
+		c, err := parseV2Codec(z.Compressor)
+		if err != nil {
+			return nil, fmt.Errorf(".zarray: compressor: %w", err)
+		}
+		m.codecs = append(m.codecs, c)
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, fmt.Errorf(".zarray: %w", err)
+	}
+	if m.attrs, err = parseAttrs(attrs); err != nil {
+		return nil, fmt.Errorf(".zattrs: %w", err)
+	}
+	if m.dimNames, err = attrDims(m.attrs, len(m.shape)); err != nil {
+		return nil, fmt.Errorf(".zattrs: %w", err)
+	}
+	return m, nil
+}
+
+func parseV2Codec(raw json.RawMessage) (CodecInfo, error) {
+	var c struct {
+		ID *string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || c.ID == nil {
+		return CodecInfo{}, fmt.Errorf("codec config without an id: %.80s", string(raw))
+	}
+	return CodecInfo{Name: *c.ID, Config: raw}, nil
+}
+
+func parseAttrs(doc []byte) (map[string]json.RawMessage, error) {
+	attrs := map[string]json.RawMessage{}
+	if len(doc) == 0 {
+		return attrs, nil
+	}
+	if err := decodeJSON(doc, &attrs); err != nil {
+		return nil, fmt.Errorf("malformed attributes: %w", err)
+	}
+	if attrs == nil {
+		attrs = map[string]json.RawMessage{}
+	}
+	return attrs, nil
+}
+
+// attrDims reads xarray's _ARRAY_DIMENSIONS attribute.
+func attrDims(attrs map[string]json.RawMessage, ndim int) ([]string, error) {
+	raw, ok := attrs["_ARRAY_DIMENSIONS"]
+	if !ok {
+		return nil, nil
+	}
+	var names []string
+	if err := json.Unmarshal(raw, &names); err != nil {
+		return nil, fmt.Errorf("_ARRAY_DIMENSIONS: %w", err)
+	}
+	if len(names) != ndim {
+		return nil, fmt.Errorf("_ARRAY_DIMENSIONS has %d names for %d dimensions", len(names), ndim)
+	}
+	return names, nil
+}
+
+// v3 metadata.
+
+var v3ArrayKeys = map[string]bool{"zarr_format": true, "node_type": true, "shape": true, "data_type": true,
+	"chunk_grid": true, "chunk_key_encoding": true, "fill_value": true, "codecs": true, "attributes": true,
+	"dimension_names": true, "storage_transformers": true}
+
+var v3GroupKeys = map[string]bool{"zarr_format": true, "node_type": true, "attributes": true, "consolidated_metadata": true}
+
+type zarrJSON struct {
+	ZarrFormat           int                        `json:"zarr_format"`
+	NodeType             string                     `json:"node_type"`
+	Shape                []int64                    `json:"shape"`
+	DataType             json.RawMessage            `json:"data_type"`
+	ChunkGrid            json.RawMessage            `json:"chunk_grid"`
+	ChunkKeyEncoding     json.RawMessage            `json:"chunk_key_encoding"`
+	FillValue            json.RawMessage            `json:"fill_value"`
+	Codecs               []json.RawMessage          `json:"codecs"`
+	Attributes           map[string]json.RawMessage `json:"attributes"`
+	DimensionNames       []*string                  `json:"dimension_names"`
+	StorageTransformers  []json.RawMessage          `json:"storage_transformers"`
+	ConsolidatedMetadata json.RawMessage            `json:"consolidated_metadata"`
+}
+
+// parseZarrJSON parses a v3 zarr.json document and checks for fields it must
+// understand. It returns the node type ("array" or "group").
+func parseZarrJSON(doc []byte) (*zarrJSON, error) {
+	var z zarrJSON
+	if err := decodeJSON(doc, &z); err != nil {
+		return nil, fmt.Errorf("malformed zarr.json: %w", err)
+	}
+	if z.ZarrFormat != 3 {
+		return nil, fmt.Errorf("zarr.json: zarr_format %d, want 3", z.ZarrFormat)
+	}
+	var all map[string]json.RawMessage
+	if err := decodeJSON(doc, &all); err != nil {
+		return nil, fmt.Errorf("malformed zarr.json: %w", err)
+	}
+	known := v3ArrayKeys
+	switch z.NodeType {
+	case "array":
+	case "group":
+		known = v3GroupKeys
+	default:
+		return nil, fmt.Errorf("zarr.json: bad node_type %q", z.NodeType)
+	}
+	for k, v := range all {
+		if !known[k] && mustUnderstand(v) {
+			return nil, fmt.Errorf("zarr.json: field %q: %w extension", k, ErrUnsupported)
+		}
+	}
+	if z.Attributes == nil {
+		z.Attributes = map[string]json.RawMessage{}
+	}
+	return &z, nil
+}
+
+// v3ArrayMeta converts a parsed v3 array document.
+func v3ArrayMeta(z *zarrJSON) (*arrayMeta, error) {
+	m := &arrayMeta{format: 3, order: 'C', attrs: z.Attributes}
+	if z.Shape == nil {
+		return nil, fmt.Errorf("zarr.json: missing shape")
+	}
+	gname, gcfg, err := parseNamed(z.ChunkGrid)
+	if err != nil {
+		return nil, fmt.Errorf("zarr.json: chunk_grid: %w", err)
+	}
+	if gname != "regular" {
+		return nil, fmt.Errorf("zarr.json: chunk_grid %q: %w", gname, ErrUnsupported)
+	}
+	var g struct {
+		ChunkShape []int64 `json:"chunk_shape"`
+	}
+	if err := json.Unmarshal(gcfg, &g); err != nil || g.ChunkShape == nil {
+		return nil, fmt.Errorf("zarr.json: chunk_grid: missing chunk_shape")
+	}
+	if m.shape, m.chunks, err = checkShape(z.Shape, g.ChunkShape); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if len(z.DataType) == 0 {
+		return nil, fmt.Errorf("zarr.json: missing data_type")
+	}
+	if m.dtype, err = parseV3DType(z.DataType); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	// Chunk key encoding.
+	kname, kcfg, err := parseNamed(z.ChunkKeyEncoding)
+	if err != nil {
+		return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+	}
+	var kc struct {
+		Separator *string `json:"separator"`
+	}
+	if len(kcfg) > 0 {
+		if err := json.Unmarshal(kcfg, &kc); err != nil {
+			return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+		}
+	}
+	switch kname {
+	case "default":
+		m.keys = keyEncoding{prefix: "c", sep: '/'}
+	case "v2":
+		m.keys = keyEncoding{sep: '.'}
+	default:
+		return nil, fmt.Errorf("zarr.json: chunk_key_encoding %q: %w", kname, ErrUnsupported)
+	}
+	if kc.Separator != nil {
+		switch *kc.Separator {
+		case ".":
+			m.keys.sep = '.'
+		case "/":
+			m.keys.sep = '/'
+		default:
+			return nil, fmt.Errorf("zarr.json: bad chunk key separator %q", *kc.Separator)
+		}
+	}
+	if len(z.Codecs) == 0 {
+		return nil, fmt.Errorf("zarr.json: no codecs")
+	}
+	if m.codecs, err = parseV3Codecs(z.Codecs); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	for _, st := range z.StorageTransformers {
+		name, _, err := parseNamed(st)
+		if err != nil {
+			return nil, fmt.Errorf("zarr.json: storage_transformers: %w", err)
+		}
+		return nil, fmt.Errorf("zarr.json: storage transformer %q: %w", name, ErrUnsupported)
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if z.DimensionNames != nil {
+		if len(z.DimensionNames) != len(m.shape) {
+			return nil, fmt.Errorf("zarr.json: %d dimension_names for %d dimensions", len(z.DimensionNames), len(m.shape))
+		}
+		m.dimNames = make([]string, len(m.shape))
+		for i, n := range z.DimensionNames {
+			if n != nil {
+				m.dimNames[i] = *n
+			}
+		}
+	} else if m.dimNames, err = attrDims(m.attrs, len(m.shape)); err != nil {
+		return nil, fmt.Errorf("zarr.json: attributes: %w", err)
+	}
+	return m, nil
+}
+
+func parseV3Codecs(list []json.RawMessage) ([]CodecInfo, error) {
+	out := make([]CodecInfo, 0, len(list))
+	for _, raw := range list {
+		name, cfg, err := parseNamed(raw)
+		if err != nil {
+			return nil, fmt.Errorf("codecs: %w", err)
+		}
+		c := CodecInfo{Name: name, Config: cfg}
+		if name == "sharding_indexed" {
+			var sc struct {
+				Codecs      []json.RawMessage `json:"codecs"`
+				IndexCodecs []json.RawMessage `json:"index_codecs"`
+			}
+			if err := json.Unmarshal(cfg, &sc); err != nil {
+				return nil, fmt.Errorf("codec sharding_indexed: %w", err)
+			}
+			if c.Inner, err = parseV3Codecs(sc.Codecs); err != nil {
+				return nil, fmt.Errorf("sharding_indexed: %w", err)
+			}
+			if c.IndexCodecs, err = parseV3Codecs(sc.IndexCodecs); err != nil {
+				return nil, fmt.Errorf("sharding_indexed index: %w", err)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

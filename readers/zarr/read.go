@@ -1,0 +1,312 @@
+package zarr
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// ReadOptions control ReadBox. The zero value (or nil) reads the stored element type.
+type ReadOptions struct {
+	// Out is the element type written to dst. ElemNone means the array's own numeric
+	// type (datetime64/timedelta64 read as Int64). With CF it defaults to Float32.
+	Out Elem
+	// CF applies CF decoding: raw values equal to _FillValue (for v2 arrays the zarr
+	// fill_value) or missing_value become NaN, the others raw*scale_factor+add_offset
+	// (computed in float64, then rounded to Out). Out must be Float32 or Float64.
+	CF bool
+	// Parallel is the number of chunks decoded at once (<= 1: one at a time, in the
+	// calling goroutine). A negative value means GOMAXPROCS.
+	Parallel int
+	// Cache overrides the array's ChunkCache for this call.
+	Cache ChunkCache
+	// NoCache disables the cache for this call.
+	NoCache bool
+}
+
+// float32Bytes and friends view a typed slice as bytes (no copy).
+func float32Bytes(s []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
+}
+func float64Bytes(s []float64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s))
+}
+func int64Bytes(s []int64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s))
+}
+
+// ReadBoxFloat32 is ReadBox into a []float32 (opt.Out is forced to Float32).
+func (a *Array) ReadBoxFloat32(start, stop []int, dst []float32, opt *ReadOptions) error {
+	o := ReadOptions{}
+	if opt != nil {
+		o = *opt
+	}
+	o.Out = Float32
+	return a.ReadBox(start, stop, float32Bytes(dst), &o)
+}
+
+// OutElem is the element type ReadBox writes for opt.
+func (a *Array) OutElem(opt *ReadOptions) Elem {
+	if opt != nil && opt.Out != ElemNone {
+		return opt.Out
+	}
+	if opt != nil && opt.CF {
+		return Float32
+	}
+	return a.DType.Elem()
+}
+
+// ReadBox reads the box [start, stop) of the array into dst, C order, converting each
+// element to opt.Out (see ReadOptions). dst must hold at least prod(stop-start)
+// elements of the output type and be aligned to the element size. Chunks that are
+// not stored read as the fill value. ReadBox is safe for concurrent use.
+func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
+	var o ReadOptions
+	if opt != nil {
+		o = *opt
+	}
+	fail := func(err error) error {
+		return &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	src := a.DType.Elem()
+	if src == ElemNone {
+		return fail(fmt.Errorf("ReadBox on a %s array (use ReadStrings): %w", a.DType, ErrUnsupported))
+	}
+	out := a.OutElem(&o)
+	var cfp *cfParams
+	if o.CF {
+		cfp = a.cf.params()
+		if a.cf.Unsigned {
+			src = unsignedOf(src)
+		}
+	}
+	conv, copyBytes, err := newConverter(src, out, cfp)
+	if err != nil {
+		return fail(err)
+	}
+	nd := len(a.Shape)
+	if len(start) != nd || len(stop) != nd {
+		return fail(fmt.Errorf("box %v:%v for a %d-d array", start, stop, nd))
+	}
+	total := 1
+	for d := 0; d < nd; d++ {
+		if start[d] < 0 || stop[d] < start[d] || stop[d] > a.Shape[d] {
+			return fail(fmt.Errorf("box %v:%v outside the array shape %v", start, stop, a.Shape))
+		}
+		total *= stop[d] - start[d]
+	}
+	os := out.Size()
+	if len(dst) < total*os {
+		return fail(fmt.Errorf("destination holds %d bytes, the box needs %d", len(dst), total*os))
+	}
+	if total == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%uintptr(os) != 0 {
+		return fail(fmt.Errorf("destination is not aligned to %d bytes", os))
+	}
+	cache := a.cache
+	if o.Cache != nil {
+		cache = o.Cache
+	}
+	if o.NoCache || nd > CacheDims {
+		cache = nil
+	}
+	r := boxRead{a: a, start: start, stop: stop, dst: dst, conv: &conv, copyBytes: copyBytes,
+		os: os, es: a.DType.Size, cache: cache}
+	var lo, hi [MaxDims]int
+	nchunks := 1
+	for d := 0; d < nd; d++ {
+		lo[d] = start[d] / a.Chunks[d]
+		hi[d] = (stop[d]-1)/a.Chunks[d] + 1
+		nchunks *= hi[d] - lo[d]
+	}
+	par := o.Parallel
+	if par < 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	if par > nchunks {
+		par = nchunks
+	}
+	if par <= 1 {
+		var idx [MaxDims]int
+		copy(idx[:nd], lo[:nd])
+		for {
+			if err := r.chunk(idx[:nd]); err != nil {
+				return err
+			}
+			if !nextIndex(idx[:nd], lo[:nd], hi[:nd]) {
+				return nil
+			}
+		}
+	}
+	// Parallel: workers take chunk numbers from a shared counter.
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		next  int
+		first error
+	)
+	worker := func() {
+		defer wg.Done()
+		var idx [MaxDims]int
+		for {
+			mu.Lock()
+			if first != nil || next >= nchunks {
+				mu.Unlock()
+				return
+			}
+			k := next
+			next++
+			mu.Unlock()
+			for d := nd - 1; d >= 0; d-- {
+				w := hi[d] - lo[d]
+				idx[d] = lo[d] + k%w
+				k /= w
+			}
+			if err := r.chunk(idx[:nd]); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+		}
+	}
+	wg.Add(par)
+	for i := 0; i < par; i++ {
+		go worker()
+	}
+	wg.Wait()
+	return first
+}
+
+func unsignedOf(e Elem) Elem {
+	switch e {
+	case Int8:
+		return Uint8
+	case Int16:
+		return Uint16
+	case Int32:
+		return Uint32
+	case Int64:
+		return Uint64
+	}
+	return e
+}
+
+// nextIndex advances idx in C order within [lo, hi); false when done.
+func nextIndex(idx, lo, hi []int) bool {
+	for d := len(idx) - 1; d >= 0; d-- {
+		idx[d]++
+		if idx[d] < hi[d] {
+			return true
+		}
+		idx[d] = lo[d]
+	}
+	return false
+}
+
+type boxRead struct {
+	a           *Array
+	start, stop []int
+	dst         []byte
+	conv        *converter
+	copyBytes   bool
+	os, es      int
+	cache       ChunkCache
+}
+
+// chunk decodes (or fetches) one chunk and copies its part of the box into dst.
+func (r *boxRead) chunk(idx []int) error {
+	a := r.a
+	var data []byte
+	pooled := false
+	var key ChunkKey
+	if r.cache != nil {
+		key.Array = a.id
+		for d, v := range idx {
+			key.Index[d] = int32(v)
+		}
+		if b, ok := r.cache.Get(key); ok && len(b) == a.ChunkBytes() {
+			data = b
+		}
+	}
+	if data == nil {
+		data = a.getBuf()
+		if err := a.decodeChunk(idx, data); err != nil {
+			a.putBuf(data)
+			return err
+		}
+		if r.cache != nil {
+			r.cache.Put(key, data)
+		} else {
+			pooled = true
+		}
+	}
+	r.copyOut(idx, data)
+	if pooled {
+		a.putBuf(data)
+	}
+	return nil
+}
+
+// copyOut copies the intersection of chunk idx with the box, row by row.
+func (r *boxRead) copyOut(idx []int, data []byte) {
+	a := r.a
+	nd := len(idx)
+	ch := a.Chunks
+	// Intersection in array coordinates.
+	var lo, hi, cstr, bstr [MaxDims]int
+	for d := 0; d < nd; d++ {
+		c0 := idx[d] * ch[d]
+		lo[d] = max(r.start[d], c0)
+		hi[d] = min(r.stop[d], c0+ch[d])
+	}
+	// Strides in elements: chunk (full chunk shape) and box.
+	cs, bs := 1, 1
+	for d := nd - 1; d >= 0; d-- {
+		cstr[d], bstr[d] = cs, bs
+		cs *= ch[d]
+		bs *= r.stop[d] - r.start[d]
+	}
+	last := nd - 1
+	// Merge trailing dimensions while both the chunk rows and the box rows are
+	// contiguous, so that whole planes copy in one call.
+	run := hi[last] - lo[last]
+	inner := last
+	for inner > 0 && hi[inner]-lo[inner] == ch[inner] && hi[inner]-lo[inner] == r.stop[inner]-r.start[inner] {
+		inner--
+		run *= hi[inner] - lo[inner]
+	}
+	var pos [MaxDims]int
+	copy(pos[:nd], lo[:nd])
+	dstBase := unsafe.Pointer(unsafe.SliceData(r.dst))
+	srcBase := unsafe.Pointer(unsafe.SliceData(data))
+	n := run
+	if r.copyBytes {
+		n = run * r.os
+	}
+	for {
+		so, do := 0, 0
+		for d := 0; d < nd; d++ {
+			so += (pos[d] - idx[d]*ch[d]) * cstr[d]
+			do += (pos[d] - r.start[d]) * bstr[d]
+		}
+		r.conv.fn(r.conv, unsafe.Add(dstBase, do*r.os), unsafe.Add(srcBase, so*r.es), n)
+		// Advance over dims [0, inner).
+		d := inner - 1
+		for ; d >= 0; d-- {
+			pos[d]++
+			if pos[d] < hi[d] {
+				break
+			}
+			pos[d] = lo[d]
+		}
+		if d < 0 {
+			return
+		}
+	}
+}

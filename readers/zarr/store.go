@@ -1,0 +1,210 @@
+package zarr
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Store is a key-value store holding a Zarr hierarchy. Keys use "/" separators and
+// are relative to the store root ("temp/.zarray", "temp/c/0/1"). Implementations
+// must be safe for concurrent use.
+//
+// A Store reports a missing key with an error that wraps ErrNotFound.
+type Store interface {
+	// Get returns the whole value of key. The caller may keep the slice.
+	Get(key string) ([]byte, error)
+	// GetRange returns n bytes of key from offset off. A negative off counts from
+	// the end of the value (a suffix read of -off bytes when n < 0). n < 0 means to
+	// the end. A range past the end of the value is an error wrapping ErrCorrupt.
+	GetRange(key string, off, n int64) ([]byte, error)
+	// String names the store in messages (a path or URL).
+	String() string
+}
+
+// BufferedStore is implemented by stores that can read into a caller's buffer, which
+// lets the reader reuse its buffers. The result is buf[:0] grown as needed (so it may
+// be a new slice).
+type BufferedStore interface {
+	GetInto(key string, buf []byte) ([]byte, error)
+	GetRangeInto(key string, off, n int64, buf []byte) ([]byte, error)
+}
+
+// Lister is implemented by stores that can list keys. List returns every key that
+// starts with prefix, sorted. It is used to discover a hierarchy without consolidated
+// metadata and to count stored chunks.
+type Lister interface {
+	List(prefix string) ([]string, error)
+}
+
+// DirStore is a Store over a local directory (a "foo.zarr" directory).
+type DirStore struct {
+	root string
+}
+
+// NewDirStore returns a store over the directory root. It fails if root is not a
+// directory.
+func NewDirStore(root string) (*DirStore, error) {
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("zarr: open store %s: %w", root, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("zarr: open store %s: not a directory", root)
+	}
+	return &DirStore{root: filepath.Clean(root)}, nil
+}
+
+func (s *DirStore) String() string { return s.root }
+
+// path maps a key to a file path, refusing keys that would leave the root.
+func (s *DirStore) path(key string) (string, error) {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") || strings.ContainsRune(key, 0) {
+		return "", fmt.Errorf("invalid key %q", key)
+	}
+	for _, seg := range strings.Split(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("invalid key %q", key)
+		}
+	}
+	return s.root + string(filepath.Separator) + filepath.FromSlash(key), nil
+}
+
+func (s *DirStore) open(key string) (*os.File, int64, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return f, st.Size(), nil
+}
+
+// Get implements Store.
+func (s *DirStore) Get(key string) ([]byte, error) { return s.GetInto(key, nil) }
+
+// GetRange implements Store.
+func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
+	return s.GetRangeInto(key, off, n, nil)
+}
+
+// GetInto implements BufferedStore.
+func (s *DirStore) GetInto(key string, buf []byte) ([]byte, error) {
+	return s.GetRangeInto(key, 0, -1, buf)
+}
+
+// GetRangeInto implements BufferedStore.
+func (s *DirStore) GetRangeInto(key string, off, n int64, buf []byte) ([]byte, error) {
+	f, size, err := s.open(key)
+	if err != nil {
+		return buf[:0], err
+	}
+	defer f.Close()
+	start, length, err := resolveRange(size, off, n)
+	if err != nil {
+		return buf[:0], fmt.Errorf("%s: %w", key, err)
+	}
+	if int64(cap(buf)) < length {
+		buf = make([]byte, length)
+	}
+	buf = buf[:length]
+	if _, err := f.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && length == 0) {
+		return buf[:0], fmt.Errorf("read %s: %w", key, err)
+	}
+	return buf, nil
+}
+
+// resolveRange turns (off, n) into an absolute start and length within size.
+func resolveRange(size, off, n int64) (int64, int64, error) {
+	start := off
+	if off < 0 {
+		start = size + off
+	}
+	if start < 0 || start > size {
+		return 0, 0, fmt.Errorf("range offset %d outside a value of %d bytes: %w", off, size, ErrCorrupt)
+	}
+	length := size - start
+	if n >= 0 {
+		if n > length {
+			return 0, 0, fmt.Errorf("range %d+%d outside a value of %d bytes: %w", start, n, size, ErrCorrupt)
+		}
+		length = n
+	}
+	return start, length, nil
+}
+
+// List implements Lister.
+func (s *DirStore) List(prefix string) ([]string, error) {
+	dir := s.root
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		p, err := s.path(prefix[:i])
+		if err != nil {
+			return nil, err
+		}
+		dir = p
+	}
+	var keys []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir && errors.Is(err, fs.ErrNotExist) {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		k := filepath.ToSlash(rel)
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", prefix, s.root, err)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// storeGet reads key into buf when the store supports it.
+func storeGet(s Store, key string, buf []byte) ([]byte, error) {
+	if bs, ok := s.(BufferedStore); ok {
+		return bs.GetInto(key, buf)
+	}
+	return s.Get(key)
+}
+
+func storeGetRange(s Store, key string, off, n int64, buf []byte) ([]byte, error) {
+	if bs, ok := s.(BufferedStore); ok {
+		return bs.GetRangeInto(key, off, n, buf)
+	}
+	b, err := s.GetRange(key, off, n)
+	if err == nil && n >= 0 && int64(len(b)) != n {
+		return nil, fmt.Errorf("%s: range read returned %d bytes, want %d: %w", key, len(b), n, ErrCorrupt)
+	}
+	return b, err
+}

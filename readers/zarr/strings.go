@@ -1,0 +1,173 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// ReadStrings reads the whole array as strings, C order: variable-length strings
+// (v2 object dtype with vlen-utf8, v3 string), fixed-length unicode (<U) and byte
+// strings (|S, read as Latin-1 like numpy's bytes; trailing NULs are dropped).
+// Missing chunks read as the fill value.
+func (a *Array) ReadStrings() ([]string, error) {
+	switch a.DType.Kind {
+	case KindString, KindUTF32, KindBytes:
+	default:
+		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("ReadStrings on a %s array", a.DType)}
+	}
+	out := make([]string, a.Len())
+	if len(out) == 0 {
+		return out, nil
+	}
+	nd := len(a.Shape)
+	cn := prod(a.Chunks)
+	chunk := make([]string, cn)
+	var raw []byte
+	lo := make([]int, nd)
+	idx := make([]int, nd)
+	ostr := cStrides(a.Shape)
+	cstr := cStrides(a.Chunks)
+	for {
+		if err := a.chunkStrings(idx, chunk, &raw); err != nil {
+			return nil, err
+		}
+		// Copy the in-bounds part of the chunk.
+		for k := 0; k < cn; k++ {
+			o, inside := 0, true
+			for d := 0; d < nd; d++ {
+				p := idx[d]*a.Chunks[d] + (k/cstr[d])%a.Chunks[d]
+				if p >= a.Shape[d] {
+					inside = false
+					break
+				}
+				o += p * ostr[d]
+			}
+			if inside {
+				out[o] = chunk[k]
+			}
+		}
+		if !nextIndex(idx, lo, a.grid) {
+			return out, nil
+		}
+	}
+}
+
+func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
+	if a.DType.Kind != KindString {
+		n := a.ChunkBytes()
+		if cap(*raw) < n {
+			*raw = make([]byte, n)
+		}
+		b := (*raw)[:n]
+		if err := a.decodeChunk(idx, b); err != nil {
+			return err
+		}
+		es := a.DType.Size
+		for k := range out {
+			e := b[k*es : (k+1)*es]
+			if a.DType.Kind == KindUTF32 {
+				out[k] = utf32String(e)
+			} else {
+				out[k] = latin1String(bytes.TrimRight(e, "\x00"))
+			}
+		}
+		return nil
+	}
+	key := a.ChunkKeyOf(idx)
+	src, err := storeGet(a.Store, key, nil)
+	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
+		key = string(a.appendKey(nil, idx, '/'))
+		src, err = storeGet(a.Store, key, nil)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			for k := range out {
+				out[k] = a.FillString
+			}
+			return nil
+		}
+		return withContext(a.Store.String(), a.Path, key, err)
+	}
+	b := src
+	for i := len(a.pipe.b2b) - 1; i >= 0; i-- {
+		b, err = a.pipe.b2b[i].decode(nil, b, -1)
+		if err != nil {
+			return withContext(a.Store.String(), a.Path, key, wrapCodec(a.pipe.b2b[i].name(), err))
+		}
+	}
+	if err := decodeVlenUTF8(b, out); err != nil {
+		return withContext(a.Store.String(), a.Path, key, wrapCodec("vlen-utf8", err))
+	}
+	return nil
+}
+
+// decodeVlenUTF8 parses the numcodecs/zarr vlen-utf8 layout: uint32 LE item count,
+// then per item a uint32 LE byte length and the UTF-8 bytes.
+func decodeVlenUTF8(b []byte, out []string) error {
+	if len(b) < 4 {
+		return corruptf("%d bytes, shorter than the item count", len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if uint64(n) != uint64(len(out)) {
+		return corruptf("holds %d items, the chunk has %d", n, len(out))
+	}
+	p := 4
+	for i := range out {
+		if len(b)-p < 4 {
+			return corruptf("item %d: truncated length", i)
+		}
+		l := binary.LittleEndian.Uint32(b[p:])
+		p += 4
+		if uint64(l) > uint64(len(b)-p) {
+			return corruptf("item %d: length %d past the end", i, l)
+		}
+		s := b[p : p+int(l)]
+		if !utf8.Valid(s) {
+			return corruptf("item %d: invalid UTF-8", i)
+		}
+		out[i] = string(s)
+		p += int(l)
+	}
+	if p != len(b) {
+		return corruptf("%d trailing bytes", len(b)-p)
+	}
+	return nil
+}
+
+func utf32String(e []byte) string {
+	var sb strings.Builder
+	for i := 0; i+4 <= len(e); i += 4 {
+		r := rune(binary.LittleEndian.Uint32(e[i:]))
+		if r == 0 {
+			// numpy drops trailing NULs; an embedded NUL ends the string too.
+			break
+		}
+		if !utf8.ValidRune(r) {
+			r = utf8.RuneError
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
+
+func latin1String(b []byte) string {
+	ascii := true
+	for _, c := range b {
+		if c >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return string(b)
+	}
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return string(r)
+}

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Write the Zarr fixtures the Go tests in readers/zarr read.
+
+Run from the repository root:
+
+    .venv/bin/python readers/zarr/testdata/gen.py
+
+It rewrites readers/zarr/testdata/{v2,v3,cf2,cf3}.zarr and manifest.json and the
+expected/ directory. Every array is written by zarr-python (or xarray, for the CF
+stores); the expected values are what zarr-python (or xarray) reads back, saved as
+raw little-endian C-order bytes, so the Go tests compare against the reference
+implementation and not against numbers typed by hand.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numcodecs
+import numpy as np
+import xarray as xr
+import zarr
+from ocf_blosc2 import Blosc2
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+HERE = Path(__file__).resolve().parent
+EXPECTED = HERE / "expected"
+
+numcodecs.register_codec(Blosc2)
+
+manifest: dict[str, Any] = {"zarr": zarr.__version__, "numcodecs": numcodecs.__version__, "arrays": []}
+
+
+def record(store: Path, path: str, extra: dict[str, Any] | None = None) -> None:
+    """Read an array back with zarr-python and record its values for the Go test."""
+    arr = zarr.open_array(store=str(store), path=path, mode="r")
+    data = arr[...]
+    entry: dict[str, Any] = {
+        "store": store.name,
+        "path": path,
+        "shape": list(arr.shape),
+        "dtype": str(data.dtype),
+        "zarr_format": arr.metadata.zarr_format,
+    }
+    if data.dtype.kind in "OUST":
+        entry["strings"] = [
+            (v.decode("latin-1") if isinstance(v, bytes) else str(v)) for v in data.reshape(-1)
+        ]
+    elif data.dtype.kind in "Mm":
+        entry["int64"] = [int(v) for v in data.reshape(-1).view("<i8")]
+    else:
+        name = f"{store.name}_{path.replace('/', '_')}.bin"
+        le = data.astype(data.dtype.newbyteorder("<"), copy=False)
+        (EXPECTED / name).write_bytes(np.ascontiguousarray(le).tobytes())
+        entry["data"] = name
+        entry["native"] = le.dtype.str
+    if extra:
+        entry.update(extra)
+    manifest["arrays"].append(entry)
+
+
+def fresh(name: str) -> Path:
+    p = HERE / name
+    if p.exists():
+        shutil.rmtree(p)
+    return p
+
+
+def ramp(shape: tuple[int, ...], dtype: str, start: int = 0) -> np.ndarray:
+    n = int(np.prod(shape))
+    return (np.arange(start, start + n) % 251).astype(dtype).reshape(shape)
+
+
+def v2_store() -> None:
+    p = fresh("v2.zarr")
+    root = zarr.open_group(str(p), mode="w", zarr_format=2)
+    root.attrs["title"] = "gobatch v2 fixtures"
+    rng = np.random.default_rng(42)
+
+    def mk(name: str, data: np.ndarray, chunks: tuple[int, ...], **kw: Any) -> None:
+        a = root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=chunks, **kw)
+        a[...] = data
+        record(p, name)
+
+    # int16, blosc lz4 byte shuffle (the zarr-python 2 default), edge chunks and a
+    # missing chunk (all fill_value, so zarr-python does not write it).
+    d = rng.integers(-3000, 3000, size=(20, 30)).astype("<i2")
+    d[0:8, 0:7] = -1
+    mk("i2_blosc_lz4", d, (8, 7), compressors=numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE), fill_value=-1)
+    # float32 zstd, nested keys, NaN fill and a missing chunk.
+    d = rng.standard_normal((9, 10, 11)).astype("<f4")
+    d[4:8, 0:4, 0:5] = np.nan
+    mk(
+        "f4_zstd_nested",
+        d,
+        (4, 4, 5),
+        compressors=numcodecs.Zstd(level=3),
+        fill_value=np.nan,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+    )
+    mk("f8_zlib_F", rng.standard_normal((7, 6)), (3, 4), compressors=numcodecs.Zlib(1), order="F")
+    mk("i4_F_3d", ramp((5, 6, 7), "<i4"), (2, 4, 3), compressors=None, order="F")
+    mk("u1_gzip", ramp((50,), "|u1"), (16,), compressors=numcodecs.GZip(5))
+    mk("i8_bz2", rng.integers(-(2**40), 2**40, size=(13,)).astype("<i8"), (5,), compressors=numcodecs.BZ2(1))
+    mk("u4_lz4", ramp((40, 3), "<u4"), (16, 3), compressors=numcodecs.LZ4())
+    mk("be_i4_raw", ramp((11,), ">i4") - 100, (4,), compressors=None)
+    mk("be_f8_zlib", rng.standard_normal((6,)).astype(">f8"), (4,), compressors=numcodecs.Zlib(3))
+    mk(
+        "f2_blosc_zstd_bitshuffle",
+        rng.standard_normal((16, 16)).astype("<f2"),
+        (8, 16),
+        compressors=numcodecs.Blosc("zstd", 5, numcodecs.Blosc.BITSHUFFLE),
+    )
+    mk("bool", rng.integers(0, 2, size=(17,)).astype(bool), (8,), compressors=numcodecs.Zstd())
+    mk("i1", ramp((10,), "|i1") - 5, (3,), compressors=numcodecs.Zstd())
+    mk("u2", ramp((10,), "<u2"), (4,), compressors=numcodecs.Zstd())
+    mk("u8", ramp((10,), "<u8") * 2**40, (4,), compressors=numcodecs.Zstd())
+    mk("delta_i4", (np.arange(30) * 7 - 50).astype("<i4"), (8,), filters=[numcodecs.Delta(dtype="<i4", astype="<i2")], compressors=numcodecs.Zstd())
+    mk(
+        "fso_f8",
+        np.linspace(10, 20, 25),
+        (10,),
+        filters=[numcodecs.FixedScaleOffset(offset=10, scale=100, dtype="<f8", astype="<u2")],
+        compressors=numcodecs.Zlib(1),
+    )
+    # ocf-blosc2, both of its cnames.
+    mk("blosc2_zstd_f4", rng.standard_normal((12, 10)).astype("<f4"), (5, 10), compressors=Blosc2("zstd", 5))
+    mk("blosc2_blosclz_f2", rng.standard_normal((12, 10)).astype("<f2"), (8, 5), compressors=Blosc2("blosc2", 5))
+    # fill value spellings, read on an array with only missing chunks.
+    for name, fv, dt in [("fill_nan", np.nan, "<f4"), ("fill_inf", np.inf, "<f8"), ("fill_ninf", -np.inf, "<f4"), ("fill_int", 7, "<i2")]:
+        root.create_array(name, shape=(5,), dtype=dt, chunks=(2,), fill_value=fv, compressors=numcodecs.Zstd())
+        record(p, name)
+    # Strings and times (coordinates).
+    mk("str_U6", np.array(["a", "bb", "ccc", "déjà", "", "zzzzzz", "x"], dtype="<U6"), (3,), compressors=numcodecs.Zstd())
+    mk("str_S4", np.array([b"ab", b"cdef", b"", b"g"], dtype="|S4"), (3,), compressors=None)
+    a = root.create_array("str_vlen", shape=(5,), dtype=str, chunks=(2,))
+    a[...] = np.array(["alpha", "", "γάμμα", "delta", "e"], dtype=object)
+    record(p, "str_vlen")
+    mk("dt_ns", np.array(["2021-01-01T00:00", "2021-06-01T12:30", "NaT", "1969-12-31T23:59:59.5"], dtype="<M8[ns]"), (3,), compressors=numcodecs.Zstd())
+    mk("td_s", np.array([0, 60, -3600, 86400], dtype="<m8[s]"), (4,), compressors=None)
+    # Nested group.
+    sub = root.create_group("sub")
+    b = sub.create_array("inner", shape=(4, 4), dtype="<i4", chunks=(2, 2), compressors=numcodecs.Zlib(1))
+    b[...] = ramp((4, 4), "<i4")
+    record(p, "sub/inner")
+    zarr.consolidate_metadata(str(p), zarr_format=2)
+
+
+def v3_store() -> None:
+    p = fresh("v3.zarr")
+    root = zarr.open_group(str(p), mode="w", zarr_format=3)
+    root.attrs["title"] = "gobatch v3 fixtures"
+    rng = np.random.default_rng(7)
+
+    def mk(name: str, data: np.ndarray, chunks: tuple[int, ...], **kw: Any) -> None:
+        a = root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=chunks, **kw)
+        a[...] = data
+        record(p, name)
+
+    d = rng.standard_normal((10, 12)).astype("float32")
+    d[0:5, 0:5] = 0
+    mk("f4_default", d, (5, 5), dimension_names=["y", "x"])
+    mk("i2_blosc", rng.integers(-999, 999, size=(9, 9)).astype("int16"), (4, 4), compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"))
+    mk("u2_blosc_bitshuffle", ramp((9, 9), "uint16"), (4, 4), compressors=BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle"))
+    mk("f8_gzip_crc", rng.standard_normal((7,)), (3,), compressors=[GzipCodec(level=4), Crc32cCodec()])
+    mk("i4_bigendian", ramp((6, 5), "int32") - 50, (4, 2), serializer=BytesCodec(endian="big"), compressors=None)
+    mk("i4_transpose", ramp((4, 5, 6), "int32"), (3, 2, 4), filters=[TransposeCodec(order=(2, 0, 1))], compressors=ZstdCodec(level=1))
+    mk("v2keys", ramp((6, 6), "uint8"), (4, 4), chunk_key_encoding={"name": "v2", "separator": "."})
+    mk("v2keys_slash", ramp((6, 6), "int8") - 100, (4, 4), chunk_key_encoding={"name": "v2", "separator": "/"})
+    mk("default_dot", ramp((6, 6), "uint32"), (4, 4), chunk_key_encoding={"name": "default", "separator": "."})
+    mk("f2", rng.standard_normal((8,)).astype("float16"), (3,))
+    mk("bool", rng.integers(0, 2, size=(9,)).astype(bool), (4,))
+    mk("u8", ramp((5,), "uint64") * 2**50, (2,))
+    # Sharding: index at the end (default) with crc32c, and at the start; missing inner
+    # chunks (all fill) inside a written shard, and a wholly missing shard.
+    d = ramp((16, 12), "int16").astype("int16")
+    d[0:4, 0:3] = 9
+    d[8:16, 6:12] = 9
+    mk("sharded_end", d, (4, 3), shards=(8, 6), fill_value=9, compressors=ZstdCodec(level=1))
+    a = root.create_array(
+        "sharded_start",
+        shape=(10, 7),
+        dtype="float32",
+        chunks=(6, 6),
+        serializer=ShardingCodec(
+            chunk_shape=(2, 3),
+            codecs=[BytesCodec(), GzipCodec(level=1)],
+            index_codecs=[BytesCodec(), Crc32cCodec()],
+            index_location="start",
+        ),
+        compressors=None,
+        fill_value=float("nan"),
+    )
+    d = rng.standard_normal((10, 7)).astype("float32")
+    d[0:2, 0:3] = np.nan
+    a[...] = d
+    record(p, "sharded_start")
+    # Nested sharding.
+    a = root.create_array(
+        "sharded_nested",
+        shape=(8, 8),
+        dtype="uint16",
+        chunks=(8, 8),
+        serializer=ShardingCodec(
+            chunk_shape=(4, 4),
+            codecs=[ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec(), ZstdCodec()])],
+        ),
+        compressors=None,
+    )
+    a[...] = ramp((8, 8), "uint16")
+    record(p, "sharded_nested")
+    # Fill values.
+    for name, fv, dt in [("fill_nan", np.nan, "float32"), ("fill_ninf", -np.inf, "float64"), ("fill_int", -5, "int32")]:
+        root.create_array(name, shape=(5,), dtype=dt, chunks=(2,), fill_value=fv)
+        record(p, name)
+    # Strings and times.
+    a = root.create_array("str_vlen", shape=(5,), dtype=str, chunks=(3,))
+    a[...] = np.array(["alpha", "", "γάμμα", "delta", "e"], dtype=object)
+    record(p, "str_vlen")
+    mk("str_U5", np.array(["ab", "cde", "", "fghij"], dtype="<U5"), (3,))
+    mk("dt_ms", np.array(["2021-01-01T00:00", "2021-06-01T12:30:00.250", "NaT"], dtype="<M8[ms]"), (2,))
+    sub = root.create_group("grp")
+    b = sub.create_array("inner", shape=(3, 3), dtype="int64", chunks=(2, 2), dimension_names=["a", "b"])
+    b[...] = ramp((3, 3), "int64")
+    record(p, "grp/inner")
+    zarr.consolidate_metadata(str(p), zarr_format=3)
+
+
+def cf_store(fmt: int) -> None:
+    """An xarray dataset shaped like OCF data: packed int16 with scale/offset/_FillValue,
+    float16 with NaN, CF-encoded times and string channel labels."""
+    name = f"cf{fmt}.zarr"
+    p = fresh(name)
+    times = np.array(["2021-01-01T00:00", "2021-01-01T00:05", "2021-01-01T00:10", "2021-01-01T00:15"], dtype="M8[ns]")
+    rng = np.random.default_rng(3)
+    temp = rng.uniform(-10, 30, size=(4, 3, 5, 6)).astype("float32")
+    temp[1, 2, 3, 4] = np.nan
+    sat = rng.uniform(0, 1, size=(4, 3, 5, 6)).astype("float16")
+    sat[0, 0, 0, 0] = np.nan
+    ds = xr.Dataset(
+        {
+            "temp": (("time", "channel", "y", "x"), temp),
+            "sat": (("time", "channel", "y", "x"), sat),
+        },
+        coords={
+            "time": times,
+            "channel": np.array(["IR_016", "VIS006", "WV_062"], dtype="<U6"),
+            "y": np.arange(5, dtype="float64") * 3000.0,
+            "x": np.arange(6, dtype="int32"),
+            "step": ("step", np.array([0, 1, 2], dtype="m8[h]").astype("m8[ns]")),
+        },
+    )
+    enc: dict[str, Any] = {
+        "temp": {"dtype": "int16", "scale_factor": 0.01, "add_offset": 10.0, "_FillValue": -32768, "chunks": (2, 3, 5, 3)},
+        "sat": {"chunks": (4, 1, 5, 6)},
+        "time": {"units": "minutes since 2021-01-01 00:00:00", "dtype": "int64"},
+        "step": {"units": "hours", "dtype": "int64"},
+    }
+    ds.to_zarr(str(p), zarr_format=fmt, consolidated=True, encoding=enc, mode="w")
+    back = xr.open_zarr(str(p), consolidated=True)
+    for v in ("temp", "sat"):
+        record(p, v)
+        decoded = back[v].values.astype("float32")
+        fname = f"{name}_{v}_cf.bin"
+        (EXPECTED / fname).write_bytes(np.ascontiguousarray(decoded).tobytes())
+        manifest["arrays"][-1]["cf_data"] = fname
+    record(p, "channel")
+    for v in ("time", "step"):
+        record(p, v)
+        vals = back[v].values
+        manifest["arrays"][-1]["cf_int64"] = [int(x) for x in vals.view("<i8")]
+    record(p, "x")
+    record(p, "y")
+
+
+def main() -> None:
+    if EXPECTED.exists():
+        shutil.rmtree(EXPECTED)
+    EXPECTED.mkdir()
+    v2_store()
+    v3_store()
+    cf_store(2)
+    cf_store(3)
+    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
