@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Optional
 
 from .errors import GobatchError
 
@@ -147,8 +148,10 @@ def lib() -> ctypes.CDLL:
     return L
 
 
-def error_text(ptr: int) -> str:
+def error_text(ptr: Optional[int]) -> str:
     """The message of the last failed call on a ring."""
+    if not ptr:
+        return ""
     raw = lib().gb_error(ptr)
     return raw.decode("utf-8", "replace") if raw else ""
 

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Mapping, Optional, Sequence, Type, Union
 
 from ._ring import Ring
 from .errors import ConfigError, LoaderError
@@ -86,6 +86,11 @@ class Loader(Ring):
         env: environment of the child (default: this process's).
     """
 
+    _proc: Optional["subprocess.Popen[bytes]"] = None
+    _stderr: Optional[IO[bytes]] = None
+    _tmp_config: Optional[str] = None
+    _close_timeout = 5.0
+
     def __init__(
         self,
         config: ConfigLike,
@@ -103,11 +108,6 @@ class Loader(Ring):
             raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
         if readers is not None and (not isinstance(readers, int) or readers < 1):
             raise ValueError(f"readers must be a positive int, not {readers!r}")
-        self._foreign = False
-        self._ptr = None
-        self._proc: Optional[subprocess.Popen[bytes]] = None
-        self._stderr: Optional[IO[bytes]] = None
-        self._tmp_config: Optional[str] = None
         self._close_timeout = close_timeout
         binary = shmloader_path(shmloader)
         config_path = self._config_file(config)
@@ -216,7 +216,7 @@ class Loader(Ring):
         msg = f"shmloader pid {pid} {how}" + (f" {when}" if when else "")
         return LoaderError(msg, stderr=_tail(self._stderr), exit_code=code)
 
-    def _producer_failure(self, cls: type, message: str) -> BaseException:
+    def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         proc = self._proc
         code = None
         if proc is not None:
@@ -273,23 +273,13 @@ class Loader(Ring):
     def close(self) -> None:
         """Detach from the ring, stop the child (it exits on its own on seeing the consumer
         close; it is signalled after ``close_timeout`` seconds) and reap it. Idempotent."""
-        if self._foreign:
-            raise self._foreign_error()
+        super().close()
+
+    def _after_close(self) -> None:
         try:
-            self._close_ring()
+            self._stop_child()
         finally:
-            try:
-                self._stop_child()
-            finally:
-                self._cleanup_files()
+            self._cleanup_files()
 
     def __enter__(self) -> "Loader":
         return self
-
-    def __del__(self) -> None:
-        if getattr(self, "_foreign", True):
-            return  # a fork child never touches the parent's ring or child
-        try:
-            self.close()
-        except Exception:
-            pass

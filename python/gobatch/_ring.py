@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 import numpy as np
 
@@ -88,6 +88,11 @@ class Ring:
     A ring is not meant to be iterated from several threads at once; :meth:`close` may be called
     from any thread.
     """
+
+    _foreign = False
+    _ptr: Optional[int] = None
+    _mm: Optional[mmap.mmap] = None
+    _shm_path: Optional[str] = None
 
     def __init__(
         self,
@@ -262,18 +267,15 @@ class Ring:
             ptr = self._ptr
             if ptr is None:
                 raise self._closed_error()
-            rc = self._next(ptr, _POLL_MS)
-        if rc >= 0:
-            self._held = rc
-            return self._items[rc].copy()
+            rc: int = self._next(ptr, _POLL_MS)
+            if rc >= 0:
+                self._held = rc
+                return self._items[rc].copy()
         return self._next_slow(rc)
 
     def _next_slow(self, rc: int) -> Batch:
         self._held = -1
         while True:
-            if rc >= 0:
-                self._held = rc
-                return self._items[rc].copy()
             if rc == _lib.END:
                 raise StopIteration
             if rc != _lib.TIMEOUT:
@@ -284,7 +286,10 @@ class Ring:
                 ptr = self._ptr
                 if ptr is None:
                     raise self._closed_error()
-                rc = self._next(ptr, _POLL_MS)
+                rc = int(self._next(ptr, _POLL_MS))
+                if rc >= 0:
+                    self._held = rc
+                    return self._items[rc].copy()
 
     def _fail(self, rc: int) -> BaseException:
         if self._failure is not None:
@@ -299,7 +304,7 @@ class Ring:
         self._failure = exc
         return exc
 
-    def _producer_failure(self, cls: type, message: str) -> BaseException:
+    def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         """Builds the exception for a producer-side failure (Loader adds its child's stderr)."""
         return cls(message)
 
@@ -369,9 +374,25 @@ class Ring:
         but no longer hold batches. Idempotent."""
         if self._foreign:
             raise self._foreign_error()
-        self._close_ring()
+        written: Optional[LoaderError] = None
+        if self._versions and self._held >= 0 and self._ptr is not None:
+            try:
+                self._check_writes()
+            except LoaderError as e:
+                written = e
+        try:
+            self._close_ring()
+        finally:
+            self._after_close()
+        if written is not None:
+            raise written
+
+    def _after_close(self) -> None:
+        """Called by close() after the ring is closed (Loader stops its child here)."""
 
     def _close_ring(self) -> None:
+        if self._ptr is None:
+            return
         with self._lock:
             ptr, self._ptr = self._ptr, None
             if ptr is None:
@@ -399,10 +420,11 @@ class Ring:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_foreign", True):
+        if self._foreign:
             return  # a fork child never touches the parent's ring
         try:
             self._close_ring()
+            self._after_close()
         except Exception:
             pass
 
