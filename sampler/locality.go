@@ -1,0 +1,167 @@
+package sampler
+
+import (
+	"sort"
+	"sync"
+)
+
+// Locality mode, for data larger than the cache. The anchor's time axis is cut into segments
+// of SegmentSteps time indices (tiles [m*L, (m+1)*L)); a segment's candidates are the t0
+// candidates inside it. The stream visits segments in an endless sequence S_0, S_1, ... made of
+// seeded random permutations of all non-empty segments (one permutation per pass). Batch g draws
+// its examples uniformly from the candidates of the resident set S_q .. S_{q+R-1}, where
+// q = g / RotateEveryBatches: every RotateEveryBatches batches one segment leaves and one enters,
+// and each segment stays resident for R*RotateEveryBatches batches, so a decoded chunk is used
+// by many batches before it is evicted. Over a pass every candidate is drawn equally often
+// (up to the unequal candidate counts of edge segments); the cost is that a batch mixes only
+// about R segments (Stats.SegmentsPerBatch).
+type locality struct {
+	j        *Job
+	steps    int     // L
+	segs     []int   // non-empty segment numbers
+	lo, hi   []int32 // candidates of segs[i] are j.cands[lo[i]:hi[i]]
+	resident int     // R
+	every    uint64  // P
+	segBytes int64   // cache bytes one segment needs (the largest)
+
+	mu    sync.Mutex
+	perms map[uint64][]int32 // pass -> permutation of 0..len(segs)-1 (a few recent passes)
+	order []uint64
+}
+
+func newLocality(j *Job, a *Spec) (*locality, error) {
+	l := &locality{j: j, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
+	tc := j.anchor.c.chunks[0]
+	l.steps = a.SegmentSteps
+	if l.steps == 0 {
+		l.steps = 4 * tc
+	}
+	T := j.anchor.times.n
+	nseg := (T + l.steps - 1) / l.steps
+	for m := 0; m < nseg; m++ {
+		lo := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= m*l.steps })
+		hi := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= (m+1)*l.steps })
+		if hi > lo {
+			l.segs = append(l.segs, m)
+			l.lo = append(l.lo, int32(lo))
+			l.hi = append(l.hi, int32(hi))
+		}
+	}
+	for i := range l.segs {
+		l.segBytes = max(l.segBytes, l.bytesOf(i))
+	}
+	budget := j.cache.Budget()
+	other := int64(0) // chunks without time locality are assumed resident all along
+	r := a.ResidentSegments
+	if r == 0 {
+		r = int((budget*85/100-other)/max(l.segBytes, 1)) - 1
+	}
+	if r < 1 {
+		return nil, fieldErr(j.file, a.Field+".cache_mb",
+			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit; expected cache_mb >= %.0f or a smaller segment_steps",
+			budget>>20, l.steps, float64(l.segBytes)/(1<<20), float64(2*l.segBytes)/(1<<20)/0.85+1)
+	}
+	l.resident = min(r, len(l.segs))
+	return l, nil
+}
+
+// bytesOf is the decoded size of every chunk the windows of segment i's candidates touch
+// (all locations).
+func (l *locality) bytesOf(i int) int64 {
+	type rowKey struct{ src, row int }
+	rows := map[rowKey]bool{}
+	total := int64(0)
+	for _, ci := range l.j.cands[l.lo[i]:l.hi[i]] {
+		t0 := l.j.anchor.times.value(int(ci))
+		for si, s := range l.j.srcs {
+			c := s.data()
+			perRow := c.chunkBytes()
+			for d := 1; d < len(c.grid); d++ {
+				perRow *= int64(c.grid[d])
+			}
+			var first, last int
+			switch v := s.(type) {
+			case *gridSource:
+				f, st, _ := seriesIndices(v.times, v.win, t0)
+				first, last = f/c.chunks[0], (f+(v.win.n-1)*st)/c.chunks[0]
+			case *pointSource:
+				f, st, _ := seriesIndices(v.times, v.win, t0)
+				first, last = f/c.chunks[0], (f+(v.win.n-1)*st)/c.chunks[0]
+			case *nwpSource:
+				ch, _ := v.rule.choose(v.inits, v.steps, t0)
+				first, last = ch.run/c.chunks[0], ch.run/c.chunks[0]
+			}
+			for row := first; row <= last; row++ {
+				if k := (rowKey{si, row}); !rows[k] {
+					rows[k] = true
+					total += perRow
+				}
+			}
+		}
+	}
+	return total
+}
+
+// perm returns the permutation of pass p (cached for a few recent passes).
+func (l *locality) perm(p uint64) []int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok := l.perms[p]; ok {
+		return v
+	}
+	n := len(l.segs)
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(i)
+	}
+	for i := n - 1; i > 0; i-- { // Fisher-Yates, every swap from its own counter
+		k := uniform(hashKey(l.j.seed, drawSegment, p, uint64(i)), i+1)
+		v[i], v[k] = v[k], v[i]
+	}
+	l.perms[p] = v
+	l.order = append(l.order, p)
+	if len(l.order) > 8 {
+		delete(l.perms, l.order[0])
+		l.order = l.order[1:]
+	}
+	return v
+}
+
+// seq is S_n: the index (into l.segs) of the n-th segment of the sequence.
+func (l *locality) seq(n uint64) int {
+	m := uint64(len(l.segs))
+	return int(l.perm(n / m)[n%m])
+}
+
+// draw returns the anchor time index of example e of global batch g.
+func (l *locality) draw(g, e uint64, rs *readerState) int {
+	q := g / l.every
+	total := 0
+	for r := 0; r < l.resident; r++ {
+		s := l.seq(q + uint64(r))
+		total += int(l.hi[s] - l.lo[s])
+	}
+	u := uniform(hashKey(l.j.seed, drawT0, g, e), total)
+	for r := 0; r < l.resident; r++ {
+		s := l.seq(q + uint64(r))
+		n := int(l.hi[s] - l.lo[s])
+		if u < n {
+			if rs != nil {
+				seen := false
+				for _, x := range rs.segs {
+					if x == s {
+						seen = true
+						break
+					}
+				}
+				if !seen {
+					rs.segs = append(rs.segs, s)
+				}
+			}
+			return int(l.j.cands[int(l.lo[s])+u])
+		}
+		u -= n
+	}
+	// Unreachable: u < total. Keep the last candidate rather than fail.
+	return int(l.j.cands[len(l.j.cands)-1])
+}

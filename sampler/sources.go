@@ -1,0 +1,223 @@
+package sampler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// source is one data source of a job: it says whether its window fits at a t0 and gathers one
+// example's window.
+type source interface {
+	spec() *Spec
+	data() *chunked
+	// fits reports whether the source's window exists at anchor time t0 (unix seconds); why
+	// says what is missing when it does not.
+	fits(t0 int64) (ok bool, why string)
+	// fill writes example ex into out (one example's slice of the source's tensor).
+	fill(rs *readerState, ex *example, out []float32) error
+}
+
+// example is one drawn example.
+type example struct {
+	ti     int   // anchor time index of t0
+	t0     int64 // unix seconds
+	cy, cx int   // anchor pixel of the centre
+	// dropout cut-off per source: steps after t0 + cut are filled; math.MaxInt64 for none
+	cut []int64
+}
+
+// readerState is what one Fill call uses; states are reused, so steady state allocates nothing.
+type readerState struct {
+	pins pinSet
+	sel  []int32
+	dist []float64
+	ex   example
+	segs []int // locality: distinct segments of the batch (stats)
+}
+
+// dropout applies a cut-off to a window: the number of leading steps at or before t0 + cut.
+func dropoutSteps(w timeWindow, cut int64) int {
+	if cut == math.MaxInt64 {
+		return w.n
+	}
+	n := floorDiv(cut, w.res) - w.first + 1
+	return int(max(0, min(n, int64(w.n))))
+}
+
+// ---- grid: (time, channel, y, x) ------------------------------------------------------------
+
+type gridSource struct {
+	s      *Spec
+	c      *chunked
+	times  axis // unix seconds
+	win    timeWindow
+	chans  []int     // store channel of each output channel
+	xs, ys []float64 // coordinates
+	// non-anchor sources: crop start for every anchor pixel row / column
+	yStart, xStart []int
+}
+
+func (g *gridSource) spec() *Spec    { return g.s }
+func (g *gridSource) data() *chunked { return g.c }
+
+func (g *gridSource) fits(t0 int64) (bool, string) {
+	if _, _, ok := seriesIndices(g.times, g.win, t0); !ok {
+		return false, "the time window leaves the time coordinate"
+	}
+	return true, ""
+}
+
+func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
+	first, stride, ok := seriesIndices(g.times, g.win, ex.t0)
+	if !ok {
+		return fmt.Errorf("%s: no time window at t0 %d", g.c.what, ex.t0)
+	}
+	bx := box4{lead: -1, a0: first, aStride: stride, na: g.win.n, b: g.chans,
+		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
+	if g.yStart == nil { // the anchor: the crop is centred on the drawn pixel
+		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
+	} else {
+		bx.y0, bx.x0 = g.yStart[ex.cy], g.xStart[ex.cx]
+	}
+	defer rs.pins.releaseAll()
+	return gather4(&rs.pins, g.c, &bx, out)
+}
+
+// ---- nwp: (init_time, step, channel, y, x) --------------------------------------------------
+
+type nwpSource struct {
+	s              *Spec
+	c              *chunked
+	inits          []int64 // unix seconds, ascending
+	steps          axis    // seconds
+	rule           nwpRule
+	chans          []int
+	yStart, xStart []int
+}
+
+func (n *nwpSource) spec() *Spec    { return n.s }
+func (n *nwpSource) data() *chunked { return n.c }
+
+func (n *nwpSource) fits(t0 int64) (bool, string) {
+	if _, ok := n.rule.choose(n.inits, n.steps, t0); !ok {
+		return false, n.whyNot(t0)
+	}
+	return true, ""
+}
+
+func (n *nwpSource) whyNot(t0 int64) string {
+	run := latestAtOrBefore(n.inits, t0-n.rule.minStale)
+	switch {
+	case run < 0:
+		return fmt.Sprintf("no run with init_time <= t0 - %d min", n.rule.minStale/60)
+	case n.rule.maxStale > 0 && t0-n.inits[run] > n.rule.maxStale:
+		return fmt.Sprintf("the latest run is more than max_staleness_minutes (%d) older than t0", n.rule.maxStale/60)
+	default:
+		return "the lead steps of the window are not all in the run"
+	}
+}
+
+func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
+	ch, ok := n.rule.choose(n.inits, n.steps, ex.t0)
+	if !ok {
+		return fmt.Errorf("%s: no run for t0 %d", n.c.what, ex.t0)
+	}
+	bx := box4{lead: ch.run, a0: ch.step0, aStride: ch.stepStride, na: n.rule.window.n, b: n.chans,
+		y0: n.yStart[ex.cy], h: n.s.Height, x0: n.xStart[ex.cx], w: n.s.Width, nanFrom: n.rule.window.n}
+	defer rs.pins.releaseAll()
+	return gather4(&rs.pins, n.c, &bx, out)
+}
+
+// ---- points: (time, system) -----------------------------------------------------------------
+
+type pointSource struct {
+	s      *Spec
+	c      *chunked
+	times  axis
+	win    timeWindow
+	xs, ys []float64 // position of each system
+	ids    []int64
+	order  []int32 // system indices by ascending id (then index)
+	rank   []int32 // rank[i] = position of system i in order
+	anchor *gridSource
+}
+
+func (p *pointSource) spec() *Spec    { return p.s }
+func (p *pointSource) data() *chunked { return p.c }
+
+func (p *pointSource) fits(t0 int64) (bool, string) {
+	if _, _, ok := seriesIndices(p.times, p.win, t0); !ok {
+		return false, "the time window leaves the time coordinate"
+	}
+	return true, ""
+}
+
+// setOrder prepares the ascending-id ordering of the chosen systems.
+func (p *pointSource) setOrder() {
+	n := len(p.ids)
+	p.order = make([]int32, n)
+	for i := range p.order {
+		p.order[i] = int32(i)
+	}
+	sort.SliceStable(p.order, func(a, b int) bool { return p.ids[p.order[a]] < p.ids[p.order[b]] })
+	p.rank = make([]int32, n)
+	for r, i := range p.order {
+		p.rank[i] = int32(r)
+	}
+}
+
+// choose writes the k systems nearest the example's centre, in ascending id order, to rs.sel.
+func (p *pointSource) choose(rs *readerState, ex *example) error {
+	k := p.s.NearestK
+	rs.sel, rs.dist = rs.sel[:k], rs.dist[:k]
+	if !nearestK(p.xs, p.ys, p.anchor.xs[ex.cx], p.anchor.ys[ex.cy], rs.sel, rs.dist) {
+		return fmt.Errorf("%s: fewer than %d systems have coordinates", p.c.what, k)
+	}
+	// nearestK sorted by index; ascending id is the order of rank (equal to index order
+	// when the ids are ascending, as they usually are).
+	sel := rs.sel
+	for i := 1; i < k; i++ {
+		v := sel[i]
+		j := i
+		for j > 0 && p.rank[sel[j-1]] > p.rank[v] {
+			sel[j] = sel[j-1]
+			j--
+		}
+		sel[j] = v
+	}
+	return nil
+}
+
+func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
+	first, stride, ok := seriesIndices(p.times, p.win, ex.t0)
+	if !ok {
+		return fmt.Errorf("%s: no time window at t0 %d", p.c.what, ex.t0)
+	}
+	c := p.c
+	k := p.s.NearestK
+	nanFrom := dropoutSteps(p.win, ex.cut[p.s.Index])
+	fill := c.fillValue()
+	ct, cs := c.chunks[0], c.chunks[1]
+	defer rs.pins.releaseAll()
+	for step := 0; step < p.win.n; step++ {
+		row := out[step*k : (step+1)*k]
+		if step >= nanFrom {
+			for i := range row {
+				row[i] = fill
+			}
+			continue
+		}
+		t := first + step*stride
+		kt, wt := t/ct, t%ct
+		for q, sys := range rs.sel {
+			ks, ws := int(sys)/cs, int(sys)%cs
+			src, err := rs.pins.get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.elems, c.load)
+			if err != nil {
+				return err
+			}
+			row[q] = src[wt*cs+ws]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package sampler
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/gobatch/gobatch/readers/zarr"
+)
+
+// OpenZarr opens the Zarr store (directory) at path: its hierarchy from the consolidated
+// metadata when present. Nothing but metadata is read.
+func OpenZarr(path string) (Dataset, error) {
+	h, err := zarr.OpenDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("open zarr store %s: %w", path, err)
+	}
+	return &zarrDataset{path: path, h: h}, nil
+}
+
+type zarrDataset struct {
+	path string
+	h    *zarr.Hierarchy
+}
+
+func (d *zarrDataset) String() string { return d.path }
+
+func (d *zarrDataset) Array(name string) (Array, error) {
+	a, err := d.h.OpenArray(name)
+	if err != nil {
+		return nil, err
+	}
+	z := &zarrArray{a: a, cf: a.CF()}
+	var masks []float64
+	for _, v := range append(append([]float64(nil), z.cf.FillValues...), z.cf.MissingValues...) {
+		if !math.IsNaN(v) && (len(masks) == 0 || masks[0] != v) {
+			masks = append(masks, v)
+		}
+	}
+	if len(masks) > 1 {
+		return nil, fmt.Errorf("%s/%s: %d distinct _FillValue/missing_value values %v; the sampler supports one", d.path, name, len(masks), masks)
+	}
+	if z.cf.Unsigned {
+		return nil, fmt.Errorf("%s/%s: _Unsigned integer data is not supported", d.path, name)
+	}
+	return z, nil
+}
+
+type zarrArray struct {
+	a  *zarr.Array
+	cf zarr.CFInfo
+}
+
+func (z *zarrArray) Shape() []int   { return z.a.Shape }
+func (z *zarrArray) Chunks() []int  { return z.a.Chunks }
+func (z *zarrArray) Dims() []string { return z.a.DimNames }
+
+func (z *zarrArray) Native() (byte, int) {
+	switch z.a.DType.Kind {
+	case zarr.KindInt:
+		return 'i', z.a.DType.Size
+	case zarr.KindUint:
+		return 'u', z.a.DType.Size
+	case zarr.KindFloat:
+		return 'f', z.a.DType.Size
+	}
+	return '?', z.a.DType.Size
+}
+
+// CF reduces the reader's CF information to one fill value (Array refuses several).
+func (z *zarrArray) CF() (scale, offset, fill float64, hasFill bool) {
+	scale, offset, fill = z.cf.ScaleFactor, z.cf.AddOffset, math.NaN()
+	for _, v := range append(append([]float64(nil), z.cf.FillValues...), z.cf.MissingValues...) {
+		if !math.IsNaN(v) {
+			fill, hasFill = v, true
+			break
+		}
+	}
+	return scale, offset, fill, hasFill
+}
+
+func (z *zarrArray) DecodeChunk(idx []int, dst []byte) error {
+	out, err := z.a.DecodeChunk(idx, dst)
+	if err != nil {
+		return err
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		return fmt.Errorf("chunk %v: decoded into a new buffer of %d bytes (expected %d)", idx, len(out), len(dst))
+	}
+	return nil
+}
+
+func (z *zarrArray) all() (start, stop []int) {
+	return make([]int, len(z.a.Shape)), z.a.Shape
+}
+
+func (z *zarrArray) Int64s() ([]int64, error) {
+	out := make([]int64, z.a.Len())
+	start, stop := z.all()
+	if len(out) == 0 {
+		return out, nil
+	}
+	err := z.a.ReadBox(start, stop, bytesOfInt64(out), &zarr.ReadOptions{Out: zarr.Int64, NoCache: true})
+	return out, err
+}
+
+func (z *zarrArray) Float64s() ([]float64, error) {
+	out := make([]float64, z.a.Len())
+	start, stop := z.all()
+	if len(out) == 0 {
+		return out, nil
+	}
+	err := z.a.ReadBox(start, stop, bytesOfFloat64(out), &zarr.ReadOptions{Out: zarr.Float64, NoCache: true})
+	return out, err
+}
+
+func (z *zarrArray) Strings() ([]string, error) { return z.a.ReadStrings() }
+
+func (z *zarrArray) Times() ([]int64, error) {
+	ns, err := z.a.ReadTimes()
+	if err != nil {
+		return nil, err
+	}
+	return nanosToSeconds(ns, "time")
+}
+
+func (z *zarrArray) Durations() ([]int64, error) {
+	ns, err := z.a.ReadDurations()
+	if err != nil {
+		return nil, err
+	}
+	return nanosToSeconds(ns, "duration")
+}
+
+func nanosToSeconds(ns []int64, what string) ([]int64, error) {
+	out := make([]int64, len(ns))
+	for i, v := range ns {
+		if v == math.MinInt64 {
+			return nil, fmt.Errorf("%s %d is missing (NaT); expected a complete coordinate", what, i)
+		}
+		if v%1e9 != 0 {
+			return nil, fmt.Errorf("%s %d is not a whole second (%d ns)", what, i, v)
+		}
+		out[i] = v / 1e9
+	}
+	return out, nil
+}
+
+func (z *zarrArray) Attr(name string) string {
+	raw, ok := z.a.Attrs[name]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
