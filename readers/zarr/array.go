@@ -380,6 +380,9 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 			fillElems(dst, a.FillValue)
 			return nil
 		}
+		if errors.Is(err, ErrCorrupt) {
+			err = wrapCodec("sharding_indexed", fmt.Errorf("shard index (%d bytes): %w", s.idxSize, err))
+		}
 		return withContext(a.Store.String(), a.Path, key, err)
 	}
 	sc.buf[0] = raw[:0]

@@ -534,6 +534,103 @@ func newFlatFilter(c CodecInfo, arr DType) (flatFilter, error) {
 			return nil, fmt.Errorf("filter fixedscaleoffset: bad scale or offset")
 		}
 		return fsoFilter{dtype: d, astype: a, scale: scale, offset: offset}, nil
+	case "shuffle":
+		es, ok := jsonInt(cfg["elementsize"])
+		if !ok {
+			es = int64(arr.Size)
+		}
+		if es <= 0 || es > 1<<16 {
+			return nil, fmt.Errorf("filter shuffle: bad elementsize %d", es)
+		}
+		return shuffleFilter{size: arr.Size, elem: int(es)}, nil
+	case "bitround":
+		// Decoding is the identity.
+		return castFilter{id: "bitround", dtype: arr, astype: arr}, nil
+	case "quantize":
+		d, err := numDType(cfg, "dtype", &arr)
+		if err != nil {
+			return nil, fmt.Errorf("filter quantize: %w", err)
+		}
+		a, err := numDType(cfg, "astype", &d)
+		if err != nil {
+			return nil, fmt.Errorf("filter quantize: %w", err)
+		}
+		return castFilter{id: "quantize", dtype: d, astype: a}, nil
+	case "astype":
+		d, err := numDType(cfg, "decode_dtype", &arr)
+		if err != nil {
+			return nil, fmt.Errorf("filter astype: %w", err)
+		}
+		a, err := numDType(cfg, "encode_dtype", nil)
+		if err != nil {
+			return nil, fmt.Errorf("filter astype: %w", err)
+		}
+		return castFilter{id: "astype", dtype: d, astype: a}, nil
 	}
 	return nil, fmt.Errorf("unsupported filter %s: %w", c.Name, ErrUnsupported)
+}
+
+// castFilter converts elements from astype to dtype like numpy's astype (quantize,
+// astype; bitround with equal types is a copy).
+type castFilter struct {
+	id            string
+	dtype, astype DType
+}
+
+func (f castFilter) name() string { return f.id }
+func (f castFilter) encSize() int { return f.astype.Size }
+func (f castFilter) decSize() int { return f.dtype.Size }
+func (f castFilter) decode(dst, src []byte, n int) error {
+	es, ds := f.astype.Size, f.dtype.Size
+	if len(src) < n*es || len(dst) < n*ds {
+		return corruptf("buffer too short")
+	}
+	if f.dtype == f.astype {
+		copy(dst[:n*ds], src)
+		return nil
+	}
+	intish := func(d DType) bool { return d.Kind == KindInt || d.Kind == KindUint || d.Kind == KindBool }
+	for i := 0; i < n; i++ {
+		if intish(f.dtype) && intish(f.astype) {
+			u := loadU(src[i*es:], f.astype)
+			if f.astype.Kind == KindInt {
+				u = uint64(signExtend(u, es))
+			}
+			if f.dtype.Kind == KindBool && u != 0 {
+				u = 1
+			}
+			storeU(dst[i*ds:], f.dtype, u)
+			continue
+		}
+		storeF(dst[i*ds:], f.dtype, loadF(src[i*es:], f.astype))
+	}
+	return nil
+}
+
+// shuffleFilter is numcodecs' Shuffle: byte j of element i is stored at j*count+i.
+type shuffleFilter struct{ size, elem int }
+
+func (f shuffleFilter) name() string { return "shuffle" }
+func (f shuffleFilter) encSize() int { return f.size }
+func (f shuffleFilter) decSize() int { return f.size }
+func (f shuffleFilter) decode(dst, src []byte, n int) error {
+	total := n * f.size
+	if len(src) < total || len(dst) < total {
+		return corruptf("buffer too short")
+	}
+	if f.elem <= 1 {
+		copy(dst[:total], src)
+		return nil
+	}
+	if total%f.elem != 0 {
+		return corruptf("%d bytes is not a multiple of elementsize %d", total, f.elem)
+	}
+	count := total / f.elem
+	for j := 0; j < f.elem; j++ {
+		plane := src[j*count : (j+1)*count]
+		for i, b := range plane {
+			dst[i*f.elem+j] = b
+		}
+	}
+	return nil
 }

@@ -278,7 +278,7 @@ func sameBase(a, b []byte) bool {
 }
 
 // decode decodes the stored chunk src into dst (len == decodedSize()) for fixed-size
-// dtypes. src may be modified.
+// dtypes. src is not modified.
 func (p *pipeline) decode(src, dst []byte) error {
 	if p.ser == serVlen {
 		return fmt.Errorf("variable-length strings decode with ReadStrings: %w", ErrUnsupported)
@@ -361,6 +361,20 @@ func (p *pipeline) decode(src, dst []byte) error {
 		b = out
 	}
 	if p.big && p.ser == serBytes {
+		if sameBase(b, src) {
+			// Never write into the caller's (or the store's) bytes.
+			target := dst
+			if p.strides != nil {
+				j := 0
+				if cur == 0 {
+					j = 1
+				}
+				sc.buf[j] = grow(sc.buf[j], len(b))
+				target = sc.buf[j]
+			}
+			copy(target, b)
+			b = target[:len(b)]
+		}
 		byteSwap(b, p.dtype.swapUnit())
 	}
 	if p.strides != nil {
@@ -592,9 +606,7 @@ func (s *shardCodec) readIndex(raw []byte, idx []uint64) ([]uint64, error) {
 	}
 	idx = idx[:2*s.n]
 	// The index pipeline writes host-order uint64 bytes straight into idx.
-	tmp := make([]byte, len(raw))
-	copy(tmp, raw)
-	if err := s.idxPipe.decode(tmp, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), 16*s.n)); err != nil {
+	if err := s.idxPipe.decode(raw, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), 16*s.n)); err != nil {
 		return nil, fmt.Errorf("shard index: %w", err)
 	}
 	return idx, nil
@@ -659,10 +671,7 @@ func (s *shardCodec) decodeShard(shard, dst []byte) error {
 		if !ok {
 			fillElems(target, s.fill)
 		} else {
-			// The inner decode may modify its input: copy it out of the shard.
-			in := make([]byte, n)
-			copy(in, shard[off:off+n])
-			if err := s.inPipe.decode(in, target); err != nil {
+			if err := s.inPipe.decode(shard[off:off+n], target); err != nil {
 				return fmt.Errorf("inner chunk %v: %w", pos[:len(s.shape)], err)
 			}
 		}

@@ -257,6 +257,14 @@ func (r *boxRead) chunk(idx []int) error {
 func (r *boxRead) copyOut(idx []int, data []byte) {
 	a := r.a
 	nd := len(idx)
+	if nd == 0 {
+		n := 1
+		if r.copyBytes {
+			n = r.os
+		}
+		r.conv.fn(r.conv, unsafe.Pointer(unsafe.SliceData(r.dst)), unsafe.Pointer(unsafe.SliceData(data)), n)
+		return
+	}
 	ch := a.Chunks
 	// Intersection in array coordinates.
 	var lo, hi, cstr, bstr [MaxDims]int

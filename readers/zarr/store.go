@@ -208,3 +208,49 @@ func storeGetRange(s Store, key string, off, n int64, buf []byte) ([]byte, error
 	}
 	return b, err
 }
+
+// MemStore is an in-memory Store (for tests and for data already in memory). Set keys
+// before sharing it; it is safe for concurrent reads.
+type MemStore struct {
+	Name string
+	Data map[string][]byte
+}
+
+// NewMemStore returns an empty MemStore called name.
+func NewMemStore(name string) *MemStore { return &MemStore{Name: name, Data: map[string][]byte{}} }
+
+func (s *MemStore) String() string { return s.Name }
+
+// Get implements Store.
+func (s *MemStore) Get(key string) ([]byte, error) {
+	v, ok := s.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return v, nil
+}
+
+// GetRange implements Store.
+func (s *MemStore) GetRange(key string, off, n int64) ([]byte, error) {
+	v, ok := s.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	start, length, err := resolveRange(int64(len(v)), off, n)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return v[start : start+length], nil
+}
+
+// List implements Lister.
+func (s *MemStore) List(prefix string) ([]string, error) {
+	var keys []string
+	for k := range s.Data {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}

@@ -155,7 +155,37 @@ def v2_store() -> None:
     b = sub.create_array("inner", shape=(4, 4), dtype="<i4", chunks=(2, 2), compressors=numcodecs.Zlib(1))
     b[...] = ramp((4, 4), "<i4")
     record(p, "sub/inner")
+    # 0-d and empty arrays.
+    a = root.create_array("zero_d", shape=(), dtype="<f8", compressors=numcodecs.Zstd())
+    a[...] = 3.25
+    record(p, "zero_d")
+    root.create_array("empty", shape=(0, 5), dtype="<i4", chunks=(2, 2))
+    record(p, "empty")
+    # More filters: shuffle, quantize, bitround, astype.
+    mk("shuffle_f4", rng.standard_normal((20,)).astype("<f4"), (8,), filters=[numcodecs.Shuffle(elementsize=4)], compressors=numcodecs.Zlib(1))
+    mk("quantize_f8", rng.standard_normal((20,)), (8,), filters=[numcodecs.Quantize(digits=3, dtype="<f8", astype="<f4")], compressors=None)
+    mk("bitround_f4", rng.standard_normal((20,)).astype("<f4"), (8,), filters=[numcodecs.BitRound(keepbits=6)], compressors=numcodecs.Zstd())
+    mk("astype_f8", np.arange(20, dtype="<f8") * 0.5, (8,), filters=[numcodecs.AsType(encode_dtype="<f4", decode_dtype="<f8")], compressors=None)
+    # Strings: big-endian unicode; bytes with a non-empty fill and a missing chunk.
+    mk("str_BU3", np.array(["ab", "xyz", "", "q"], dtype=">U3"), (3,), compressors=None)
+    a = root.create_array("str_S3_fill", shape=(5,), dtype="|S3", chunks=(2,), fill_value=b"ab", compressors=None)
+    a[0:2] = np.array([b"x", b"yz"], dtype="|S3")
+    record(p, "str_S3_fill")
+    # A legacy "nested" array: "/" keys and no dimension_separator in .zarray (as
+    # zarr-python 2.x NestedDirectoryStore wrote). Recorded before the key is removed.
+    mk("legacy_nested", ramp((5, 6), "<i2"), (2, 4), compressors=numcodecs.Zlib(1), chunk_key_encoding={"name": "v2", "separator": "/"})
+    za = p / "legacy_nested" / ".zarray"
+    meta = json.loads(za.read_text())
+    del meta["dimension_separator"]
+    za.write_text(json.dumps(meta, indent=4))
     zarr.consolidate_metadata(str(p), zarr_format=2)
+    # zarr-python fills in dimension_separator "." when it consolidates; take it out
+    # again (zarr-python 3 would then read that array as all fill values; the
+    # expected values are the ones written).
+    zm = p / ".zmetadata"
+    cons = json.loads(zm.read_text())
+    del cons["metadata"]["legacy_nested/.zarray"]["dimension_separator"]
+    zm.write_text(json.dumps(cons, indent=4))
 
 
 def v3_store() -> None:
@@ -235,6 +265,33 @@ def v3_store() -> None:
     b = sub.create_array("inner", shape=(3, 3), dtype="int64", chunks=(2, 2), dimension_names=["a", "b"])
     b[...] = ramp((3, 3), "int64")
     record(p, "grp/inner")
+    # 0-d; a hex fill value (edited in, then read back by zarr-python); numcodecs
+    # wrappers; transpose in front of sharding (the whole-shard decode path).
+    a = root.create_array("zero_d", shape=(), dtype="int16")
+    a[...] = -7
+    record(p, "zero_d")
+    root.create_array("fill_hex", shape=(5,), dtype="float32", chunks=(2,), fill_value=0.0)
+    zj = p / "fill_hex" / "zarr.json"
+    meta = json.loads(zj.read_text())
+    meta["fill_value"] = "0x3fc00000"
+    zj.write_text(json.dumps(meta, indent=2))
+    record(p, "fill_hex")
+    from zarr.codecs.numcodecs import BZ2 as NBZ2, LZ4 as NLZ4, Zlib as NZlib
+
+    mk("numcodecs_zlib", ramp((9,), "int32"), (4,), compressors=NZlib(level=1))
+    mk("numcodecs_lz4", ramp((9,), "int32"), (4,), compressors=NLZ4())
+    mk("numcodecs_bz2", ramp((9,), "int32"), (4,), compressors=NBZ2(level=1))
+    a = root.create_array(
+        "transpose_sharded",
+        shape=(6, 8),
+        dtype="int32",
+        chunks=(6, 8),
+        filters=[TransposeCodec(order=(1, 0))],
+        serializer=ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec(), ZstdCodec()]),
+        compressors=None,
+    )
+    a[...] = ramp((6, 8), "int32")
+    record(p, "transpose_sharded")
     zarr.consolidate_metadata(str(p), zarr_format=3)
 
 
