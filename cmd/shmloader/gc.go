@@ -1,13 +1,60 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/shm"
 )
 
 func init() {
-	register("gc", "(not built yet)", func(args []string) int {
-		fmt.Fprintln(os.Stderr, "shmloader gc: not built yet")
+	register("gc", "remove named rings whose creator is dead: gc [--dry-run]", cmdGC)
+}
+
+func cmdGC(args []string) int {
+	fl := newFlagSet("gc", "[--dry-run] [--grace D] [--json]")
+	dry := fl.Bool("dry-run", false, "print what would be removed; remove nothing")
+	grace := fl.Duration("grace", 60*time.Second, "age before a segment without a ring header counts as abandoned")
+	asJSON := fl.Bool("json", false, "print the verdict on every segment as JSON lines")
+	lf := addLogFlags(fl)
+	if code, ok := parseFlags(fl, args); !ok {
+		return code
+	}
+	if fl.NArg() > 0 {
+		return usageError("gc", fmt.Errorf("unexpected argument %q (see shmloader gc -h)", fl.Arg(0)))
+	}
+	log, err := lf.logger("gc")
+	if err != nil {
+		return usageError("gc", err)
+	}
+	res, err := ring.GC(ring.GCOptions{Grace: *grace, DryRun: *dry})
+	for _, x := range res {
+		if *asJSON {
+			b, _ := json.Marshal(struct {
+				Name    string `json:"name"`
+				Path    string `json:"path"`
+				Removed bool   `json:"removed"`
+				DryRun  bool   `json:"dry_run"`
+				Reason  string `json:"reason"`
+			}{x.Name, shm.Path(x.Name), x.Removed, *dry, x.Reason})
+			fmt.Printf("%s\n", b)
+			continue
+		}
+		switch {
+		case x.Removed && *dry:
+			fmt.Printf("would remove %s: %s\n", shm.Path(x.Name), x.Reason)
+		case x.Removed:
+			fmt.Printf("removed %s: %s\n", shm.Path(x.Name), x.Reason)
+		default:
+			log.Info().Str("path", shm.Path(x.Name)).Str("reason", x.Reason).Msg("kept")
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shmloader gc: %v\n", err)
 		return exitFailure
-	})
+	}
+	return exitOK
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/gobatch/gobatch/shm"
 )
 
 // Exit codes shared with python/gobatch, which maps them to exception classes.
@@ -40,6 +42,7 @@ func usage() {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(os.Stderr, "\nRun 'shmloader <command> -h' for a command's flags.")
+	fmt.Fprintln(os.Stderr, "Named rings live in /dev/shm; the environment variable GOBATCH_SHM_DIR moves them (tests use a private directory).")
 }
 
 func main() {
@@ -49,6 +52,9 @@ func main() {
 			os.Exit(exitUsage)
 		}
 		return
+	}
+	if d := os.Getenv("GOBATCH_SHM_DIR"); d != "" {
+		shm.Dir = d
 	}
 	c, ok := commands[os.Args[1]]
 	if !ok {

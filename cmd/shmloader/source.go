@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -13,12 +14,18 @@ import (
 // concurrently from several reader goroutines (each with its own batch and dst), so a filler
 // keeps no per-call state.
 type filler interface {
-	// Fill writes stream batch k (absolute index) into dst, which is exactly the tensor's bytes.
-	Fill(dst []byte, k uint64) error
+	// Fill writes stream batch k (absolute index) into dst, which is exactly the tensor's
+	// bytes. It returns early with ctx's error when ctx ends during a slow read.
+	Fill(ctx context.Context, dst []byte, k uint64) error
+}
+
+// sourceOptions are the command-line settings sources may use.
+type sourceOptions struct {
+	dataRoot string // --data-root: the directory relative data paths are resolved against
 }
 
 // newFiller builds the filler for one configured source.
-func newFiller(src config.Source, batchSize int) (filler, error) {
+func newFiller(src config.Source, batchSize int, _ sourceOptions) (filler, error) {
 	switch spec := src.Spec.(type) {
 	case *config.Synthetic:
 		return newSynthetic(spec, batchSize), nil
@@ -72,13 +79,19 @@ const seedBytes = 256
 // the rest of a large row is written.
 const copyChunk = 16 << 10
 
-func (f *synthetic) Fill(dst []byte, k uint64) error {
+func (f *synthetic) Fill(ctx context.Context, dst []byte, k uint64) error {
 	rb := f.rowBytes()
 	if len(dst) != rb*f.size {
 		return fmt.Errorf("synthetic: tensor is %d bytes, want %d", len(dst), rb*f.size)
 	}
 	if f.delay > 0 {
-		time.Sleep(f.delay)
+		t := time.NewTimer(f.delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 	first := k * uint64(f.size)
 	for i := 0; i < f.size; i++ {

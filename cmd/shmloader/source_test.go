@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -51,6 +52,8 @@ func checkSynthetic(b []byte, dt config.DType, size, elems int, k uint64) error 
 	return nil
 }
 
+var ctx = context.Background()
+
 func TestSyntheticFill(t *testing.T) {
 	for _, dt := range config.SyntheticDTypes {
 		for _, shape := range [][]int{{}, {1}, {3, 5}, {7, 300}, {2, 3, 4, 5}} {
@@ -63,7 +66,7 @@ func TestSyntheticFill(t *testing.T) {
 					for i := range buf {
 						buf[i] = 0xAB // garbage that a skipped byte would leave behind
 					}
-					if err := f.Fill(buf, k); err != nil {
+					if err := f.Fill(ctx, buf, k); err != nil {
 						t.Fatal(err)
 					}
 					if err := checkSynthetic(buf, dt, size, elems, k); err != nil {
@@ -77,7 +80,7 @@ func TestSyntheticFill(t *testing.T) {
 
 func TestSyntheticWrongLength(t *testing.T) {
 	f := newSynthetic(&config.Synthetic{Shape: []int{4}, DType: config.Float32}, 2)
-	if err := f.Fill(make([]byte, 31), 0); err == nil {
+	if err := f.Fill(ctx, make([]byte, 31), 0); err == nil {
 		t.Fatal("no error for a short buffer")
 	}
 }
@@ -93,7 +96,7 @@ func BenchmarkSyntheticFill30MB(b *testing.B) {
 	buf := make([]byte, benchBatch)
 	b.SetBytes(benchBatch)
 	for i := 0; b.Loop(); i++ {
-		if err := f.Fill(buf, uint64(i)); err != nil {
+		if err := f.Fill(ctx, buf, uint64(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,6 +127,6 @@ func BenchmarkSyntheticFillScalar(b *testing.B) {
 	buf := make([]byte, 1024*8)
 	b.SetBytes(int64(len(buf)))
 	for i := 0; b.Loop(); i++ {
-		f.Fill(buf, uint64(i))
+		f.Fill(ctx, buf, uint64(i))
 	}
 }

@@ -1,13 +1,268 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/shm"
 )
 
 func init() {
-	register("stat", "(not built yet)", func(args []string) int {
-		fmt.Fprintln(os.Stderr, "shmloader stat: not built yet")
+	register("stat", "live view of a named ring: stat NAME [--once] [--json]", cmdStat)
+}
+
+// statView is one line of `shmloader stat`: the ring's state now and its rates over the last
+// interval.
+type statView struct {
+	Ring       string  `json:"ring"`
+	Time       string  `json:"time"`
+	IntervalS  float64 `json:"interval_s"`
+	SlotsFull  int     `json:"slots_full"`
+	SlotsTotal int     `json:"slots_total"`
+	SlotBytes  int64   `json:"slot_bytes"`
+
+	BatchesWritten uint64 `json:"batches_written"`
+	BatchesRead    uint64 `json:"batches_read"`
+	TotalBatches   uint64 `json:"total_batches"` // 0 = unbounded
+	StartBatch     uint64 `json:"start_batch"`
+
+	WrittenPerS   float64 `json:"written_batches_per_s"`
+	ReadPerS      float64 `json:"read_batches_per_s"`
+	WrittenMBPerS float64 `json:"written_mb_per_s"` // 10^6 bytes
+	ReadMBPerS    float64 `json:"read_mb_per_s"`
+
+	// ProducerWait is the share of producer writer time spent waiting for a free slot
+	// (wait / (wait + busy), summed over writers); ConsumerWait the share of wall time the
+	// consumer spent waiting for a ready batch. Both over the interval; -1 when undefined.
+	ProducerWait float64 `json:"producer_wait_fraction"`
+	ConsumerWait float64 `json:"consumer_wait_fraction"`
+
+	ProducersAlive int            `json:"producers_alive"`
+	Producers      []statProducer `json:"producers"`
+	CreatorPID     uint32         `json:"creator_pid"`
+	CreatorAlive   bool           `json:"creator_alive"`
+	ConsumerState  string         `json:"consumer_state"`
+	ConsumerPID    uint32         `json:"consumer_pid,omitempty"`
+	ConsumerAlive  bool           `json:"consumer_alive"`
+	Error          string         `json:"error,omitempty"`
+}
+
+type statProducer struct {
+	Entry   int    `json:"entry"`
+	State   string `json:"state"`
+	PID     uint32 `json:"pid"`
+	Alive   bool   `json:"alive"`
+	Writers uint32 `json:"writers"`
+	Batches uint64 `json:"batches"`
+}
+
+// makeStatView compares two snapshots taken dt apart.
+func makeStatView(name string, prev, cur ring.Stats, dt time.Duration, now time.Time) statView {
+	v := statView{
+		Ring: name, Time: now.Format(time.RFC3339Nano), IntervalS: dt.Seconds(),
+		SlotsFull: cur.Full, SlotsTotal: cur.Slots, SlotBytes: cur.SlotBytes,
+		BatchesWritten: cur.BatchesWritten, BatchesRead: cur.BatchesRead,
+		TotalBatches: cur.TotalBatches, StartBatch: cur.StartBatch,
+		CreatorPID: cur.CreatorPID, CreatorAlive: cur.CreatorAlive,
+		ConsumerState: ring.ConsumerStateName(cur.ConsumerState), ConsumerAlive: cur.ConsumerAlive,
+		ProducerWait: -1, ConsumerWait: -1,
+	}
+	if cur.ConsumerState != ring.ConsumerNone {
+		v.ConsumerPID = cur.ConsumerPID
+	}
+	if s := dt.Seconds(); s > 0 {
+		v.WrittenPerS = float64(cur.BatchesWritten-prev.BatchesWritten) / s
+		v.ReadPerS = float64(cur.BatchesRead-prev.BatchesRead) / s
+		v.WrittenMBPerS = float64(cur.BytesWritten-prev.BytesWritten) / s / 1e6
+		v.ReadMBPerS = float64(cur.BytesRead-prev.BytesRead) / s / 1e6
+		if cur.ConsumerState == ring.ConsumerAttached {
+			v.ConsumerWait = min(float64(cur.ConsumerWaitNs-prev.ConsumerWaitNs)/float64(dt.Nanoseconds()), 1)
+		}
+	}
+	wait, busy := cur.ProducerWaitNs-prev.ProducerWaitNs, cur.ProducerBusyNs-prev.ProducerBusyNs
+	if wait+busy > 0 {
+		v.ProducerWait = float64(wait) / float64(wait+busy)
+	}
+	for _, p := range cur.Producers {
+		v.Producers = append(v.Producers, statProducer{Entry: p.Entry, State: ring.EntryStateName(p.State),
+			PID: p.PID, Alive: p.Alive, Writers: p.Writers, Batches: p.Batches})
+		if p.Alive && (p.State == ring.EntryActive || p.State == ring.EntryClaiming) {
+			v.ProducersAlive++
+		}
+	}
+	if cur.Error != nil {
+		v.Error = cur.Error.Text
+	}
+	return v
+}
+
+func fraction(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*f)
+}
+
+// text renders the view for people.
+func (v statView) text() string {
+	var b strings.Builder
+	total := "unbounded"
+	if v.TotalBatches != 0 {
+		total = fmt.Sprintf("of %d", v.TotalBatches)
+	}
+	fmt.Fprintf(&b, "ring %s  slots %d/%d full (%s each)  batches written %d, read %d %s\n",
+		v.Ring, v.SlotsFull, v.SlotsTotal, mb(v.SlotBytes), v.BatchesWritten, v.BatchesRead, total)
+	fmt.Fprintf(&b, "  write %.1f batches/s %.1f MB/s   read %.1f batches/s %.1f MB/s   wait: producers %s consumer %s\n",
+		v.WrittenPerS, v.WrittenMBPerS, v.ReadPerS, v.ReadMBPerS, fraction(v.ProducerWait), fraction(v.ConsumerWait))
+	consumer := v.ConsumerState
+	if v.ConsumerPID != 0 {
+		consumer += fmt.Sprintf(" pid %d", v.ConsumerPID)
+		if v.ConsumerState == "ATTACHED" && !v.ConsumerAlive {
+			consumer += " (dead)"
+		}
+	}
+	var ps []string
+	for _, p := range v.Producers {
+		s := fmt.Sprintf("%d:%s pid %d", p.Entry, p.State, p.PID)
+		if !p.Alive && (p.State == "ACTIVE" || p.State == "CLAIMING") {
+			s += " (dead)"
+		}
+		ps = append(ps, s)
+	}
+	fmt.Fprintf(&b, "  producers alive %d [%s]   consumer %s\n", v.ProducersAlive, strings.Join(ps, ", "), consumer)
+	if v.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", v.Error)
+	}
+	return b.String()
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+
+// parseInterspersed parses flags that may come before or after positional arguments
+// (`stat NAME --once`), which package flag alone does not allow.
+func parseInterspersed(fs interface {
+	Parse([]string) error
+	Args() []string
+}, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func cmdStat(args []string) int {
+	fl := newFlagSet("stat", "NAME [--once] [--json] [--interval D]")
+	once := fl.Bool("once", false, "print one snapshot (rates over one interval) and exit")
+	asJSON := fl.Bool("json", false, "print JSON, one object per line")
+	interval := fl.Duration("interval", time.Second, "refresh interval, and the window rates are measured over")
+	lf := addLogFlags(fl)
+	pos, err := parseInterspersed(fl, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		return usageError("stat", fmt.Errorf("want exactly one ring NAME, got %d arguments (see shmloader stat -h)", len(pos)))
+	}
+	if *interval < 10*time.Millisecond {
+		return usageError("stat", fmt.Errorf("--interval %v: want at least 10ms", *interval))
+	}
+	if _, err := lf.logger("stat"); err != nil {
+		return usageError("stat", err)
+	}
+	name := pos[0]
+	if err := shm.ValidateName(name); err != nil {
+		return usageError("stat", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	seg, r, err := ring.AttachNamed(ctx, name, false)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("no ring %q (%s)", name, shm.Path(name))
+		}
+		fmt.Fprintf(os.Stderr, "shmloader stat: %v\n", err)
 		return exitFailure
+	}
+	defer seg.Close()
+	var ino uint64
+	if st, err := os.Stat(shm.Path(name)); err == nil {
+		ino = inode(st)
+	}
+	return statLoop(ctx, os.Stdout, name, r, *interval, *once, *asJSON, func() bool {
+		st, err := os.Stat(shm.Path(name))
+		return err == nil && inode(st) == ino
 	})
+}
+
+// statLoop prints a view every interval until ctx ends, the ring's file goes away (present
+// reports false), or after one view with once.
+func statLoop(ctx context.Context, w io.Writer, name string, r *ring.Ring, interval time.Duration, once, asJSON bool, present func() bool) int {
+	prev, t0 := r.Stats(), time.Now()
+	tty := false
+	if f, ok := w.(*os.File); ok && !asJSON && !once {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-tk.C:
+		}
+		cur, now := r.Stats(), time.Now()
+		v := makeStatView(name, prev, cur, now.Sub(t0), now)
+		prev, t0 = cur, now
+		switch {
+		case asJSON:
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "%s\n", b)
+		case tty:
+			fmt.Fprint(w, "\x1b[H\x1b[2J"+v.text()) // redraw in place
+		default:
+			fmt.Fprint(w, v.text())
+		}
+		if once {
+			return exitOK
+		}
+		if !present() {
+			fmt.Fprintf(os.Stderr, "shmloader stat: ring %s is gone (its creator removed it)\n", name)
+			return exitOK
+		}
+	}
+}
+
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }
