@@ -404,11 +404,11 @@ func TestRunBadConfig(t *testing.T) {
 	}
 	good := writeConfig(t, "good.toml", allDTypes(2, 10, ""))
 	for _, args := range [][]string{
-		{"run", "--ring", "x"},                                  // no config
-		{"run", "--config", good},                               // neither ring nor memfd
+		{"run", "--ring", "x"},                                   // no config
+		{"run", "--config", good},                                // neither ring nor memfd
 		{"run", "--config", good, "--ring", "x", "--memfd", "3"}, // both
-		{"run", "--config", good, "--memfd", "3", "--join"},     // join needs a name
-		{"run", "--config", good, "--ring", "a/b"},              // bad name
+		{"run", "--config", good, "--memfd", "3", "--join"},      // join needs a name
+		{"run", "--config", good, "--ring", "a/b"},               // bad name
 		{"run", "--config", good, "--ring", "x", "--readers", "0"},
 		{"run", "--config", good, "--ring", "x", "--start", "10"}, // past the end
 		{"run", "--config", good, "--ring", "x", "--start", "-1"},
