@@ -126,26 +126,29 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 		ctx, cancel = context.WithTimeout(ctx, DefaultAttachTimeout)
 		defer cancel()
 	}
+	var last error
 	for {
 		seg, err := shm.Open(name, populate)
 		if err == nil {
-			r, err := OpenContext(ctx, seg.Bytes())
-			if err == nil {
-				return seg, r, nil
-			}
-			seg.Close()
-			var he *HeaderError
-			young := errors.As(err, &he) && (he.Field == "file size" || he.Field == "magic")
-			if !young || ctx.Err() != nil {
+			mem := seg.Bytes()
+			if len(mem) >= HeaderBytes {
+				r, err := OpenContext(ctx, mem)
+				if err == nil {
+					return seg, r, nil
+				}
+				seg.Close()
 				return nil, nil, fmt.Errorf("ring %s (%s): %w", name, shm.Path(name), err)
 			}
-		} else if errors.Is(err, fs.ErrNotExist) || ctx.Err() != nil {
+			seg.Close()
+			last = fmt.Errorf("file of %d bytes, smaller than a ring header", len(mem))
+		} else if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, err
+		} else {
+			last = err // e.g. empty: created, not yet reserved
 		}
-		// An empty file (between O_EXCL and fallocate) or a header not written yet.
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("ring %s (%s): not initialised in time: %w", name, shm.Path(name), ctx.Err())
+			return nil, nil, fmt.Errorf("ring %s (%s): not initialised in time (%v): %w", name, shm.Path(name), last, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

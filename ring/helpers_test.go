@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -82,3 +83,5 @@ func setPosition(r *Ring, c *Consumer, j uint64) {
 func storeReady(p *uint32) { atomicStore32(p, stateReady) }
 
 func itoa(n int) string { return fmt.Sprint(n) }
+
+func atomicStore64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }

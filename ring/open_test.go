@@ -180,15 +180,39 @@ func TestOpenWaitsForReady(t *testing.T) {
 	if _, err := OpenContext(ctx, mem); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Open of a ring that stays INITIALISING = %v, want a deadline error", err)
 	}
-	// Dead creator: refused at once.
+	// magic 0 (header not written yet, PROTOCOL.md 3.6 step 2): Open waits for it.
+	storeReady(state)
+	*r.u64(offMagic) = 0
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := OpenContext(ctx, mem)
+		done <- err
+	}()
+	time.Sleep(30 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Open returned while magic was 0: %v", err)
+	default:
+	}
+	atomicStore64(r.u64(offMagic), Magic)
+	if err := <-done; err != nil {
+		t.Fatalf("Open after magic was written: %v", err)
+	}
+	*state = stateInitialising
+	// Dead creator: refused at once, with or without magic.
 	pid, st := deadProcess(t)
 	*r.u32(offCreatorPID), *r.u64(offCreatorStarttime) = pid, st
 	t0 := time.Now()
 	if _, err := Open(mem); err == nil || !strings.Contains(err.Error(), "crashed during creation") {
 		t.Errorf("Open with a dead creator = %v", err)
 	}
-	if time.Since(t0) > time.Second {
-		t.Errorf("refusal took %v", time.Since(t0))
+	*r.u64(offMagic) = 0
+	if _, err := Open(mem); err == nil || !strings.Contains(err.Error(), "never written and creator pid") {
+		t.Errorf("Open with magic 0 and a dead creator = %v", err)
+	}
+	if time.Since(t0) > 2*time.Second {
+		t.Errorf("refusals took %v", time.Since(t0))
 	}
 }
 

@@ -173,7 +173,8 @@ func (r *Ring) register(writers int) (int, error) {
 }
 
 // Open attaches to an existing ring in mem (the whole file mapped, so len(mem) is the file
-// size), waiting up to DefaultAttachTimeout for a ring that is still initialising. It runs the
+// size), waiting up to DefaultAttachTimeout for a ring whose header is not yet written
+// (magic 0) or that is still initialising. It runs the
 // checks of PROTOCOL.md 3.6 before it uses any offset from the segment.
 func Open(mem []byte) (*Ring, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultAttachTimeout)
@@ -190,6 +191,9 @@ func OpenContext(ctx context.Context, mem []byte) (*Ring, error) {
 		return nil, fmt.Errorf("gobatch ring: mapping is not 8-byte aligned")
 	}
 	r := &Ring{mem: mem, creatorEntry: -1}
+	if err := r.waitMagic(ctx); err != nil {
+		return nil, err
+	}
 	if m := atomic.LoadUint64(r.u64(offMagic)); m != Magic {
 		return nil, headerErr("magic", "not a gobatch segment: magic %#016x, want %#016x (\"GOBATCH1\")", m, Magic)
 	}
@@ -216,6 +220,22 @@ func OpenContext(ctx context.Context, mem []byte) (*Ring, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// waitMagic waits while magic is 0: the creator has reserved the file but not yet written
+// the header (PROTOCOL.md 3.6 step 2). A creator pid that is set and dead ends the wait.
+func (r *Ring) waitMagic(ctx context.Context) error {
+	for atomic.LoadUint64(r.u64(offMagic)) == 0 {
+		pid := atomic.LoadUint32(r.u32(offCreatorPID))
+		if pid != 0 && !Alive(pid, atomic.LoadUint64(r.u64(offCreatorStarttime))) && atomic.LoadUint64(r.u64(offMagic)) == 0 {
+			return headerErr("magic", "0: the header was never written and creator pid %d is dead (crashed during creation; `shmloader gc` removes it)", pid)
+		}
+		if ctx.Err() != nil {
+			return headerErr("magic", "0: the header was not written in time (not a gobatch segment, or its creator is stuck): %v", context.DeadlineExceeded)
+		}
+		futexWait(r.u32(offState), 0, 5*time.Millisecond) // a plain sleep: nobody wakes this
+	}
+	return nil
 }
 
 func (r *Ring) waitReady(ctx context.Context) error {

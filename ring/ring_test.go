@@ -443,7 +443,7 @@ func TestWatchParentDied(t *testing.T) {
 	if err := p2.Watch(ctx2, WatchOptions{ParentPID: os.Getppid(), Interval: 10 * time.Millisecond}); err != context.DeadlineExceeded {
 		t.Fatalf("Watch = %v", err)
 	}
-	if hb := r2.Stats().Producers[0].Heartbeat; hb < 5 {
+	if hb := r2.Stats().Producers[0].Heartbeat; hb < 2 { // >= 25 unloaded; the machine may be busy
 		t.Errorf("heartbeat %d after 250 ms at 10 ms", hb)
 	}
 }
