@@ -30,7 +30,7 @@ from zarr_fixtures import (
 
 __all__ = ["shmloader"]
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # zarr's "unstable v3 dtype" notes
+X
 
 FORMATS = [2, 3]
 

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/sampler"
+	"github.com/rs/zerolog"
+)
+
+// The sampler's side of `shmloader run`: configurations whose sources have kind = "zarr" are
+// served by a sampler.Job, which lays out the ring's tensors itself (the data sources, then
+// t0, x, y and the point ids) and fills whole batches. Importing package sampler registers the
+// "zarr" source kind with package config.
+//
+// run.go uses it as:
+//
+//	zf := addZarrFlags(fs)                   // with the other run flags
+//	...
+//	if hasZarrSources(cfg) {
+//		job, err := newZarrJob(cfg, zf, log)  // a configuration error: exit 2
+//		defer job.Close()
+//		tensors := job.Tensors()              // the ring layout
+//		... each reader goroutine: job.Fill(slot.Seq(), slotTensors) ...
+//		job.LogStats()                        // at exit (and periodically if wanted)
+//	}
+
+// zarrFlags are the run flags of zarr jobs.
+type zarrFlags struct {
+	dataRoot  string
+	rank      int
+	worldSize int
+	cacheMB   int64
+}
+
+func addZarrFlags(fs *flag.FlagSet) *zarrFlags {
+	z := &zarrFlags{}
+	fs.StringVar(&z.dataRoot, "data-root", "", "directory the zarr sources' store paths are relative to (default: the config file's folder)")
+	fs.IntVar(&z.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
+	fs.IntVar(&z.worldSize, "world-size", 1, "number of data-parallel ranks")
+	fs.Int64Var(&z.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
+	return z
+}
+
+// hasZarrSources reports whether cfg is a sampler configuration.
+func hasZarrSources(cfg *config.Config) bool {
+	for _, s := range cfg.Sources {
+		if _, ok := s.Spec.(*sampler.Spec); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// zarrJob is a sampler.Job with logging.
+type zarrJob struct {
+	*sampler.Job
+	log   zerolog.Logger
+	start time.Time
+}
+
+// newZarrJob opens the stores (metadata and coordinates only) and prepares the sampling. Its
+// errors are configuration errors (exit status 2).
+func newZarrJob(cfg *config.Config, f *zarrFlags, log zerolog.Logger) (*zarrJob, error) {
+	t := time.Now()
+	if f.worldSize < 1 || f.rank < 0 || f.rank >= f.worldSize {
+		return nil, fmt.Errorf("--rank %d --world-size %d: expected world size >= 1 and 0 <= rank < world size", f.rank, f.worldSize)
+	}
+	j, err := sampler.NewJob(cfg, sampler.Options{DataRoot: f.dataRoot, Rank: f.rank, WorldSize: f.worldSize, CacheMB: f.cacheMB})
+	if err != nil {
+		return nil, err
+	}
+	z := &zarrJob{Job: j, log: log, start: time.Now()}
+	ev := log.Info().Str("mode", j.Mode()).Int("t0_candidates", j.Candidates()).
+		Int64("decoded_mb", j.DataBytes()>>20).Int64("cache_mb", j.Cache().Budget()>>20).
+		Int("rank", f.rank).Int("world_size", f.worldSize).Dur("open", time.Since(t))
+	if st := j.Stats(); st.ResidentSegments > 0 {
+		ev = ev.Int("resident_segments", st.ResidentSegments)
+	}
+	ev.Msg("zarr sampler ready")
+	return z, nil
+}
+
+// LogStats logs the cache and sampling counters.
+func (z *zarrJob) LogStats() {
+	st := z.Stats()
+	c := st.Cache
+	ev := z.log.Info().Uint64("batches", st.Batches).Float64("cache_hit_rate", c.HitRate()).
+		Uint64("cache_hits", c.Hits).Uint64("cache_misses", c.Misses).Uint64("cache_evictions", c.Evictions).
+		Uint64("cache_over_budget", c.OverBudget).Int64("cache_resident_mb", c.ResidentBytes>>20).
+		Int64("cache_peak_mb", c.PeakBytes>>20).Dur("decode_time", c.LoadTime).Dur("wait_time", c.WaitTime).
+		Dur("elapsed", time.Since(z.start))
+	if st.Mode == sampler.SampleLocality {
+		ev = ev.Float64("segments_per_batch", st.SegmentsPerBatch).Int("resident_segments", st.ResidentSegments)
+	}
+	ev.Msg("zarr sampler stats")
+}
