@@ -93,7 +93,10 @@ func (d *Decoder) decode(h *header, dst, src []byte, v2 bool) (int, error) {
 		return 0, nil
 	}
 	if s := h.special(); s != 0 {
-		return h.nbytes, fillSpecial(h, dst, src)
+		if err := fillSpecial(h, dst, src); err != nil {
+			return 0, err
+		}
+		return h.nbytes, nil
 	}
 	if h.memcpyed() {
 		if h.cbytes < h.hlen+h.nbytes {

@@ -1,0 +1,5 @@
+//go:build race
+
+package blosc
+
+func init() { raceEnabled = true }
