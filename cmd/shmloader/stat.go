@@ -164,8 +164,8 @@ func parseInterspersed(fs interface {
 		if len(rest) == 0 {
 			return pos, nil
 		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil // package flag consumed the "--"
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
