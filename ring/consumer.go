@@ -182,7 +182,8 @@ func (c *Consumer) Release(s *ReadSlot) {
 func (c *Consumer) Position() uint64 { return c.j }
 
 // Close releases held slots, stores consumer_state = CLOSED and wakes every slot word, so
-// producers see the close and stop. It does not unmap or unlink anything.
+// producers see the close and stop. It does not unmap or unlink anything: the owner of a
+// named segment whose creator is dead (Ring.Creator) unlinks it (PROTOCOL.md 3.6).
 func (c *Consumer) Close() {
 	if c.closed {
 		return

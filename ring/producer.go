@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Producer is one process's producer registry entry. Any number of goroutines may call
@@ -241,12 +243,30 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// Done marks this producer DONE: it will claim no more batches (Claim returns io.EOF).
-// Call it after every claimed slot is published, e.g. to end an unbounded stream. With a
-// bounded stream the entry becomes DONE by itself once the stream is claimed and published.
+// Done ends this producer: later Claims return io.EOF, and the entry becomes DONE as soon as
+// every slot it claimed is published (at once if none is in progress). Use it to end an
+// unbounded stream; with a bounded stream the entry becomes DONE by itself once the stream is
+// claimed and published.
 func (p *Producer) Done() {
 	p.eof.Store(true)
-	atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+	if p.outstanding.Load() == 0 {
+		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+	}
+}
+
+// SetParentDeathSignal asks the kernel to send sig to this process when its parent dies
+// (PR_SET_PDEATHSIG; the "parent" is the thread that forked this process) and then checks that
+// the parent is still parentPID, since a parent that died before the call sends nothing.
+// Call it early in main; Watch with WatchOptions.ParentPID is the check that does not depend
+// on threads.
+func SetParentDeathSignal(sig unix.Signal, parentPID int) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
+	}
+	if os.Getppid() != parentPID {
+		return fmt.Errorf("%w (was pid %d, parent is now %d)", ErrParentDied, parentPID, os.Getppid())
+	}
+	return nil
 }
 
 // WatchOptions configure Watch.

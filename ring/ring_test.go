@@ -448,6 +448,34 @@ func TestWatchParentDied(t *testing.T) {
 	}
 }
 
+// TestDoneWaitsForClaims: Done while a claim is in progress keeps the entry ACTIVE until
+// the claim is published (else the consumer would see a truncated stream).
+func TestDoneWaitsForClaims(t *testing.T) {
+	r := newHeapRing(t, streamLayout(2, 0, 1))
+	p, _ := r.NewProducer(1)
+	w, _ := p.Claim(context.Background())
+	p.Done()
+	if st := r.Stats().Producers[0].State; st != EntryActive {
+		t.Fatalf("entry %s with a claim in progress", EntryStateName(st))
+	}
+	w.Publish()
+	if st := r.Stats().Producers[0].State; st != EntryDone {
+		t.Fatalf("entry %s after the last publish", EntryStateName(st))
+	}
+	if _, err := p.Claim(context.Background()); err != io.EOF {
+		t.Fatalf("Claim after Done = %v", err)
+	}
+}
+
+func TestSetParentDeathSignal(t *testing.T) {
+	if err := SetParentDeathSignal(0, os.Getppid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetParentDeathSignal(0, os.Getppid()+1); !errors.Is(err, ErrParentDied) {
+		t.Fatalf("wrong parent: %v", err)
+	}
+}
+
 func TestPublishTwice(t *testing.T) {
 	r := newHeapRing(t, streamLayout(2, 0, 1))
 	p, _ := r.NewProducer(1)

@@ -1,0 +1,347 @@
+// Command ringbench measures the gobatch ring (package ring) across two processes: the
+// consumer in this process, the producer in a child (this binary re-executed) that shares
+// the ring through an inherited memfd, as `shmloader run --memfd` does.
+//
+//	go run ./benchmarks/go            # all benchmarks, markdown tables on stdout
+//	go run ./benchmarks/go -quick     # fewer samples
+//	go run ./benchmarks/go -only latency|throughput
+//
+// Latency: the producer publishes one batch, then idles (gap) so that the consumer is asleep
+// in FUTEX_WAIT (or spinning, with -spin) when the next batch arrives; the sample is the
+// consumer's CLOCK_MONOTONIC when Next returns minus the slot's publish_ns. The payload fill
+// happens before publish_ns, so 30 MB batches measure the same handoff on a large slot.
+//
+// Throughput: the producer's writer goroutines claim slots and memcpy a prepared 30 MB batch
+// into them as fast as the ring allows; the consumer releases each batch without reading it.
+// The roofline is the same memcpy into a mapped memfd without the ring, measured in this run
+// with the same number of goroutines.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/shm"
+)
+
+const childEnv = "GOBATCH_RINGBENCH_CHILD"
+
+// big is the reference workload's batch: 32 examples of 19x12x32x32 float32 (29.9 MB).
+func big() ring.Tensor {
+	return ring.Tensor{Name: "x", DType: ring.Float32, Shape: []int{32, 19, 12, 32, 32}}
+}
+
+func empty() ring.Tensor { return ring.Tensor{Name: "x", DType: ring.Uint8, Shape: []int{1, 8}} }
+
+type params struct {
+	Kind    string // "latency" or "throughput"
+	Big     bool
+	N       int
+	Writers int
+	GapUs   int
+	Slots   int
+}
+
+func (p params) layout() ring.Layout {
+	t := empty()
+	if p.Big {
+		t = big()
+	}
+	return ring.Layout{Slots: p.Slots, TotalBatches: uint64(p.N), BatchSize: t.Shape[0], Tensors: []ring.Tensor{t}}
+}
+
+func main() {
+	if v := os.Getenv(childEnv); v != "" {
+		os.Exit(child(v))
+	}
+	quick := flag.Bool("quick", false, "fewer samples")
+	only := flag.String("only", "", "latency or throughput")
+	spin := flag.Int("spin", 200000, "state loads before sleeping, for the spin rows of the latency table")
+	flag.Parse()
+	scale := 1
+	if *quick {
+		scale = 5
+	}
+	fmt.Printf("ringbench: %s, GOMAXPROCS %d, %d CPUs, %s\n\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
+	if *only == "" || *only == "latency" {
+		fmt.Println("Cross-process handoff latency (publish_ns to the consumer's Next returning), microseconds")
+		fmt.Println()
+		fmt.Println("| batch | consumer wait | samples | p50 | p90 | p99 | p99.9 | max |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+		rows := []struct {
+			name string
+			big  bool
+			n    int
+			gap  int
+			spin int
+		}{
+			{"8 B", false, 20000 / scale, 300, 0},
+			{"8 B", false, 20000 / scale, 50, *spin},
+			{"29.9 MB", true, 1000 / scale, 300, 0},
+			{"29.9 MB", true, 1000 / scale, 50, *spin},
+		}
+		for _, r := range rows {
+			lat, err := latency(params{Kind: "latency", Big: r.big, N: r.n, GapUs: r.gap, Slots: 4, Writers: 1}, r.spin)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "latency:", err)
+				os.Exit(1)
+			}
+			wait := "futex"
+			if r.spin > 0 {
+				wait = fmt.Sprintf("spin %d loads, then futex", r.spin)
+			}
+			fmt.Printf("| %s | %s | %d | %s |\n", r.name, wait, len(lat), percentiles(lat))
+		}
+		fmt.Println()
+	}
+	if *only == "" || *only == "throughput" {
+		reps := 5
+		if *quick {
+			reps = 3
+		}
+		fmt.Printf("Ring throughput, producer process memcpy into slots, consumer releases unread (median of %d runs, ring and roofline alternated)\n", reps)
+		fmt.Println()
+		fmt.Println("| batch | slots | writers | batches/run | batches/s | GB/s | memcpy roofline GB/s | ring / roofline |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+		for _, tc := range []struct {
+			big     bool
+			n       int
+			slots   int
+			writers int
+		}{{true, 200, 4, 1}, {true, 200, 4, 2}, {false, 200000, 8, 1}, {false, 200000, 8, 4}} {
+			p := params{Kind: "throughput", Big: tc.big, N: tc.n / scale, Writers: tc.writers, Slots: tc.slots}
+			var bs, gs, roofs []float64
+			for k := 0; k < reps; k++ {
+				bps, gbs, err := throughput(p)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "throughput:", err)
+					os.Exit(1)
+				}
+				bs, gs = append(bs, bps), append(gs, gbs)
+				if tc.big {
+					roofs = append(roofs, roofline(p.layout().SlotBytes(), tc.writers, p.N))
+				}
+			}
+			name, roof, ratio := "8 B", "-", "-"
+			if tc.big {
+				name = "29.9 MB"
+				roof = fmt.Sprintf("%.2f", median(roofs))
+				ratio = fmt.Sprintf("%.2f", median(gs)/median(roofs))
+			}
+			fmt.Printf("| %s | %d | %d | %d | %.0f | %.3f | %s | %s |\n", name, tc.slots, tc.writers, p.N, median(bs), median(gs), roof, ratio)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("(%s at the end)\n", loadavg())
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load unknown"
+	}
+	f := strings.Fields(string(b))
+	return "load average " + strings.Join(f[:3], " ")
+}
+
+// start creates the memfd ring and the producer child.
+func start(p params) (*shm.Segment, *ring.Ring, *exec.Cmd, error) {
+	l := p.layout()
+	seg, err := shm.CreateMemfd(l.SegmentBytes())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := ring.Create(seg.Bytes(), l, false)
+	if err != nil {
+		seg.Close()
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%v,%d,%d,%d,%d", childEnv, p.Kind, p.Big, p.N, p.Writers, p.GapUs, p.Slots))
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(seg.Fd()), "memfd")}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		seg.Close()
+		return nil, nil, nil, err
+	}
+	return seg, r, cmd, nil
+}
+
+func latency(p params, spin int) ([]float64, error) {
+	seg, r, cmd, err := start(p)
+	if err != nil {
+		return nil, err
+	}
+	defer seg.Close()
+	r.Spin = spin
+	c, err := r.NewConsumer()
+	if err != nil {
+		return nil, err
+	}
+	lat := make([]float64, 0, p.N)
+	for {
+		s, err := c.Next(context.Background())
+		now := ring.MonotonicNs()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, float64(now-s.PublishNs())/1e3)
+		c.Release(s)
+	}
+	c.Close()
+	return lat, cmd.Wait()
+}
+
+func throughput(p params) (batchesPerS, gbPerS float64, err error) {
+	seg, r, cmd, err := start(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer seg.Close()
+	c, err := r.NewConsumer()
+	if err != nil {
+		return 0, 0, err
+	}
+	// Time from batch `slots` on: start-up and the slots filled before the consumer came are
+	// not counted.
+	var t0 time.Time
+	n := 0
+	for {
+		s, err := c.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		n++
+		if n == p.Slots {
+			t0 = time.Now()
+		}
+		c.Release(s)
+	}
+	d := time.Since(t0).Seconds()
+	if os.Getenv("RINGBENCH_DEBUG") != "" {
+		st := r.Stats()
+		fmt.Fprintf(os.Stderr, "n %d d %.3f s busy %.3f s wait %.3f s written %d\n", n, d, float64(st.ProducerBusyNs)/1e9, float64(st.ProducerWaitNs)/1e9, st.BatchesWritten)
+	}
+	c.Close()
+	if err := cmd.Wait(); err != nil {
+		return 0, 0, err
+	}
+	b := float64(n-p.Slots) / d
+	return b, b * float64(r.SlotBytes()) / 1e9, nil
+}
+
+// roofline copies the batch n times into a mapped memfd region with w goroutines (no ring).
+func roofline(size int64, w, n int) float64 {
+	seg, err := shm.CreateMemfd(size * 4)
+	if err != nil {
+		return 0
+	}
+	defer seg.Close()
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for g := 0; g < w; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for k := g; k < n; k += w {
+				dst := seg.Bytes()[int64(k%4)*size:][:size]
+				copy(dst, src)
+			}
+		}(g)
+	}
+	wg.Wait()
+	return float64(n) * float64(size) / time.Since(t0).Seconds() / 1e9
+}
+
+func percentiles(v []float64) string {
+	slices.Sort(v)
+	q := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
+	return fmt.Sprintf("%.1f | %.1f | %.1f | %.1f | %.1f", q(0.5), q(0.9), q(0.99), q(0.999), v[len(v)-1])
+}
+
+// child is the producer process.
+func child(spec string) int {
+	f := strings.Split(spec, ",")
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	p := params{Kind: f[0], Big: f[1] == "true", N: atoi(f[2]), Writers: atoi(f[3]), GapUs: atoi(f[4]), Slots: atoi(f[5])}
+	seg, err := shm.FromFD(3, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	r, err := ring.Open(seg.Bytes())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	prod, err := r.NewProducer(p.Writers)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	src := make([]byte, r.SlotBytes())
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errc := make(chan error, p.Writers)
+	for g := 0; g < p.Writers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				w, err := prod.Claim(ctx)
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						errc <- err
+					}
+					return
+				}
+				copy(w.Payload(), src)
+				if err := w.Publish(); err != nil {
+					errc <- err
+					return
+				}
+				if p.GapUs > 0 {
+					time.Sleep(time.Duration(p.GapUs) * time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
