@@ -20,10 +20,13 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// maxUnknownSize bounds the output of a codec whose decoded size the metadata does
-// not fix (variable-length strings, chained compressors), so that garbage cannot make
-// the reader allocate without limit.
-const maxUnknownSize = 1 << 31
+// MaxVariableChunkBytes bounds the decoded size of a chunk whose size the metadata
+// does not fix (variable-length strings, chained compressors), so that a damaged
+// header cannot make the reader allocate without limit. Set it before reading.
+var MaxVariableChunkBytes = 256 << 20
+
+// zstdOpenLimit is the same bound for the zstd decoder, fixed when it is created.
+const zstdOpenLimit = 256 << 20
 
 // bytesCodec is a bytes-to-bytes codec (a v2 compressor, a v3 bytes->bytes codec).
 type bytesCodec interface {
@@ -62,7 +65,7 @@ func zstdDecoders() (*zstd.Decoder, *zstd.Decoder, error) {
 		if zstdErr != nil {
 			return
 		}
-		zstdOpen, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(n), zstd.WithDecoderMaxMemory(maxUnknownSize))
+		zstdOpen, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(n), zstd.WithDecoderMaxMemory(zstdOpenLimit))
 	})
 	return zstdExact, zstdOpen, zstdErr
 }
@@ -177,8 +180,8 @@ func readAllExact(r io.Reader, buf []byte, want int, peek []byte) ([]byte, error
 	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
-			if len(buf) >= maxUnknownSize {
-				return nil, corruptf("decoded size over %d bytes", maxUnknownSize)
+			if len(buf) >= MaxVariableChunkBytes {
+				return nil, corruptf("decoded size over %d bytes", MaxVariableChunkBytes)
 			}
 			buf = append(buf, 0)[:len(buf)]
 		}
@@ -222,8 +225,8 @@ func decodeLZ4Frame(buf, src []byte, want int) ([]byte, error) {
 	if want >= 0 && n != want {
 		return nil, corruptf("size header says %d bytes, want %d", n, want)
 	}
-	if want < 0 && n > maxUnknownSize {
-		return nil, corruptf("size header says %d bytes", n)
+	if want < 0 && n > MaxVariableChunkBytes {
+		return nil, corruptf("size header says %d bytes, over the %d-byte limit", n, MaxVariableChunkBytes)
 	}
 	buf = grow(buf, n)
 	if n == 0 {
@@ -282,8 +285,11 @@ func (c bloscCodec) decode(buf, src []byte, want int) ([]byte, error) {
 	if want >= 0 && n != want {
 		return nil, corruptf("header says %d decoded bytes, want %d", n, want)
 	}
-	if want < 0 && n > maxUnknownSize {
-		return nil, corruptf("header says %d decoded bytes", n)
+	if cb := int(binary.LittleEndian.Uint32(src[12:16])); cb > len(src) {
+		return nil, corruptf("header says %d compressed bytes, the chunk has %d (truncated?)", cb, len(src))
+	}
+	if want < 0 && n > MaxVariableChunkBytes {
+		return nil, corruptf("header says %d decoded bytes, over the %d-byte limit", n, MaxVariableChunkBytes)
 	}
 	buf = grow(buf, n)
 	var got int
