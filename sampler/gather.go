@@ -28,9 +28,16 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
 	h, w, nb := bx.h, bx.w, len(bx.b)
 	plane := h * w
 	fill := c.fillValue()
+	lastKa := -1
 	for k := 0; k < bx.na; k++ {
 		a := bx.a0 + k*bx.aStride
 		ka, wa := a/ca, a%ca
+		if ka != lastKa {
+			// a only grows: the chunks of earlier a-chunks are not needed again. Unpinning
+			// them bounds what one reader pins to one chunk row of (b, y, x).
+			ps.releaseAll()
+			lastKa = ka
+		}
 		for j, b := range bx.b {
 			o := (k*nb + j) * plane
 			if k >= bx.nanFrom {

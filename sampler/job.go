@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -51,10 +52,53 @@ type Job struct {
 	segSum         uint64
 }
 
-// Error is a configuration problem found while opening the stores: it names the file, the
-// field and what was expected, like config.FieldError (which it wraps).
+// fieldErr is a configuration problem found while opening the stores, as a config.FieldError
+// naming the file, the field (and its line in a TOML file, found by tomlLine) and what was
+// expected.
 func fieldErr(file, field, format string, args ...any) error {
-	return &config.FieldError{File: file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &config.FieldError{File: file, Line: tomlLine(file, field), Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// tomlLine finds the line of "source[i].key" (or "source[i]") in a TOML file: the key's line
+// inside the i-th [[source]] table, else the table's header. 0 when unknown (not TOML, not
+// readable, or another field).
+func tomlLine(file, field string) int {
+	var idx int
+	var key string
+	if _, err := fmt.Sscanf(field, "source[%d]", &idx); err != nil || strings.HasSuffix(file, ".json") {
+		return 0
+	}
+	if i := strings.Index(field, "]."); i >= 0 {
+		key = field[i+2:]
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, header := -1, 0
+	for ln, line := range strings.Split(string(data), "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "[") {
+			if strings.HasPrefix(l, "[[source]]") {
+				n++
+				if n == idx {
+					header = ln + 1
+				}
+			} else if n == idx {
+				break
+			}
+			if n > idx {
+				break
+			}
+			continue
+		}
+		if n == idx && key != "" {
+			if k, _, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == key {
+				return ln + 1
+			}
+		}
+	}
+	return header
 }
 
 // NewJob opens the stores of cfg (metadata and coordinates only) and prepares the sampling.
@@ -460,8 +504,8 @@ func readTimeAxis(file string, sp *Spec, ds Dataset, name string) (axis, error) 
 		return axis{}, fieldErr(file, sp.Field+".store", "%s/%s: %v; expected a regular time coordinate", ds, name, err)
 	}
 	if sp.TimeResolutionMinutes*60%ax.step != 0 {
-		return axis{}, fieldErr(file, sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d s)",
-			sp.TimeResolutionMinutes, ax.step)
+		return axis{}, fieldErr(file, sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d min)",
+			sp.TimeResolutionMinutes, ax.step/60)
 	}
 	return ax, nil
 }

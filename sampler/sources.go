@@ -210,6 +210,9 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 		}
 		t := first + step*stride
 		kt, wt := t/ct, t%ct
+		if step == 0 || (t-stride)/ct != kt {
+			rs.pins.releaseAll() // t only grows: earlier time chunks are done
+		}
 		for q, sys := range rs.sel {
 			ks, ws := int(sys)/cs, int(sys)%cs
 			src, err := rs.pins.get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.elems, c.load)

@@ -1,0 +1,109 @@
+package sampler
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestLocalityResidentSetRotates(t *testing.T) {
+	extra := "sampling = \"locality\"\nsegment_steps = 24\nresident_segments = 2\nrotate_every_batches = 2"
+	j, _ := newMemJob(t, smallMem, extra, Options{})
+	if j.Mode() != SampleLocality {
+		t.Fatalf("mode %s", j.Mode())
+	}
+	// 150 times in tiles of 24: 7 tiles; candidates 12..137 fall in tiles 0..5.
+	if n := len(j.loc.segs); n != 6 {
+		t.Fatalf("%d non-empty segments", n)
+	}
+	segsOf := func(g uint64) map[int]bool {
+		s := map[int]bool{}
+		for e := 0; e < j.size; e++ {
+			_, ti, _, _ := j.Draw(g, e)
+			s[ti/24] = true
+		}
+		return s
+	}
+	window := func(q uint64) map[int]bool { // the resident segments, as tile numbers
+		s := map[int]bool{}
+		for r := uint64(0); r < 2; r++ {
+			s[j.loc.segs[j.loc.seq(q+r)]] = true
+		}
+		return s
+	}
+	counts := map[int]int{}
+	const batches = 6 * 2 * 2 * 30 // 30 passes of the sequence
+	for g := uint64(0); g < batches; g++ {
+		got, res := segsOf(g), window(g/2)
+		for s := range got {
+			if !res[s] {
+				t.Fatalf("batch %d drew from segment %d outside the resident set %v", g, s, res)
+			}
+			counts[s]++
+		}
+		if len(got) > 2 {
+			t.Fatalf("batch %d mixes %d segments", g, len(got))
+		}
+	}
+	// Every pass of the sequence visits every segment once.
+	for p := uint64(0); p < 5; p++ {
+		seen := map[int]bool{}
+		for i := uint64(0); i < 6; i++ {
+			seen[j.loc.seq(p*6+i)] = true
+		}
+		if len(seen) != 6 {
+			t.Fatalf("pass %d visits %d segments", p, len(seen))
+		}
+	}
+	// Coverage: each segment is drawn in a similar share of batches.
+	for s := 0; s < 6; s++ {
+		if c := counts[s]; c < batches*2/6*6/10 || c > batches*2/6*14/10 {
+			t.Errorf("segment %d in %d of %d batches", s, c, batches)
+		}
+	}
+}
+
+func TestLocalityDeterministicAndSameExamples(t *testing.T) {
+	extra := "sampling = \"locality\"\nsegment_steps = 24\nresident_segments = 3\nrotate_every_batches = 3"
+	a, ds := newMemJob(t, smallMem, extra, Options{})
+	b, _ := newMemJob(t, smallMem, extra, Options{})
+	x := fillRange(t, a, 0, 30, 1)
+	y := fillRange(t, b, 0, 30, 3)
+	for i := range x {
+		if !bytes.Equal(x[i], y[i]) {
+			t.Fatalf("locality batch %d differs between 1 and 3 readers", i)
+		}
+	}
+	// The examples are still exact (the draw changes, the example definition does not).
+	buf := batchBuf(a)
+	if err := a.Fill(17, buf); err != nil {
+		t.Fatal(err)
+	}
+	for e := 0; e < 4; e++ {
+		_, ti, cy, cx := a.Draw(17, e)
+		ws, _, _, _ := refExample(ds, ti, cy, cx)
+		per := len(ws)
+		sameFloats(t, "locality satellite", bytesAsFloat32(buf[0])[e*per:(e+1)*per], ws)
+	}
+	if st := a.Stats(); st.SegmentsPerBatch < 1 || st.SegmentsPerBatch > 3 || st.ResidentSegments != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestAutoModeAndTooSmallCache(t *testing.T) {
+	j, _ := newMemJob(t, smallMem, "", Options{})
+	if j.Mode() != SampleRandom {
+		t.Fatalf("64 MB cache for %d bytes: mode %s", j.DataBytes(), j.Mode())
+	}
+	cfg, err := parseCfg(t, memConfigFmt("sampling = \"locality\"\nsegment_steps = 120"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 MiB is the smallest cache_mb; make one segment (120 steps, 64 x 64 pixels) too big.
+	ds := newMemNowcast(memParams{T: 600, P: 64, S: 23, satChunkT: 12, satChunkP: 32})
+	_, err = NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 16})
+	if err == nil || !strings.Contains(err.Error(), "too small for locality sampling") {
+		t.Fatalf("tiny cache: %v", err)
+	}
+	t.Log(err)
+}
