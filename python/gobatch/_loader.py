@@ -79,6 +79,7 @@ class Loader(Ring):
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
         readers: reader goroutines of the child (``--readers``).
+        start: stream index of the first batch (``--start``, to resume a stream).
         shmloader: the binary to run (default: see :func:`shmloader_path`).
         start_timeout: seconds to wait for the ring to become ready.
         close_timeout: seconds :meth:`close` waits for the child to exit before it signals it.
@@ -98,6 +99,7 @@ class Loader(Ring):
         framework: str = "numpy",
         data_root: Optional[Union[str, "os.PathLike[str]"]] = None,
         readers: Optional[int] = None,
+        start: Optional[int] = None,
         shmloader: Optional[str] = None,
         start_timeout: float = 60.0,
         close_timeout: float = 5.0,
@@ -108,6 +110,8 @@ class Loader(Ring):
             raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
         if readers is not None and (not isinstance(readers, int) or readers < 1):
             raise ValueError(f"readers must be a positive int, not {readers!r}")
+        if start is not None and (not isinstance(start, int) or start < 0):
+            raise ValueError(f"start must be an int >= 0, not {start!r}")
         self._close_timeout = close_timeout
         binary = shmloader_path(shmloader)
         config_path = self._config_file(config)
@@ -116,6 +120,8 @@ class Loader(Ring):
             args = [binary, "run", "--config", config_path, "--memfd", str(fd)]
             if readers is not None:
                 args += ["--readers", str(readers)]
+            if start is not None:
+                args += ["--start", str(int(start))]
             if data_root is not None:
                 args += ["--data-root", os.fspath(data_root)]
             args += list(extra_args)

@@ -93,6 +93,8 @@ class Ring:
     _ptr: Optional[int] = None
     _mm: Optional[mmap.mmap] = None
     _shm_path: Optional[str] = None
+    _label = "ring"
+    _framework = "numpy"
 
     def __init__(
         self,
@@ -438,7 +440,7 @@ class Ring:
         )
 
     def __repr__(self) -> str:
-        state = "closed" if self._ptr is None else f"{self.slots} slots"
+        state = "closed" if self._ptr is None else f"{self._geom.slot_count} slots"
         return f"<gobatch {self._label} {self._framework} {state}>"
 
 

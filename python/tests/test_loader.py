@@ -113,6 +113,15 @@ def test_loader_toml_config_and_unbounded_len(tmp_path):
     wait_for(lambda: process_gone(pid), 2, "shmloader exit after close")
 
 
+def test_loader_start_resumes_the_stream():
+    cfg = config({"a": ((2,), "int64"), "b": ((3,), "float32")}, size=4, slots=2)
+    with gobatch.Loader(cfg, start=1000) as loader:
+        assert loader.start_batch == 1000
+        for k in range(1000, 1010):
+            check_batch(next(loader), cfg, k)
+        assert loader.stats()["next_index"] == 1010
+
+
 def test_config_error_names_the_field():
     cfg = config({"x": ((3,), "float33")})
     with pytest.raises(ConfigError, match=r"source\[0\]\.dtype"):
