@@ -124,7 +124,7 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 	var t0 uint64
 	if atomic.LoadUint32(w) != want {
 		t0 = monoNs()
-		for !waitRound(w, waiters, want, waitSlice, r.Spin) {
+		for !waitRound(w, waiters, want, sliceFor(ctx), r.Spin) {
 			if err := p.waitCheck(ctx); err != nil {
 				if atomic.LoadUint32(w) == want {
 					break
