@@ -173,7 +173,7 @@ class Loader(Ring):
     def _config_file(self, config: ConfigLike) -> str:
         if isinstance(config, Mapping):
             try:
-                text = json.dumps(config)
+                text = json.dumps(config, indent=2) + "\n"  # one key a line: errors name a useful line
             except (TypeError, ValueError) as e:
                 raise ConfigError(f"the config dict cannot be written as JSON: {e}") from e
             fd, path = tempfile.mkstemp(prefix="gobatch-config-", suffix=".json")
@@ -230,8 +230,9 @@ class Loader(Ring):
                 code = proc.wait(timeout=0.2)  # a failing child exits right after reporting
             except subprocess.TimeoutExpired:
                 code = None
-        exc = cls(message, stderr=_tail(self._stderr), exit_code=code)
-        return exc
+        if code is not None and code != 0:
+            message += f" ({self._exit_error(code, '').message})"
+        return cls(message, stderr=_tail(self._stderr), exit_code=code)
 
     def _stop_child(self, graceful: bool = True) -> None:
         """Waits for the child to exit (graceful: it stops on seeing consumer_state CLOSED),

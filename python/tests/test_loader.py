@@ -87,6 +87,44 @@ def test_loader_numpy_every_value_zero_copy_read_only():
     assert loader.exit_code == 0
 
 
+def test_loader_several_readers_many_laps():
+    """Several writer goroutines publish out of order; the consumer sees stream order."""
+    cfg = config({"a": ((5,), "int32"), "b": ((2, 2), "float64")}, size=3, batches=300, slots=3)
+    with gobatch.Loader(cfg, readers=3) as loader:
+        n = 0
+        for k, batch in enumerate(loader):
+            check_batch(batch, cfg, k)
+            n += 1
+        assert n == 300 and loader.stats()["batches"] == 300
+
+
+def test_second_producer_process_joins_named_ring(tmp_path, ring_name):
+    cfg = config({"a": ((4,), "int64")}, size=2, batches=120, slots=4, delay_ms=5)
+    path = write_config(tmp_path / "c.json", cfg)
+    first = run_shmloader(["run", "--config", str(path), "--ring", ring_name, "--readers", "1"], stderr=subprocess.PIPE)
+    second = None
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}"), 10, "ring file")
+        with gobatch.attach(ring_name) as ring:
+            check_batch(next(ring), cfg, 0)
+            second = run_shmloader(["run", "--config", str(path), "--ring", ring_name, "--join", "--readers", "1"],
+                                   stderr=subprocess.PIPE)
+            producers = 1
+            for k in range(1, 120):
+                check_batch(next(ring), cfg, k)
+                producers = max(producers, ring.stats()["producers"])
+            with pytest.raises(StopIteration):
+                next(ring)
+            assert producers == 2
+        assert first.wait(timeout=5) == 0, first.stderr.read().decode()
+        assert second.wait(timeout=5) == 0, second.stderr.read().decode()
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_loader_toml_config_and_unbounded_len(tmp_path):
     toml = tmp_path / "ring.toml"
     toml.write_text(textwrap.dedent("""
