@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/gobatch/gobatch/readers/zarr"
@@ -60,14 +61,17 @@ func cmdRead(args []string) int {
 	}
 	if *bench > 0 {
 		secs := make([]float64, 0, *bench)
+		cpu := make([]float64, 0, *bench)
 		for range *bench {
-			t := time.Now()
+			t, c := time.Now(), cpuSeconds()
 			if res, err = req.read(); err != nil {
 				return failure("read", err)
 			}
 			secs = append(secs, time.Since(t).Seconds())
+			cpu = append(cpu, cpuSeconds()-c)
 		}
-		b, _ := json.Marshal(map[string]any{"array": arrayName(a), "reads": *bench, "seconds": secs, "decoded_bytes": len(res.data)})
+		b, _ := json.Marshal(map[string]any{"array": arrayName(a), "reads": *bench, "seconds": secs,
+			"cpu_seconds": cpu, "decoded_bytes": len(res.data)})
 		fmt.Fprintln(os.Stderr, string(b))
 	}
 	if err := writeNpyTo(*out, res.descr, res.shape, res.data); err != nil {
@@ -76,6 +80,15 @@ func cmdRead(args []string) int {
 	log.Info().Str("array", arrayName(a)).Str("descr", res.descr).Ints("shape", res.shape).
 		Int("bytes", len(res.data)).Dur("took", time.Since(t0)).Str("out", *out).Msg("read")
 	return exitOK
+}
+
+// cpuSeconds is the user+system CPU time of this process so far (all threads).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // failure reports a runtime error and returns exitFailure.

@@ -40,7 +40,7 @@ func TestParseBox(t *testing.T) {
 	}
 }
 
-func TestParseInterspersed(t *testing.T) {
+func TestParseArgsAnyOrder(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("out", "", "")

@@ -67,7 +67,11 @@ func (r *storeReport) text() string {
 			row("chunks", "%s", tupleText(n.Chunks))
 		}
 		row("stored", "%d/%d %s", n.ChunksStored, n.ChunksTotal, chunkWord)
-		row("dtype", "%s (metadata: %s), order %s", n.DType, n.DataType, n.Order)
+		if n.DType != n.DataType {
+			row("dtype", "%s (metadata: %s), order %s", n.DType, n.DataType, n.Order)
+		} else {
+			row("dtype", "%s, order %s", n.DType, n.Order)
+		}
 		row("codecs", "%s", codecsText(n))
 		row("fill", "%s", jsonBrief(n.FillValue, 40))
 		size := fmt.Sprintf("%s decoded, %s stored", bytesText(n.DecodedBytes), bytesText(n.StoredBytes))

@@ -47,6 +47,7 @@ def _dataset(seed: int = 0) -> xr.Dataset:
             "x": np.arange(shape[2]) * 2000.0,
             "y": np.arange(shape[1])[::-1] * 2000.0,
             "system": np.arange(30, dtype="i8") + 100,
+            "step": ("step", (np.arange(16) * 60).astype("m8[m]").astype("m8[ns]")),
         },
         attrs={"title": "cf test"},
     )
@@ -69,6 +70,7 @@ def _write(tmp_path: pathlib.Path, zarr_format: int) -> tuple[pathlib.Path, xr.D
         "albedo": {"dtype": "uint8", "scale_factor": 1 / 250, "add_offset": 0.0, "_FillValue": 255},
         "power": {"chunks": (6, 30)},
         "time": {"units": "minutes since 2021-01-01 00:00:00", "dtype": "int64"},
+        "step": {"units": "minutes", "dtype": "int64"},
     }
     path = tmp_path / "cf.zarr"
     with warnings.catch_warnings():
@@ -124,6 +126,30 @@ def test_cf_time(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> No
     want = decoded["time"].values.astype("M8[ns]")
     assert got.dtype == np.dtype("<M8[ns]"), got.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_cf_duration(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
+    """A coordinate with a bare CF time unit ("minutes") decodes to timedelta64[ns] like xarray's."""
+    path, decoded = _write(tmp_path, zarr_format)
+    assert_same(read(path / "step", tmp_path, name="raw.npy"), np.arange(16, dtype="i8") * 60)
+    got = read(path / "step", tmp_path, cf=True)
+    assert got.dtype == np.dtype("<m8[ns]"), got.dtype
+    np.testing.assert_array_equal(got, decoded["step"].values.astype("m8[ns]"))
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "ns"])
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_cf_datetime64(shmloader: str, tmp_path: pathlib.Path, zarr_format: int, unit: str) -> None:
+    """--cf turns a stored datetime64 of any unit into datetime64[ns], NaT kept."""
+    data = (np.datetime64("2021-01-01T00:00:00", unit) + np.arange(20) * np.timedelta64(90, "s")).astype(f"M8[{unit}]")
+    data[3] = np.datetime64("NaT")
+    path = write_array(tmp_path, "t", data, chunks=(8,), zarr_format=zarr_format, write=(slice(0, 16),))
+    want = zarr_read(path).astype("M8[ns]")
+    assert_same(read(path, tmp_path, name="raw.npy"), zarr_read(path))
+    got = read(path, tmp_path, cf=True, box="2:")
+    assert got.dtype == np.dtype("<M8[ns]")
+    np.testing.assert_array_equal(got.view("i8"), want[2:].view("i8"))
 
 
 @pytest.mark.parametrize("fill", [None, 7])
