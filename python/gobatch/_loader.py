@@ -208,7 +208,7 @@ class Loader(Ring):
             self._failure = self._exit_error(proc.returncode, "")
         raise self._failure
 
-    def _exit_error(self, code: Optional[int], when: str) -> BaseException:
+    def _exit_error(self, code: Optional[int], when: str) -> Union[LoaderError, ConfigError]:
         if code == EXIT_USAGE:
             return self._config_error()
         pid = self._proc.pid if self._proc is not None else "?"

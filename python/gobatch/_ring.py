@@ -135,7 +135,7 @@ class Ring:
         self._ptr = ptr
         registered = False
         try:
-            self._wait_ready(timeout)
+            self._wait_ready(timeout, fd)
             if L.gb_register(ptr) != _lib.OK:
                 raise RingError(f"{label}: {_lib.error_text(ptr)}")
             registered = True
@@ -146,18 +146,22 @@ class Ring:
             (L.gb_close if registered else L.gb_discard)(ptr)
             self._ptr = None
             raise
+        st = os.fstat(fd)
+        self._file_id = (st.st_dev, st.st_ino)
         self._t_attach = time.monotonic()
         _open_rings.add(self)
 
     # ---- set-up ----
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float, fd: int) -> None:
         L = _lib.lib()
         deadline = time.monotonic() + timeout
         while True:
             rc = L.gb_wait_ready(self._ptr, _POLL_MS)
             if rc == _lib.OK:
                 return
+            if rc == _lib.ECREATOR and self._shm_path:
+                _unlink_if_same(self._shm_path, fd)  # PROTOCOL.md 1: its creator is dead
             if rc != _lib.TIMEOUT:
                 raise RingError(f"{self._label}: {_lib.error_text(self._ptr)}")
             if self._tick is not None:
@@ -410,10 +414,7 @@ class Ring:
                 pass  # the caller still holds arrays: the mapping lives until they are freed
             self._mm = None
         if self._shm_path and creator_gone:
-            try:
-                os.unlink(self._shm_path)  # PROTOCOL.md 3.6: the consumer removes an orphaned name
-            except FileNotFoundError:
-                pass
+            _unlink_if_same(self._shm_path, self._file_id)  # PROTOCOL.md 3.6: an orphaned name
 
     def __enter__(self) -> "Ring":
         return self
@@ -442,6 +443,20 @@ class Ring:
     def __repr__(self) -> str:
         state = "closed" if self._ptr is None else f"{self._geom.slot_count} slots"
         return f"<gobatch {self._label} {self._framework} {state}>"
+
+
+def _unlink_if_same(path: str, fd_or_id: "int | Tuple[int, int]") -> None:
+    """Removes path if it still names the same file (fd, or (st_dev, st_ino)), not a newer
+    ring of that name."""
+    try:
+        st = os.stat(path)
+        if isinstance(fd_or_id, int):
+            mine = os.fstat(fd_or_id)
+            fd_or_id = (mine.st_dev, mine.st_ino)
+        if (st.st_dev, st.st_ino) == fd_or_id:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Ring:

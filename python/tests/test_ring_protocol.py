@@ -373,3 +373,15 @@ def test_named_ring_of_dead_creator_is_unlinked_on_close(ring_name):
     r = gobatch.attach(ring_name)
     r.close()
     assert not os.path.exists(path)
+
+
+def test_named_ring_whose_creator_died_during_creation_is_removed(ring_name):
+    path = f"/dev/shm/gobatch-{ring_name}"
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    fr = FakeRing(fd, SPEC, named=True, ready=False)
+    os.close(fd)
+    pid, st = dead_process()
+    fr.set(creator_pid=pid, creator_starttime=st)
+    with pytest.raises(RingError, match="died before the ring became ready"):
+        gobatch.attach(ring_name)
+    assert not os.path.exists(path)
