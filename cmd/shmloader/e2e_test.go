@@ -714,3 +714,50 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%v %s", err, out)
 	}
 }
+
+// BenchmarkRunThroughput30MB measures batches through `shmloader run` (a child process, two
+// readers, 4 slots) into a Go consumer that releases each batch unread: the producer side's
+// rate. Compare with BenchmarkClear30MB (write bandwidth into memory) of the same run.
+func BenchmarkRunThroughput30MB(b *testing.B) {
+	for _, readers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
+			dir := b.TempDir()
+			cfg := filepath.Join(dir, "c.toml")
+			os.WriteFile(cfg, []byte("[batch]\nsize = 32\n[ring]\nslots = 4\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [19, 12, 32, 32]\ndtype = \"float32\"\n"), 0o644)
+			name := strings.NewReplacer("/", "-", "=", "").Replace(b.Name())
+			cmd := exec.Command(binPath, "run", "--config", cfg, "--ring", name, "--readers", fmt.Sprint(readers))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+			var seg *shm.Segment
+			var r *ring.Ring
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				var err error
+				if seg, r, err = ring.AttachNamed(context.Background(), name, true); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("%v: %s", err, stderr.String())
+				}
+			}
+			defer seg.Close()
+			c, err := r.NewConsumer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetBytes(r.SlotBytes())
+			ctx := context.Background()
+			for b.Loop() {
+				s, err := c.Next(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Release(s)
+			}
+		})
+	}
+}

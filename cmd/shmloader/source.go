@@ -77,7 +77,7 @@ const seedBytes = 256
 
 // copyChunk caps the source of the doubling copies so that it stays in the L1/L2 cache while
 // the rest of a large row is written.
-const copyChunk = 16 << 10
+const copyChunk = 4 << 10
 
 func (f *synthetic) Fill(ctx context.Context, dst []byte, k uint64) error {
 	rb := f.rowBytes()
