@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -760,4 +761,70 @@ func BenchmarkRunThroughput30MB(b *testing.B) {
 			}
 		})
 	}
+}
+
+// PR_SET_PDEATHSIG fires when the parent *thread* that started the child exits, even though
+// the parent process lives on (a trainer that starts its loader from a helper thread). The
+// child must keep running then, and still stop when the whole parent process dies
+// (TestRunMemfdParentDies).
+func TestRunMemfdParentThreadExits(t *testing.T) {
+	cfg := writeConfig(t, "c.toml", allDTypes(2, 0, "delay_ms = 1"))
+	fd, err := unix.MemfdCreate("gobatch", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := os.NewFile(uintptr(fd), "memfd")
+	defer mf.Close()
+	cmd := exec.Command(binPath, "run", "--config", cfg, "--memfd", "3")
+	cmd.ExtraFiles = []*os.File{mf}
+	started, exitThread := make(chan *proc), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		started <- startCmd(t, cmd)
+		<-exitThread
+	}()
+	p := <-started
+	// Let the thread exit only once the child has set PR_SET_PDEATHSIG (it has when it has
+	// sized the memfd).
+	var st unix.Stat_t
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if unix.Fstat(fd, &st) == nil && st.Size > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	close(exitThread)
+	dup, _ := unix.Dup(fd)
+	seg, err := shm.FromFD(dup, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	r, err := ring.Open(seg.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.NewConsumer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the thread is gone by now; PDEATHSIG has fired
+	select {
+	case <-p.done:
+		t.Fatalf("shmloader exited %d when its parent thread exited; stderr:\n%s", p.code, p.stderr.String())
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 5 {
+		s, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkBatch(r, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Release(s)
+	}
+	c.Close()
+	p.expectExit(t, exitOK, 5*time.Second)
 }

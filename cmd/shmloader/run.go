@@ -33,6 +33,9 @@ func init() {
 // (a reader may be inside a slow read). After that it exits without unmapping.
 const stopGrace = 2 * time.Second
 
+// pdeathSignal is what the kernel sends (PR_SET_PDEATHSIG) when the parent thread exits.
+const pdeathSignal = syscall.SIGUSR2
+
 // signalStop is the stop cause for SIGINT and SIGTERM.
 type signalStop struct{ sig os.Signal }
 
@@ -87,10 +90,17 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
+	var pdeathc chan os.Signal
 	if f.memfd >= 0 {
-		// Exit when the trainer dies, even if it dies while we are busy. Set it first, then
-		// check that the parent has not already gone (the signal would never come).
-		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		// Exit when the trainer dies, even if it dies while we are busy. The kernel sends the
+		// signal when the parent *thread* that started us exits, also when the rest of the
+		// parent process lives on (a trainer that starts its loader from a helper thread), so
+		// it is a dedicated signal (not SIGTERM) whose handler checks getppid(). Handle it
+		// before asking for it, then check that the parent has not already gone (the signal
+		// would never come).
+		pdeathc = make(chan os.Signal, 4)
+		signal.Notify(pdeathc, pdeathSignal)
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(pdeathSignal), 0, 0, 0); err != nil {
 			fmt.Fprintf(os.Stderr, "shmloader run: prctl(PR_SET_PDEATHSIG): %v\n", err)
 			return exitFailure
 		}
@@ -115,7 +125,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid}
+	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc}
 	return p.run()
 }
 
@@ -165,6 +175,7 @@ type producerRun struct {
 	layout  ring.Layout
 	fillers []filler
 	ppid    int
+	pdeathc chan os.Signal // pdeathSignal (--memfd); nil otherwise
 
 	seg     *shm.Segment
 	r       *ring.Ring
@@ -351,6 +362,12 @@ wait:
 				pr.p.Fail(fmt.Errorf("producer pid %d %v", os.Getpid(), cause))
 			}
 			break wait
+		case <-pr.pdeathc:
+			if os.Getppid() != pr.ppid {
+				cause = fmt.Errorf("%w (was pid %d)", ring.ErrParentDied, pr.ppid)
+				break wait
+			}
+			pr.log.Info().Int("parent", pr.ppid).Msg("the parent thread that started this process exited; the parent process lives on")
 		case err := <-watchc:
 			watchc = nil
 			if errors.Is(err, ring.ErrConsumerGone) && streamDone && pr.consumedAll() {
