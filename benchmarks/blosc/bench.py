@@ -3,7 +3,7 @@
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/blosc/bench.py [--reps 20] [--keep DIR]
+    .venv/bin/python benchmarks/blosc/bench.py [--reps 20] [--rounds 3] [--keep DIR]
 
 It writes WORKLOAD-like chunks (smooth fields plus a little noise) with numcodecs
 (c-blosc 1.x) and ocf_blosc2 (python-blosc2 / c-blosc2) into a temporary
@@ -51,17 +51,17 @@ def make_cases() -> list[tuple[str, str, bytes, bytes]]:
     """(name, format, compressed, raw) for each benchmark chunk."""
     cases = []
     # Satellite chunk of WORKLOAD.md: int16 (12, 12, 128, 128), Blosc lz4 clevel 5 byte shuffle.
-    sat = (smooth_field((12, 12, 128, 128), 0.002, 1) * 10000).astype("<i2")
+    sat = (smooth_field((12, 12, 128, 128), 0.0005, 1) * 10000).astype("<i2")
     raw = sat.tobytes()
     cases.append(("int16_lz4_shuffle", "blosc1", numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE).encode(sat), raw))
     cases.append(("int16_blosclz_bitshuffle", "blosc1",
                   numcodecs.Blosc("blosclz", 5, numcodecs.Blosc.BITSHUFFLE).encode(sat), raw))
     # NWP-like float32 (16, 10, 64, 64), Blosc zstd clevel 5 byte shuffle.
-    nwp = (smooth_field((16, 10, 64, 64), 0.001, 2) * 300).astype("<f4")
+    nwp = (smooth_field((16, 10, 64, 64), 0.0005, 2) * 300).astype("<f4")
     cases.append(("float32_zstd_shuffle", "blosc1", numcodecs.Blosc("zstd", 5, numcodecs.Blosc.SHUFFLE).encode(nwp),
                   nwp.tobytes()))
     # Public OCF satellite data: float16, ocf_blosc2 Blosc2(zstd, 5) and its default (blosclz).
-    f16 = smooth_field((12, 11, 128, 128), 0.002, 3).astype("<f2")
+    f16 = smooth_field((12, 11, 128, 128), 0.0005, 3).astype("<f2")
     cases.append(("float16_blosc2_zstd", "blosc2", bytes(ocf_blosc2.Blosc2("zstd", 5).encode(f16)), f16.tobytes()))
     cases.append(("float16_blosc2_blosclz", "blosc2", bytes(ocf_blosc2.Blosc2("blosc2", 5).encode(f16)),
                   f16.tobytes()))
@@ -86,6 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=20, help="C decode repetitions (best is kept)")
     ap.add_argument("--benchtime", default="1s", help="go test -benchtime")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating C/Go rounds (best is kept)")
     ap.add_argument("--keep", type=pathlib.Path, help="write the chunks here and keep them")
     args = ap.parse_args()
 
@@ -99,28 +100,34 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory(prefix="blosc-bench-")
         out = pathlib.Path(tmp.name)
 
-    c_mbs = {}
+    cases = make_cases()
     info = {}
-    for name, fmt, comp, raw in make_cases():
+    for name, fmt, comp, raw in cases:
         (out / f"{name}.{fmt}").write_bytes(comp)
         (out / f"{name}.raw").write_bytes(raw)
-        secs = time_c(fmt, comp, len(raw), args.reps)
-        c_mbs[name] = len(raw) / secs / 1e6
         info[name] = (fmt, len(raw), len(comp), bytes(comp[:16]).hex())
 
+    # The machine is shared, so C and Go are measured in alternating rounds and
+    # each keeps its best round: both get the same chances at a quiet moment.
+    c_mbs, go_mbs, go_allocs = {}, {}, {}
     env = dict(os.environ, BLOSC_BENCH_DIR=str(out))
     cmd = ["go", "test", "-run", "^$", "-bench", "BenchmarkDecodeFiles", "-cpu", "1", "-benchtime", args.benchtime,
            "-benchmem", "./readers/blosc/"]
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"go benchmark failed:\n{res.stdout}\n{res.stderr}")
-    go_mbs, go_allocs = {}, {}
-    for line in res.stdout.splitlines():
-        m = re.match(r"BenchmarkDecodeFiles/(\S+?)(?:-\d+)?\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s\s+\d+ B/op\s+(\d+) allocs/op", line)
-        if m:
-            go_mbs[m.group(1)] = float(m.group(2))
-            go_allocs[m.group(1)] = int(m.group(3))
+    for _ in range(args.rounds):
+        for name, fmt, comp, raw in cases:
+            secs = time_c(fmt, comp, len(raw), args.reps)
+            c_mbs[name] = max(c_mbs.get(name, 0.0), len(raw) / secs / 1e6)
+        res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"go benchmark failed:\n{res.stdout}\n{res.stderr}")
+        for line in res.stdout.splitlines():
+            m = re.match(r"BenchmarkDecodeFiles/(\S+?)(?:-\d+)?\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s"
+                         r"\s+\d+ B/op\s+(\d+) allocs/op", line)
+            if m:
+                go_mbs[m.group(1)] = max(go_mbs.get(m.group(1), 0.0), float(m.group(2)))
+                go_allocs[m.group(1)] = int(m.group(3))
 
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"numcodecs {numcodecs.__version__} (c-blosc {blosc.VERSION_STRING}), python-blosc2 {blosc2.__version__} "
           f"(c-blosc2 {blosc2.blosclib_version.split()[0]}); one thread each; MB/s of decompressed output")
     print(f"{'chunk':26} {'fmt':6} {'MB':>6} {'ratio':>6} {'C MB/s':>8} {'Go MB/s':>8} {'Go/C':>6} {'allocs':>6}")

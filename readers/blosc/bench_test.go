@@ -69,10 +69,11 @@ func BenchmarkBitunshuffle(b *testing.B) {
 	for _, ts := range []int{1, 2, 4, 8} {
 		src := pattern("ramp", 256<<10, ts, 1)
 		dst := make([]byte, len(src))
+		scratch := make([]byte, len(src))
 		b.Run("ts"+itoa(ts), func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
-				bitunshuffle(dst, src, ts, true)
+				bitunshuffle(dst, src, scratch, ts, true)
 			}
 		})
 	}

@@ -70,7 +70,12 @@ func blosclzDecompress(dst, src []byte) (int, error) {
 			if n > len(src)-ip {
 				return op, fmt.Errorf("literal run of %d bytes at input %d runs past the input: %w", n, ip, ErrCorrupt)
 			}
-			copy(dst[op:op+n], src[ip:ip+n])
+			if op+32 <= len(dst) && ip+32 <= len(src) {
+				// Fixed-size copy (two 16-byte moves); bytes past n are rewritten later.
+				*(*[32]byte)(dst[op : op+32]) = *(*[32]byte)(src[ip : ip+32])
+			} else {
+				copy(dst[op:op+n], src[ip:ip+n])
+			}
 			op += n
 			ip += n
 		}
@@ -85,6 +90,20 @@ func blosclzDecompress(dst, src []byte) (int, error) {
 // copyMatch appends length bytes to dst[:op] copied from dist bytes back; the
 // source may overlap the destination. The caller has checked the bounds.
 func copyMatch(dst []byte, op, dist, length int) {
+	if dist >= 16 && op+length+16 <= len(dst) {
+		// 16-byte pieces, each reading bytes already written; up to 15 bytes
+		// past the match are scribbled on and rewritten by what follows.
+		for w := op; w < op+length; w += 16 {
+			*(*[16]byte)(dst[w : w+16]) = *(*[16]byte)(dst[w-dist : w-dist+16])
+		}
+		return
+	}
+	if dist >= 8 && op+length+8 <= len(dst) {
+		for w := op; w < op+length; w += 8 {
+			*(*[8]byte)(dst[w : w+8]) = *(*[8]byte)(dst[w-dist : w-dist+8])
+		}
+		return
+	}
 	if dist >= length {
 		copy(dst[op:op+length], dst[op-dist:op])
 		return

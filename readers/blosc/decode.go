@@ -14,6 +14,7 @@ import (
 type Decoder struct {
 	tmp  []byte // decoded streams of one block, before the filters are undone
 	tmp2 []byte // second buffer for filter pipelines with more than one step
+	tmp3 []byte // bit-unshuffle scratch
 
 	zr  io.ReadCloser // reused zlib reader
 	br  bytes.Reader
@@ -267,7 +268,8 @@ func (d *Decoder) undoFilters(h *header, dst []byte, start int, buf, out []byte)
 			cur = o
 		case filterBitshuffle:
 			o := next()
-			bitunshuffle(o, cur, h.typesize, h.version >= 3)
+			d.tmp3 = grow(d.tmp3, bsize)
+			bitunshuffle(o, cur, d.tmp3, h.typesize, h.version >= 3)
 			cur = o
 		case filterDelta:
 			undoDelta(dst, start, h.typesize, cur)

@@ -91,26 +91,38 @@ func unshuffle4(dst, src []byte, n int) {
 }
 
 // transpose8x8 transposes the 8x8 byte matrix whose row r is the little-endian
-// word x[r]: afterwards byte c of x[r] is what was byte r of x[c].
+// word x[r]: afterwards byte c of x[r] is what was byte r of x[c]. Three rounds
+// swap 1-, 2- and 4-byte blocks between rows 1, 2 and 4 apart.
 func transpose8x8(x *[8]uint64) {
 	const m1, m2, m3 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF, 0x00000000FFFFFFFF
-	for r := 0; r < 8; r += 2 {
-		t := (x[r]>>8 ^ x[r+1]) & m1
-		x[r+1] ^= t
-		x[r] ^= t << 8
-	}
-	for r := 0; r < 8; r += 4 {
-		for k := r; k < r+2; k++ {
-			t := (x[k]>>16 ^ x[k+2]) & m2
-			x[k+2] ^= t
-			x[k] ^= t << 16
-		}
-	}
-	for k := 0; k < 4; k++ {
-		t := (x[k]>>32 ^ x[k+4]) & m3
-		x[k+4] ^= t
-		x[k] ^= t << 32
-	}
+	x0, x1, x2, x3, x4, x5, x6, x7 := x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+	t := (x0>>8 ^ x1) & m1
+	x1, x0 = x1^t, x0^t<<8
+	t = (x2>>8 ^ x3) & m1
+	x3, x2 = x3^t, x2^t<<8
+	t = (x4>>8 ^ x5) & m1
+	x5, x4 = x5^t, x4^t<<8
+	t = (x6>>8 ^ x7) & m1
+	x7, x6 = x7^t, x6^t<<8
+
+	t = (x0>>16 ^ x2) & m2
+	x2, x0 = x2^t, x0^t<<16
+	t = (x1>>16 ^ x3) & m2
+	x3, x1 = x3^t, x1^t<<16
+	t = (x4>>16 ^ x6) & m2
+	x6, x4 = x6^t, x4^t<<16
+	t = (x5>>16 ^ x7) & m2
+	x7, x5 = x7^t, x5^t<<16
+
+	t = (x0>>32 ^ x4) & m3
+	x4, x0 = x4^t, x0^t<<32
+	t = (x1>>32 ^ x5) & m3
+	x5, x1 = x5^t, x1^t<<32
+	t = (x2>>32 ^ x6) & m3
+	x6, x2 = x6^t, x2^t<<32
+	t = (x3>>32 ^ x7) & m3
+	x7, x3 = x7^t, x3^t<<32
+	x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7] = x0, x1, x2, x3, x4, x5, x6, x7
 }
 
 func unshuffle8(dst, src []byte, n int) {
@@ -140,8 +152,9 @@ func unshuffle8(dst, src []byte, n int) {
 // they are. Blosc1 (format version 2) shuffles a block only when n%8 == 0 and
 // stores it unchanged otherwise; Blosc2 shuffles the first n - n%8 elements.
 
-// bitunshuffle writes the bit-unshuffled block src into dst (distinct buffers).
-func bitunshuffle(dst, src []byte, typesize int, blosc2 bool) {
+// bitunshuffle writes the bit-unshuffled block src into dst. scratch (at least
+// len(src) bytes, distinct from both) holds the byte planes in between.
+func bitunshuffle(dst, src, scratch []byte, typesize int, blosc2 bool) {
 	n := len(src) / typesize
 	if n%8 != 0 {
 		if !blosc2 {
@@ -151,7 +164,16 @@ func bitunshuffle(dst, src []byte, typesize int, blosc2 bool) {
 		n -= n % 8
 	}
 	done := n * typesize
-	bitunshuffleElems(dst[:done], src[:done], n, typesize)
+	if typesize == 1 {
+		bitsToBytes(dst[:done], src[:done], n)
+	} else {
+		// Undo the bit transpose within each byte plane, then the byte shuffle.
+		planes := scratch[:done]
+		for j := 0; j < typesize; j++ {
+			bitsToBytes(planes[j*n:(j+1)*n], src[j*n:(j+1)*n], n)
+		}
+		unshuffle(dst[:done], planes, typesize)
+	}
 	copy(dst[done:], src[done:])
 }
 
@@ -167,33 +189,30 @@ func transposeBits8x8(x uint64) uint64 {
 	return x
 }
 
-func bitunshuffleElems(dst, src []byte, n, typesize int) {
-	nb := n / 8 // bytes per bit row
-	if typesize == 1 {
-		rows := src[:8*nb]
-		for g := 0; g < nb; g++ {
-			var x uint64
-			for k := 0; k < 8; k++ {
-				x |= uint64(rows[k*nb+g]) << (8 * k)
-			}
-			binary.LittleEndian.PutUint64(dst[8*g:], transposeBits8x8(x))
+// bitsToBytes turns the 8 bit rows of one byte plane (rows[k*n/8+g] bit l is
+// bit k of byte 8g+l) back into its n bytes (n%8 == 0).
+func bitsToBytes(out, rows []byte, n int) {
+	nb := n / 8
+	g := 0
+	var m [8]uint64
+	for ; g+8 <= nb; g += 8 {
+		// m[k] holds bytes g..g+7 of row k; after the byte transpose m[c] holds
+		// byte g+c of every row, and its bit transpose is bytes 8(g+c)..+7.
+		for k := range m {
+			m[k] = binary.LittleEndian.Uint64(rows[k*nb+g:])
 		}
-		return
+		transpose8x8(&m)
+		o := out[8*g : 8*g+64]
+		for c := range m {
+			binary.LittleEndian.PutUint64(o[8*c:], transposeBits8x8(m[c]))
+		}
 	}
-	for j := 0; j < typesize; j++ {
-		rows := src[8*j*nb : 8*(j+1)*nb]
-		for g := 0; g < nb; g++ {
-			var x uint64
-			for k := 0; k < 8; k++ {
-				x |= uint64(rows[k*nb+g]) << (8 * k)
-			}
-			// Byte l of x now holds byte j of element 8g+l.
-			x = transposeBits8x8(x)
-			o := dst[8*g*typesize+j:]
-			for l := 0; l < 8; l++ {
-				o[l*typesize] = byte(x >> (8 * l))
-			}
+	for ; g < nb; g++ {
+		var x uint64
+		for k := 0; k < 8; k++ {
+			x |= uint64(rows[k*nb+g]) << (8 * k)
 		}
+		binary.LittleEndian.PutUint64(out[8*g:], transposeBits8x8(x))
 	}
 }
 

@@ -142,6 +142,14 @@ def blosc1_cases() -> list[dict]:
         seed += 1
         add(f"{cname}-zeros", pattern("zeros", 100_000, 4, seed), cname, 5, 1, 4)
         add(f"{cname}-const", pattern("const", 70_001, 8, seed), cname, 9, 1, 8, 4096)
+    # Repeats far apart: BloscLZ's 16-bit far-distance matches (distance > 8191),
+    # and long matches with length extension bytes.
+    for dist in (9000, 30000, 60000):
+        seed += 1
+        seg = pattern("random", dist, 1, seed)
+        data = seg + seg[: 70_000 - dist] if dist < 70_000 else seg
+        for cname in ("blosclz", "lz4"):
+            add(f"{cname}-far-{dist}", data, cname, 9, 0, 1, 65536)
     # clevel 0: memcpyed chunks.
     for shuffle in (0, 1, 2):
         seed += 1
@@ -225,7 +233,8 @@ def blosc2_cases() -> list[dict]:
         "delta": ([F.DELTA], [0]),
         "TRUNC_PREC-shuffle": ([F.TRUNC_PREC, F.SHUFFLE], [10, 0]),
         "shuffle-bitshuffle": ([F.SHUFFLE, F.BITSHUFFLE], [0, 0]),
-        "shuffle-rounds2": ([F.SHUFFLE], [2]),
+        "shuffle-ts2override": ([F.SHUFFLE], [2]),  # filters_meta overrides the shuffle element size
+        "delta-TRUNC_PREC-bitshuffle": ([F.DELTA, F.TRUNC_PREC, F.BITSHUFFLE], [0, 12, 0]),
     }
     for codec in codecs:
         for fname, (filters, meta) in filter_sets.items():
@@ -235,14 +244,14 @@ def blosc2_cases() -> list[dict]:
             if not full and fname not in ("shuffle", "bitshuffle", "none"):
                 continue
             for ts in ((1, 2, 4, 8, 3, 16, 255) if full else (1, 2, 4)):
-                if fname.startswith("TRUNC_PREC") and ts not in (4, 8):
+                if "TRUNC_PREC" in fname and ts not in (4, 8):
                     continue
                 for split in (blosc2.SplitMode.ALWAYS_SPLIT, blosc2.SplitMode.NEVER_SPLIT):
                     seed += 1
                     # Delta leaves a partial trailing element unfiltered and c-blosc2
                     # then returns garbage there, so delta cases use whole elements.
                     nb = 5000 + ts // 2 if not ("delta" in fname or "TRUNC" in fname) else ts * (5000 // ts)
-                    if fname.startswith("TRUNC_PREC"):
+                    if "TRUNC_PREC" in fname:
                         vals = np.frombuffer(pattern("ramp", nb, ts, seed), dtype=f"<u{ts}")
                         raw = (vals.astype(np.float64) / 7.0).astype(f"<f{ts}").tobytes()
                     else:
