@@ -121,6 +121,46 @@ def test_v2_blosc2_ocf(
     _check(path, tmp_path)
 
 
+BLOSC2_VARIANTS = [
+    # (codec, filter, typesize): python-blosc2 writes typesize 8 by default whatever the
+    # dtype (what ocf_blosc2 does today); other writers use the item size.
+    ("ZSTD", "SHUFFLE", 2),
+    ("ZSTD", "SHUFFLE", 4),
+    ("ZSTD", "BITSHUFFLE", 2),
+    ("BLOSCLZ", "SHUFFLE", 8),
+    ("BLOSCLZ", "NOFILTER", 2),
+    ("LZ4", "SHUFFLE", 2),
+    ("LZ4", "BITSHUFFLE", 8),
+    ("ZLIB", "SHUFFLE", 2),
+]
+
+
+@pytest.mark.parametrize("codec,filt,typesize", BLOSC2_VARIANTS)
+def test_v2_blosc2_variants(shmloader: str, tmp_path: pathlib.Path, codec: str, filt: str, typesize: int) -> None:
+    """Blosc2 chunks with other codecs, filters and typesizes than ocf_blosc2's defaults.
+
+    The array is written with ocf_blosc2, then every chunk is recompressed with python-blosc2
+    using the variant; zarr-python (python-blosc2) reads the result as the reference.
+    """
+    ocf_blosc2 = pytest.importorskip("ocf_blosc2")
+    blosc2 = pytest.importorskip("blosc2")
+    data = (smooth_int16((6, 100, 90), seed=12).astype(np.float32) / 1000).astype("f2")
+    path = write_array(tmp_path, "a", data, chunks=(3, 64, 64), zarr_format=2, compressors=ocf_blosc2.Blosc2(cname="zstd"))
+    for chunk in [p for p in path.iterdir() if not p.name.startswith(".")]:
+        raw = blosc2.decompress(chunk.read_bytes())
+        chunk.write_bytes(
+            blosc2.compress(
+                raw,
+                typesize=typesize,
+                clevel=5,
+                codec=getattr(blosc2.Codec, codec),
+                filter=getattr(blosc2.Filter, filt),
+            )
+        )
+        assert chunk.read_bytes()[3] == typesize
+    _check(path, tmp_path)
+
+
 # --- v2: filters -------------------------------------------------------------------------
 
 V2_FILTERS = {
@@ -196,6 +236,28 @@ V3_CODECS = {
 def test_v3_codecs(shmloader: str, tmp_path: pathlib.Path, name: str, dtype: str) -> None:
     data = _data(dtype, seed=7)
     path = write_array(tmp_path, "a", data, chunks=CHUNKS, zarr_format=3, **V3_CODECS[name])
+    _check(path, tmp_path)
+
+
+def _numcodecs_v3() -> dict[str, dict]:
+    from zarr.codecs import numcodecs as nc
+
+    return {
+        "numcodecs.zlib": dict(compressors=[nc.Zlib(level=3)]),
+        "numcodecs.bz2": dict(compressors=[nc.BZ2(level=3)]),
+        "numcodecs.lz4": dict(compressors=[nc.LZ4()]),
+        "numcodecs.blosc": dict(compressors=[nc.Blosc(cname="zstd", clevel=3, shuffle=1)]),
+        "numcodecs.delta+zstd": dict(filters=[nc.Delta(dtype="<i2")], compressors=[ZstdCodec(level=1)]),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("name", list(_numcodecs_v3()))
+def test_v3_numcodecs_wrappers(shmloader: str, tmp_path: pathlib.Path, name: str) -> None:
+    """zarr-python's numcodecs.* v3 codecs (the v2 compressors and filters inside v3 arrays)."""
+    data = smooth_int16(SHAPE, seed=13)
+    path = write_array(tmp_path, "a", data, chunks=CHUNKS, zarr_format=3, **_numcodecs_v3()[name])
+    assert f'"{name.split("+")[0]}"' in (path / "zarr.json").read_text()
     _check(path, tmp_path)
 
 
