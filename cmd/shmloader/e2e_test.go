@@ -828,3 +828,15 @@ func TestRunMemfdParentThreadExits(t *testing.T) {
 	c.Close()
 	p.expectExit(t, exitOK, 5*time.Second)
 }
+
+// A ring larger than shared memory is refused before anything is reserved.
+func TestRunTooLarge(t *testing.T) {
+	cfg := writeConfig(t, "big.toml", "[batch]\nsize = 64\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [1024, 1024, 256]\ndtype = \"float64\"\n")
+	name := ringName(t)
+	p := start(t, "run", "--config", cfg, "--ring", name)
+	p.expectExit(t, exitFailure, 5*time.Second)
+	if !strings.Contains(p.stderr.String(), "the ring needs 549757911040 bytes") {
+		t.Fatalf("stderr: %s", p.stderr.String())
+	}
+	noSegment(t, name)
+}

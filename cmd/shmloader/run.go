@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -250,10 +251,54 @@ func exitCode(cause error) int {
 	return exitFailure
 }
 
+// preflight refuses a segment that cannot fit before anything is reserved. fallocate on a
+// tmpfs as large as RAM (the usual /dev/shm) would fill memory up to ENOSPC, and wake the OOM
+// killer, before it fails.
+func preflight(need int64, named bool) error {
+	if named {
+		var st unix.Statfs_t
+		if err := unix.Statfs(shm.Dir, &st); err == nil {
+			if avail := int64(st.Bavail) * int64(st.Bsize); need > avail {
+				return fmt.Errorf("the ring needs %d bytes (%s) of shared memory and %s has %d (%s) free: "+
+					"use fewer or smaller ring slots or batches, or make the mount larger (Docker --shm-size)",
+					need, mb(need), shm.Dir, avail, mb(avail))
+			}
+		}
+	}
+	if avail, ok := memAvailable(); ok && need > avail {
+		return fmt.Errorf("the ring needs %d bytes (%s) of shared memory, more than the %d (%s) of memory available: "+
+			"use fewer or smaller ring slots or batches", need, mb(need), avail, mb(avail))
+	}
+	return nil
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo.
+func memAvailable() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // attach creates the segment and the ring (or joins one) and registers this producer.
 func (pr *producerRun) attach() int {
 	f, l := pr.flags, pr.layout
 	var err error
+	if !f.join {
+		if err := preflight(l.SegmentBytes(), f.ring != ""); err != nil {
+			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
+			return exitFailure
+		}
+	}
 	switch {
 	case f.join:
 		ctx, cancel := context.WithTimeout(context.Background(), ring.DefaultAttachTimeout)

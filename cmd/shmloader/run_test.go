@@ -203,3 +203,18 @@ func TestSyntheticDelayHonoursContext(t *testing.T) {
 		t.Fatalf("delay: %v after %v", err, time.Since(t0))
 	}
 }
+
+func TestPreflight(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		err := preflight(1<<50, named)
+		if err == nil || !strings.Contains(err.Error(), "the ring needs 1125899906842624 bytes") {
+			t.Fatalf("named=%v: %v", named, err)
+		}
+		if err := preflight(1<<20, named); err != nil {
+			t.Fatalf("named=%v, 1 MiB: %v", named, err)
+		}
+	}
+	if n, ok := memAvailable(); !ok || n <= 0 {
+		t.Fatalf("MemAvailable: %d %v", n, ok)
+	}
+}
