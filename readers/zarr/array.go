@@ -62,6 +62,7 @@ type Array struct {
 	cache ChunkCache
 	bufs  sync.Pool // decoded-chunk buffers (*[]byte)
 	cf    *CFInfo
+	cfp   *cfParams
 }
 
 // OpenArray opens the array at path in store, reading its metadata directly
@@ -147,6 +148,7 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 	if a.cf, err = parseCF(a); err != nil {
 		return fail(err)
 	}
+	a.cfp = a.cf.params()
 	return a, nil
 }
 
@@ -294,17 +296,19 @@ func (a *Array) checkIndex(idx []int) error {
 	return nil
 }
 
-func (a *Array) getBuf() []byte {
+// getBuf returns a pooled decoded-chunk buffer (8-byte aligned, ChunkBytes long).
+func (a *Array) getBuf() *[]byte {
 	if p, ok := a.bufs.Get().(*[]byte); ok {
-		return *p
+		return p
 	}
 	n := a.ChunkBytes()
 	// Allocate as uint64 so that the buffer is 8-byte aligned for any element type.
 	w := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)[:n:n]
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)[:n:n]
+	return &b
 }
 
-func (a *Array) putBuf(b []byte) { a.bufs.Put(&b) }
+func (a *Array) putBuf(p *[]byte) { a.bufs.Put(p) }
 
 // DecodeChunk decodes the chunk with grid index idx (of the Chunks grid: inner chunks
 // for a sharded array) into dst and returns it: the full chunk shape, native element
@@ -332,14 +336,15 @@ func (a *Array) decodeChunk(idx []int, dst []byte) error {
 	if a.shard != nil {
 		return a.decodeInner(idx, dst, sc)
 	}
-	var kb [128]byte
-	key := string(a.appendKey(kb[:0], idx, a.keys.sep))
-	raw, err := storeGet(a.Store, key, sc.buf[0])
+	kb := keyBufs.Get().(*keyBuf)
+	defer keyBufs.Put(kb)
+	k := a.appendKey(kb.b[:0], idx, a.keys.sep)
+	raw, err := readKey(a.Store, k, 0, -1, sc.buf[0])
 	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
-		key = string(a.appendKey(kb[:0], idx, '/'))
-		raw, err = storeGet(a.Store, key, sc.buf[0])
+		k = a.appendKey(kb.b[:0], idx, '/')
+		raw, err = readKey(a.Store, k, 0, -1, sc.buf[0])
 		if errors.Is(err, ErrNotFound) {
-			key = string(a.appendKey(kb[:0], idx, '.'))
+			k = a.appendKey(kb.b[:0], idx, '.')
 		}
 	}
 	if err != nil {
@@ -347,13 +352,11 @@ func (a *Array) decodeChunk(idx []int, dst []byte) error {
 			fillElems(dst, a.FillValue)
 			return nil
 		}
-		return withContext(a.Store.String(), a.Path, key, err)
+		return withContext(a.Store.String(), a.Path, string(k), err)
 	}
-	// Keep the (possibly grown) read buffer, but hand the decoder a private copy of
-	// the slice header: the pipeline uses other scratch buffers of its own.
-	sc.buf[0] = raw[:0]
+	keepReadBuf(a.Store, sc, raw)
 	if err := a.pipe.decode(raw, dst); err != nil {
-		return withContext(a.Store.String(), a.Path, key, err)
+		return withContext(a.Store.String(), a.Path, string(k), err)
 	}
 	return nil
 }
@@ -368,13 +371,14 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 		local[d] = idx[d] % s.cps[d]
 		k = k*s.cps[d] + local[d]
 	}
-	var kb [128]byte
-	key := string(a.appendKey(kb[:0], sidx[:len(idx)], a.keys.sep))
+	kbuf := keyBufs.Get().(*keyBuf)
+	defer keyBufs.Put(kbuf)
+	kb := a.appendKey(kbuf.b[:0], sidx[:len(idx)], a.keys.sep)
 	var off int64
 	if s.atEnd {
 		off = -int64(s.idxSize)
 	}
-	raw, err := storeGetRange(a.Store, key, off, int64(s.idxSize), sc.buf[0])
+	raw, err := readKey(a.Store, kb, off, int64(s.idxSize), sc.buf[0])
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			fillElems(dst, a.FillValue)
@@ -383,29 +387,37 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 		if errors.Is(err, ErrCorrupt) {
 			err = wrapCodec("sharding_indexed", fmt.Errorf("shard index (%d bytes): %w", s.idxSize, err))
 		}
-		return withContext(a.Store.String(), a.Path, key, err)
+		return withContext(a.Store.String(), a.Path, string(kb), err)
 	}
-	sc.buf[0] = raw[:0]
+	keepReadBuf(a.Store, sc, raw)
 	ix, err := s.readIndex(raw, sc.idx)
 	if err != nil {
-		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", err))
+		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
 	}
 	sc.idx = ix
 	o, n, ok, err := s.innerRange(ix, k, -1)
 	if err != nil {
-		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", err))
+		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
 	}
 	if !ok {
 		fillElems(dst, a.FillValue)
 		return nil
 	}
-	raw, err = storeGetRange(a.Store, key, o, n, sc.buf[0])
+	raw, err = readKey(a.Store, kb, o, n, sc.buf[0])
 	if err != nil {
-		return withContext(a.Store.String(), a.Path, key, wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", local[:len(idx)], err)))
+		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
 	}
-	sc.buf[0] = raw[:0]
+	keepReadBuf(a.Store, sc, raw)
 	if err := s.inPipe.decode(raw, dst); err != nil {
-		return withContext(a.Store.String(), a.Path, key, fmt.Errorf("inner chunk %v: %w", local[:len(idx)], err))
+		return withContext(a.Store.String(), a.Path, string(kb), fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err))
 	}
 	return nil
+}
+
+// keepReadBuf keeps a grown read buffer for reuse, but only when the store filled our
+// buffer: other stores may return their own memory, which must never become scratch.
+func keepReadBuf(s Store, sc *scratch, raw []byte) {
+	if _, ok := s.(BufferedStore); ok {
+		sc.buf[0] = raw[:0]
+	}
 }

@@ -57,18 +57,25 @@ func ParseElem(s string) (Elem, error) {
 
 // converter turns n source elements into n destination elements.
 type converter struct {
-	fn     func(c *converter, dst, src unsafe.Pointer, n int)
+	fn   convFunc
+	args convArgs
+}
+
+// convArgs are the CF parameters, passed by value so that converters do not make
+// their callers allocate.
+type convArgs struct {
 	scale  float64
 	offset float64
 	masks  []float64 // raw values that read as NaN
-	nanRaw bool      // a raw NaN is masked (it stays NaN anyway)
 }
+
+type convFunc func(c convArgs, dst, src unsafe.Pointer, n int)
 
 type number interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
 }
 
-func convPlain[S, D number](_ *converter, dst, src unsafe.Pointer, n int) {
+func convPlain[S, D number](_ convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*S)(src), n)
 	d := unsafe.Slice((*D)(dst), n)
 	for i, v := range s {
@@ -77,7 +84,7 @@ func convPlain[S, D number](_ *converter, dst, src unsafe.Pointer, n int) {
 }
 
 // convFromF16 widens half floats.
-func convFromF16[D number](_ *converter, dst, src unsafe.Pointer, n int) {
+func convFromF16[D number](_ convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*uint16)(src), n)
 	d := unsafe.Slice((*D)(dst), n)
 	t := f16Table()
@@ -86,7 +93,7 @@ func convFromF16[D number](_ *converter, dst, src unsafe.Pointer, n int) {
 	}
 }
 
-func convToF16[S number](_ *converter, dst, src unsafe.Pointer, n int) {
+func convToF16[S number](_ convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*S)(src), n)
 	d := unsafe.Slice((*uint16)(dst), n)
 	for i, v := range s {
@@ -94,7 +101,7 @@ func convToF16[S number](_ *converter, dst, src unsafe.Pointer, n int) {
 	}
 }
 
-func convBoolTo[D number](_ *converter, dst, src unsafe.Pointer, n int) {
+func convBoolTo[D number](_ convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*uint8)(src), n)
 	d := unsafe.Slice((*D)(dst), n)
 	for i, v := range s {
@@ -106,7 +113,7 @@ func convBoolTo[D number](_ *converter, dst, src unsafe.Pointer, n int) {
 	}
 }
 
-func convToBool[S number](_ *converter, dst, src unsafe.Pointer, n int) {
+func convToBool[S number](_ convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*S)(src), n)
 	d := unsafe.Slice((*uint8)(dst), n)
 	for i, v := range s {
@@ -118,13 +125,13 @@ func convToBool[S number](_ *converter, dst, src unsafe.Pointer, n int) {
 	}
 }
 
-func convCopy(c *converter, dst, src unsafe.Pointer, n int) {
+func convCopy(c convArgs, dst, src unsafe.Pointer, n int) {
 	// n is in bytes here (see newConverter).
 	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
 }
 
 // convCF applies CF decoding: masked raw values become NaN, others raw*scale+offset.
-func convCF[S number, D float32 | float64](c *converter, dst, src unsafe.Pointer, n int) {
+func convCF[S number, D float32 | float64](c convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*S)(src), n)
 	d := unsafe.Slice((*D)(dst), n)
 	scale, offset := c.scale, c.offset
@@ -159,7 +166,7 @@ func convCF[S number, D float32 | float64](c *converter, dst, src unsafe.Pointer
 	}
 }
 
-func convCFF16[D float32 | float64](c *converter, dst, src unsafe.Pointer, n int) {
+func convCFF16[D float32 | float64](c convArgs, dst, src unsafe.Pointer, n int) {
 	s := unsafe.Slice((*uint16)(src), n)
 	d := unsafe.Slice((*D)(dst), n)
 	t := f16Table()
@@ -195,7 +202,7 @@ func f16Table() *[65536]float32 {
 }
 
 // plainTo returns the converter from S to the destination type.
-func plainTo[S number](dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
+func plainTo[S number](dst Elem) convFunc {
 	switch dst {
 	case Bool:
 		return convToBool[S]
@@ -225,10 +232,10 @@ func plainTo[S number](dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer
 	return nil
 }
 
-func fromF16(dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
+func fromF16(dst Elem) convFunc {
 	switch dst {
 	case Bool:
-		return func(c *converter, d, s unsafe.Pointer, n int) {
+		return func(c convArgs, d, s unsafe.Pointer, n int) {
 			src := unsafe.Slice((*uint16)(s), n)
 			out := unsafe.Slice((*uint8)(d), n)
 			for i, v := range src {
@@ -262,7 +269,7 @@ func fromF16(dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
 	return nil
 }
 
-func boolTo(dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
+func boolTo(dst Elem) convFunc {
 	switch dst {
 	case Int8:
 		return convBoolTo[int8]
@@ -281,7 +288,7 @@ func boolTo(dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
 	case Uint64:
 		return convBoolTo[uint64]
 	case Float16:
-		return func(_ *converter, d, s unsafe.Pointer, n int) {
+		return func(_ convArgs, d, s unsafe.Pointer, n int) {
 			src := unsafe.Slice((*uint8)(s), n)
 			out := unsafe.Slice((*uint16)(d), n)
 			for i, v := range src {
@@ -299,49 +306,109 @@ func boolTo(dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
 	return nil
 }
 
-func cfTo[S number](dst Elem) func(*converter, unsafe.Pointer, unsafe.Pointer, int) {
+func cfTo[S number](dst Elem) convFunc {
 	if dst == Float64 {
 		return convCF[S, float64]
 	}
 	return convCF[S, float32]
 }
 
+const numElems = int(Float64) + 1
+
+// The converters are built once: taking a generic function's value allocates.
+var (
+	plainTable [numElems][numElems]convFunc
+	cfTable    [numElems][2]convFunc // [src][0: float32, 1: float64]
+)
+
+func init() {
+	for src := Bool; src <= Float64; src++ {
+		for dst := Bool; dst <= Float64; dst++ {
+			if src != dst {
+				plainTable[src][dst] = plainConv(src, dst)
+			}
+		}
+		cfTable[src][0] = cfConv(src, Float32)
+		cfTable[src][1] = cfConv(src, Float64)
+	}
+}
+
+func cfConv(src, dst Elem) convFunc {
+	switch src {
+	case Bool, Uint8:
+		return cfTo[uint8](dst)
+	case Int8:
+		return cfTo[int8](dst)
+	case Int16:
+		return cfTo[int16](dst)
+	case Int32:
+		return cfTo[int32](dst)
+	case Int64:
+		return cfTo[int64](dst)
+	case Uint16:
+		return cfTo[uint16](dst)
+	case Uint32:
+		return cfTo[uint32](dst)
+	case Uint64:
+		return cfTo[uint64](dst)
+	case Float16:
+		if dst == Float64 {
+			return convCFF16[float64]
+		}
+		return convCFF16[float32]
+	case Float32:
+		return cfTo[float32](dst)
+	case Float64:
+		return cfTo[float64](dst)
+	}
+	return nil
+}
+
+func plainConv(src, dst Elem) convFunc {
+	switch src {
+	case Bool:
+		return boolTo(dst)
+	case Int8:
+		return plainTo[int8](dst)
+	case Int16:
+		return plainTo[int16](dst)
+	case Int32:
+		return plainTo[int32](dst)
+	case Int64:
+		return plainTo[int64](dst)
+	case Uint8:
+		return plainTo[uint8](dst)
+	case Uint16:
+		return plainTo[uint16](dst)
+	case Uint32:
+		return plainTo[uint32](dst)
+	case Uint64:
+		return plainTo[uint64](dst)
+	case Float16:
+		return fromF16(dst)
+	case Float32:
+		return plainTo[float32](dst)
+	case Float64:
+		return plainTo[float64](dst)
+	}
+	return nil
+}
+
 // newConverter returns the converter from src to dst. With cf, dst must be Float32 or
 // Float64 and cf describes the decoding. copyBytes reports that fn copies bytes (n is
 // then a byte count).
 func newConverter(src, dst Elem, cf *cfParams) (conv converter, copyBytes bool, err error) {
+	if src <= ElemNone || src > Float64 || dst <= ElemNone || dst > Float64 {
+		return conv, false, fmt.Errorf("cannot convert %s to %s", src, dst)
+	}
 	if cf != nil {
 		if dst != Float32 && dst != Float64 {
 			return conv, false, fmt.Errorf("CF decoding writes float32 or float64, not %s", dst)
 		}
-		conv.scale, conv.offset, conv.masks = cf.scale, cf.offset, cf.masks
-		switch src {
-		case Bool, Uint8:
-			conv.fn = cfTo[uint8](dst)
-		case Int8:
-			conv.fn = cfTo[int8](dst)
-		case Int16:
-			conv.fn = cfTo[int16](dst)
-		case Int32:
-			conv.fn = cfTo[int32](dst)
-		case Int64:
-			conv.fn = cfTo[int64](dst)
-		case Uint16:
-			conv.fn = cfTo[uint16](dst)
-		case Uint32:
-			conv.fn = cfTo[uint32](dst)
-		case Uint64:
-			conv.fn = cfTo[uint64](dst)
-		case Float16:
-			if dst == Float64 {
-				conv.fn = convCFF16[float64]
-			} else {
-				conv.fn = convCFF16[float32]
-			}
-		case Float32:
-			conv.fn = cfTo[float32](dst)
-		case Float64:
-			conv.fn = cfTo[float64](dst)
+		conv.args = convArgs{scale: cf.scale, offset: cf.offset, masks: cf.masks}
+		conv.fn = cfTable[src][0]
+		if dst == Float64 {
+			conv.fn = cfTable[src][1]
 		}
 		if conv.fn == nil {
 			return conv, false, fmt.Errorf("cannot CF-decode %s", src)
@@ -352,32 +419,7 @@ func newConverter(src, dst Elem, cf *cfParams) (conv converter, copyBytes bool, 
 		conv.fn = convCopy
 		return conv, true, nil
 	}
-	switch src {
-	case Bool:
-		conv.fn = boolTo(dst)
-	case Int8:
-		conv.fn = plainTo[int8](dst)
-	case Int16:
-		conv.fn = plainTo[int16](dst)
-	case Int32:
-		conv.fn = plainTo[int32](dst)
-	case Int64:
-		conv.fn = plainTo[int64](dst)
-	case Uint8:
-		conv.fn = plainTo[uint8](dst)
-	case Uint16:
-		conv.fn = plainTo[uint16](dst)
-	case Uint32:
-		conv.fn = plainTo[uint32](dst)
-	case Uint64:
-		conv.fn = plainTo[uint64](dst)
-	case Float16:
-		conv.fn = fromF16(dst)
-	case Float32:
-		conv.fn = plainTo[float32](dst)
-	case Float64:
-		conv.fn = plainTo[float64](dst)
-	}
+	conv.fn = plainTable[src][dst]
 	if conv.fn == nil {
 		return conv, false, fmt.Errorf("cannot convert %s to %s", src, dst)
 	}

@@ -76,7 +76,7 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 	out := a.OutElem(&o)
 	var cfp *cfParams
 	if o.CF {
-		cfp = a.cf.params()
+		cfp = a.cfp
 		if a.cf.Unsigned {
 			src = unsignedOf(src)
 		}
@@ -113,8 +113,9 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 	if o.NoCache || nd > CacheDims {
 		cache = nil
 	}
-	r := boxRead{a: a, start: start, stop: stop, dst: dst, conv: &conv, copyBytes: copyBytes,
+	r := boxRead{a: a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes,
 		os: os, es: a.DType.Size, cache: cache}
+	_ = r
 	var lo, hi [MaxDims]int
 	nchunks := 1
 	for d := 0; d < nd; d++ {
@@ -141,7 +142,14 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 			}
 		}
 	}
-	// Parallel: workers take chunk numbers from a shared counter.
+	return readParallel(&boxRead{a: r.a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes, os: os, es: r.es, cache: cache}, par, nchunks, lo, hi)
+}
+
+// readParallel decodes the chunks of the box with par workers taking chunk numbers
+// from a shared counter. (A separate function keeps the serial path free of heap
+// allocations.)
+func readParallel(r *boxRead, par, nchunks int, lo, hi [MaxDims]int) error {
+	nd := len(r.start)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -213,7 +221,7 @@ type boxRead struct {
 	a           *Array
 	start, stop []int
 	dst         []byte
-	conv        *converter
+	conv        converter
 	copyBytes   bool
 	os, es      int
 	cache       ChunkCache
@@ -223,7 +231,6 @@ type boxRead struct {
 func (r *boxRead) chunk(idx []int) error {
 	a := r.a
 	var data []byte
-	pooled := false
 	var key ChunkKey
 	if r.cache != nil {
 		key.Array = a.id
@@ -234,21 +241,22 @@ func (r *boxRead) chunk(idx []int) error {
 			data = b
 		}
 	}
+	var bp *[]byte
 	if data == nil {
-		data = a.getBuf()
+		bp = a.getBuf()
+		data = *bp
 		if err := a.decodeChunk(idx, data); err != nil {
-			a.putBuf(data)
+			a.putBuf(bp)
 			return err
 		}
 		if r.cache != nil {
 			r.cache.Put(key, data)
-		} else {
-			pooled = true
+			bp = nil // the cache owns it now
 		}
 	}
 	r.copyOut(idx, data)
-	if pooled {
-		a.putBuf(data)
+	if bp != nil {
+		a.putBuf(bp)
 	}
 	return nil
 }
@@ -262,7 +270,7 @@ func (r *boxRead) copyOut(idx []int, data []byte) {
 		if r.copyBytes {
 			n = r.os
 		}
-		r.conv.fn(r.conv, unsafe.Pointer(unsafe.SliceData(r.dst)), unsafe.Pointer(unsafe.SliceData(data)), n)
+		r.conv.fn(r.conv.args, unsafe.Pointer(unsafe.SliceData(r.dst)), unsafe.Pointer(unsafe.SliceData(data)), n)
 		return
 	}
 	ch := a.Chunks
@@ -303,7 +311,7 @@ func (r *boxRead) copyOut(idx []int, data []byte) {
 			so += (pos[d] - idx[d]*ch[d]) * cstr[d]
 			do += (pos[d] - r.start[d]) * bstr[d]
 		}
-		r.conv.fn(r.conv, unsafe.Add(dstBase, do*r.os), unsafe.Add(srcBase, so*r.es), n)
+		r.conv.fn(r.conv.args, unsafe.Add(dstBase, do*r.os), unsafe.Add(srcBase, so*r.es), n)
 		// Advance over dims [0, inner).
 		d := inner - 1
 		for ; d >= 0; d-- {

@@ -64,13 +64,8 @@ func (s *DirStore) String() string { return s.root }
 
 // path maps a key to a file path, refusing keys that would leave the root.
 func (s *DirStore) path(key string) (string, error) {
-	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") || strings.ContainsRune(key, 0) {
+	if !validKey(key) {
 		return "", fmt.Errorf("invalid key %q", key)
-	}
-	for _, seg := range strings.Split(key, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return "", fmt.Errorf("invalid key %q", key)
-		}
 	}
 	return s.root + string(filepath.Separator) + filepath.FromSlash(key), nil
 }
