@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
             opt.step()
             steps += 1
-            losses.append(float(loss))
+            losses.append(loss.detach().item())
             if steps % args.every == 0:
                 now = time.perf_counter()
                 rate = (steps - s_last) / (now - t_last)

@@ -52,8 +52,8 @@ PRESET = REPO / "presets" / "nowcast.toml"
 
 
 def gobatch_config(preset: Path, cache_mb: int | None, seed: int) -> dict[str, Any]:
-    """The preset as a dict, with an unbounded stream, ``seed`` and (where the preset has a
-    ``cache_mb`` key, in any table) the cache budget set."""
+    """The preset as a dict, with an unbounded stream, ``seed`` and the cache budget set
+    (every ``cache_mb`` key of the preset, else the anchor source's)."""
     cfg = tomllib.loads(preset.read_text())
     cfg.setdefault("batch", {})
     cfg["batch"]["batches"] = 0
@@ -75,8 +75,11 @@ def gobatch_config(preset: Path, cache_mb: int | None, seed: int) -> dict[str, A
                     walk(v)
 
         walk(cfg)
-        if not found:
-            raise KeyError(f"{preset} has no cache_mb key to set")
+        if not found:  # the budget belongs to the anchor source (sampler/spec.go)
+            anchors = [s for s in cfg.get("source", []) if s.get("anchor")]
+            if not anchors:
+                raise KeyError(f"{preset} has no cache_mb key and no anchor source to set it on")
+            anchors[0]["cache_mb"] = cache_mb
     return cfg
 
 
