@@ -291,8 +291,8 @@ func memCopy(t testing.TB, store, path string) *Array {
 }
 
 func TestReadBoxAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
 	}
 	for _, c := range []struct {
 		store, path string

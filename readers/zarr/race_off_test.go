@@ -1,0 +1,5 @@
+//go:build !race
+
+package zarr
+
+const raceEnabled = false
