@@ -207,7 +207,7 @@ func TestCrossProcessStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer seg.Close()
+	t.Cleanup(func() { seg.Close() })
 	c, err := r.NewConsumer()
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestProducerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer seg.Close()
+	t.Cleanup(func() { seg.Close() })
 	c, err := r.NewConsumer()
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestSeveralProducerProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer seg.Close()
+	t.Cleanup(func() { seg.Close() })
 	r, err := Create(seg.Bytes(), l, true)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestSeveralProducerProcesses(t *testing.T) {
 		kids = append(kids, startChild(t, "join-produce", append(env, "WRITERS=2", "DELAY_US=300")))
 	}
 	p, _ := r.NewProducer(1)
-	go produce(context.Background(), p, 1, 300*time.Microsecond)
+	startProducing(t, p, c, 1, 300*time.Microsecond)
 	consumeAll(t, c, 0, total)
 	for _, k := range kids {
 		k.wait(t)

@@ -54,10 +54,27 @@ func produce(ctx context.Context, p *Producer, writers int, maxDelay time.Durati
 	return <-errs
 }
 
+// startProducing runs produce in the background. At the end of the test, before the segment
+// is unmapped (cleanups run last-in first-out, so register the unmapping first), it closes c,
+// which stops the producers, and waits for them.
+func startProducing(t *testing.T, p *Producer, c *Consumer, writers int, delay time.Duration) <-chan error {
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errc <- produce(context.Background(), p, writers, delay)
+	}()
+	t.Cleanup(func() {
+		c.Close()
+		<-done
+	})
+	return errc
+}
+
 // consumeAll reads the whole stream and checks order and content.
 func consumeAll(t *testing.T, c *Consumer, start, total uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for j := uint64(0); ; j++ {
 		s, err := c.Next(ctx)
@@ -99,8 +116,7 @@ func TestSingleProducerInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- produce(context.Background(), p, 1, 0) }()
+			done := startProducing(t, p, c, 1, 0)
 			consumeAll(t, c, 1000, 200)
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -150,8 +166,7 @@ func TestManyWritersOutOfOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- produce(context.Background(), p, tc.writers, 300*time.Microsecond) }()
+			done := startProducing(t, p, c, tc.writers, 300*time.Microsecond)
 			consumeAll(t, c, 0, total)
 			if err := <-done; err != nil {
 				t.Fatal(err)

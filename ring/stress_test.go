@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ func TestStress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer seg.Close()
+	t.Cleanup(func() { seg.Close() })
 	r, err := Create(seg.Bytes(), l, true)
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +42,7 @@ func TestStress(t *testing.T) {
 		kids = append(kids, startChild(t, "join-produce", env))
 	}
 	p, _ := r.NewProducer(writers)
-	perr := make(chan error, 1)
-	go func() { perr <- produce(context.Background(), p, writers, 0) }()
+	perr := startProducing(t, p, c, writers, 0)
 	t0 := time.Now()
 	consumeAll(t, c, 0, uint64(total))
 	d := time.Since(t0)
