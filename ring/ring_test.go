@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -513,5 +514,67 @@ func TestAbandon(t *testing.T) {
 	_, err := c.Next(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "batch 0: chunk missing") {
 		t.Fatalf("Next = %v", err)
+	}
+}
+
+// TestWakeUpIsPrompt: a sleeping consumer is woken by the publish (FUTEX_WAKE), and a
+// producer sleeping on a full ring by the release, well before the 100 ms wait slice ends.
+// Without the wake-up both delays would be close to 100 ms.
+func TestWakeUpIsPrompt(t *testing.T) {
+	_, r := newMemfdRing(t, streamLayout(1, 0, 1))
+	p, _ := r.NewProducer(1)
+	c, _ := r.NewConsumer()
+	ctx := context.Background()
+	var consumerDelay, producerDelay []time.Duration
+	for k := 0; k < 15; k++ {
+		published := make(chan time.Time, 1)
+		go func() {
+			time.Sleep(5 * time.Millisecond) // the consumer is asleep by now
+			w, err := p.Claim(ctx)
+			if err != nil {
+				published <- time.Time{}
+				return
+			}
+			at := time.Now()
+			w.Publish()
+			published <- at
+		}()
+		s, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumerDelay = append(consumerDelay, time.Since(<-published))
+
+		// Now fill the single slot again so that the producer sleeps in Claim.
+		claimed := make(chan time.Time, 1)
+		c.Release(s)
+		w, _ := p.Claim(ctx)
+		w.Publish()
+		go func() {
+			w, err := p.Claim(ctx) // waits for the release below
+			claimed <- time.Now()
+			if err == nil {
+				w.Publish()
+			}
+		}()
+		time.Sleep(5 * time.Millisecond)
+		s, _ = c.Next(ctx)
+		released := time.Now()
+		c.Release(s)
+		producerDelay = append(producerDelay, (<-claimed).Sub(released))
+		s, _ = c.Next(ctx)
+		c.Release(s)
+	}
+	slices.Sort(consumerDelay)
+	slices.Sort(producerDelay)
+	mc, mp := consumerDelay[len(consumerDelay)/2], producerDelay[len(producerDelay)/2]
+	t.Logf("median wake-up: consumer %v, producer %v", mc, mp)
+	if mc > 30*time.Millisecond || mp > 30*time.Millisecond {
+		t.Errorf("median wake-up delays consumer %v producer %v: the futex wake-up is not working", mc, mp)
+	}
+	for i := uint64(0); i < r.slots; i++ {
+		if n := *r.slotWaiters(i); n != 0 {
+			t.Errorf("slot %d: waiters %d after all waits ended", i, n)
+		}
 	}
 }
