@@ -50,11 +50,13 @@ func nativeDescr(d zarr.DType) string {
 func (r *boxRequest) read() (*boxResult, error) {
 	a := r.a
 	d := a.DType
+	cf := a.CF()
+	isTime := d.Kind == zarr.KindDatetime || d.Kind == zarr.KindTimedelta || cf.IsTime || cf.IsDuration
 	res := &boxResult{shape: r.shape()}
 	switch {
-	case d.Kind == zarr.KindString:
+	case d.Kind == zarr.KindString: // --cf does not apply to strings
 		return r.readStrings(res)
-	case r.cf && (d.Kind == zarr.KindDatetime || d.Kind == zarr.KindTimedelta || a.CF().IsTime || a.CF().IsDuration) && d.Numeric():
+	case r.cf && d.Numeric() && isTime:
 		return r.readTimes(res)
 	case r.cf && d.Numeric():
 		res.descr = "<f4"
@@ -64,14 +66,15 @@ func (r *boxRequest) read() (*boxResult, error) {
 		res.descr = nativeDescr(d)
 		res.data = alignedBytes(r.count() * d.Size)
 		return res, a.ReadBox(r.start, r.stop, res.data, &zarr.ReadOptions{Parallel: r.parallel})
-	case d.Size > 0 && (!r.cf || !d.Numeric() && d.Kind != zarr.KindComplex):
-		// Complex, fixed-length strings, raw bytes: copied as decoded (--cf does not
-		// apply to strings).
+	case r.cf && d.Kind == zarr.KindComplex:
+		return nil, fmt.Errorf("array %s: --cf does not support %s data", arrayName(a), d)
+	case d.Size > 0:
+		// Complex, fixed-length strings, raw bytes: copied as decoded.
 		res.descr = nativeDescr(d)
 		res.data = alignedBytes(r.count() * d.Size)
 		return res, r.readRaw(res.data)
 	}
-	return nil, fmt.Errorf("array %s: dtype %s cannot be read%s", arrayName(a), d, map[bool]string{true: " with --cf", false: ""}[r.cf])
+	return nil, fmt.Errorf("array %s: dtype %s cannot be read", arrayName(a), d)
 }
 
 // alignedBytes allocates n bytes aligned to 8 (ReadBox wants element alignment).
