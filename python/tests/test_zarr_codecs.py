@@ -10,8 +10,10 @@ from __future__ import annotations
 import pathlib
 import warnings
 
+import blosc2  # installed with ocf-blosc2 (python/requirements-dev.txt)
 import numcodecs
 import numpy as np
+import ocf_blosc2
 import pytest
 import zarr
 from zarr.codecs import (
@@ -112,7 +114,6 @@ def test_v2_compressor(shmloader: str, tmp_path: pathlib.Path, name: str, dtype:
 def test_v2_blosc2_ocf(
     shmloader: str, tmp_path: pathlib.Path, cname: str, dtype: str, shape: tuple[int, ...], chunks: tuple[int, ...]
 ) -> None:
-    ocf_blosc2 = pytest.importorskip("ocf_blosc2")
     data = (smooth_int16(shape, seed=4).astype(np.float32) / 1000).astype(dtype)
     data.reshape(-1)[::97] = np.nan
     comp = ocf_blosc2.Blosc2(cname=cname, clevel=5)
@@ -143,8 +144,6 @@ def test_v2_blosc2_variants(shmloader: str, tmp_path: pathlib.Path, codec: str, 
     The array is written with ocf_blosc2, then every chunk is recompressed with python-blosc2
     using the variant; zarr-python (python-blosc2) reads the result as the reference.
     """
-    ocf_blosc2 = pytest.importorskip("ocf_blosc2")
-    blosc2 = pytest.importorskip("blosc2")
     data = (smooth_int16((6, 100, 90), seed=12).astype(np.float32) / 1000).astype("f2")
     path = write_array(tmp_path, "a", data, chunks=(3, 64, 64), zarr_format=2, compressors=ocf_blosc2.Blosc2(cname="zstd"))
     for chunk in [p for p in path.iterdir() if not p.name.startswith(".")]:

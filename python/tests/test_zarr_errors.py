@@ -13,6 +13,7 @@ import pathlib
 
 import numcodecs
 import numpy as np
+import ocf_blosc2
 import pytest
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
@@ -36,12 +37,7 @@ def _codec_cases() -> dict[str, tuple[int, dict, str]]:
         "v3-zstd": (3, {"compressors": [ZstdCodec(level=3)]}, "zstd"),
         "v3-gzip": (3, {"compressors": [GzipCodec(level=5)]}, "gzip"),
     }
-    try:
-        import ocf_blosc2
-
-        cases["v2-blosc2"] = (2, {"compressors": ocf_blosc2.Blosc2(cname="zstd", clevel=5)}, "blosc2")
-    except ImportError:  # pragma: no cover - ocf-blosc2 is in requirements-dev.txt
-        pass
+    cases["v2-blosc2"] = (2, {"compressors": ocf_blosc2.Blosc2(cname="zstd", clevel=5)}, "blosc2")
     return cases
 
 
