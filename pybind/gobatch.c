@@ -111,12 +111,14 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-/* FUTEX_WAIT on a word of a shared file mapping (no FUTEX_PRIVATE_FLAG), relative timeout. */
-static void futex_wait(_Atomic uint32_t *w, uint32_t val, int64_t timeout_ns) {
-    if (timeout_ns <= 0) return;
+/* FUTEX_WAIT on a word of a shared file mapping (no FUTEX_PRIVATE_FLAG), relative timeout.
+ * Returns true if a signal interrupted the wait (EINTR): the caller then returns to Python at
+ * once so that its signal handlers (Ctrl-C) run without waiting for the budget to end.
+ * On 0, EAGAIN and ETIMEDOUT the caller re-checks its condition. */
+static bool futex_wait(_Atomic uint32_t *w, uint32_t val, int64_t timeout_ns) {
+    if (timeout_ns <= 0) return false;
     struct timespec ts = {.tv_sec = timeout_ns / 1000000000ll, .tv_nsec = timeout_ns % 1000000000ll};
-    (void)syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0);
-    /* 0, EAGAIN, EINTR, ETIMEDOUT: the caller re-checks its condition in every case. */
+    return syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0) != 0 && errno == EINTR;
 }
 
 static void futex_wake_all(_Atomic uint32_t *w) {
@@ -391,7 +393,8 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
         if (left <= 0)
             return fail(r, GB_TIMEOUT, "the ring is not ready yet (state %u%s)", s,
                         magic ? "" : ", header not written");
-        futex_wait(state, s, left < 20000000ll ? left : 20000000ll);
+        if (futex_wait(state, s, left < 20000000ll ? left : 20000000ll))
+            return fail(r, GB_TIMEOUT, "interrupted by a signal");
     }
 }
 
@@ -500,9 +503,10 @@ int gb_next(gb_ring *r, int budget_ms) {
                 break;
             }
             int64_t left = deadline - now_ns();
+            bool interrupted = false;
             atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
             v = atomic_load_explicit(w, memory_order_seq_cst);
-            if (v != want && left > 0) futex_wait(w, v, left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS);
+            if (v != want && left > 0) interrupted = futex_wait(w, v, left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS);
             atomic_fetch_sub_explicit(waiters, 1, memory_order_seq_cst);
             v = atomic_load_explicit(w, memory_order_seq_cst);
             if (v == want) {
@@ -516,8 +520,8 @@ int gb_next(gb_ring *r, int budget_ms) {
                 if (v == want) rc = GB_OK;
                 break;
             }
-            if (now_ns() >= deadline) {
-                rc = fail(r, GB_TIMEOUT, "timed out waiting for batch %llu",
+            if (interrupted || now_ns() >= deadline) {
+                rc = fail(r, GB_TIMEOUT, "%s waiting for batch %llu", interrupted ? "interrupted by a signal" : "timed out",
                           (unsigned long long)(r->g.start_batch + r->j));
                 break;
             }

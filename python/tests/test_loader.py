@@ -357,8 +357,7 @@ try:
     next(loader)
     print("no interrupt", flush=True)
 except KeyboardInterrupt:
-    t = time.monotonic()
-    print("interrupted", flush=True)
+    print("interrupted", time.monotonic(), flush=True)
     loader.close()
     print("closed", loader.exit_code, flush=True)
 """
@@ -369,10 +368,13 @@ def test_sigint_during_wait_is_a_clean_keyboard_interrupt():
     try:
         pid = int(p.stdout.readline())
         time.sleep(0.5)  # blocked in the wait for the first batch
-        t0 = time.monotonic()
+        t0 = time.monotonic()  # CLOCK_MONOTONIC: one clock for both processes
         p.send_signal(signal.SIGINT)
-        assert p.stdout.readline().strip() == b"interrupted"
-        assert time.monotonic() - t0 < 0.5
+        word, t_caught = p.stdout.readline().split()
+        assert word == b"interrupted"
+        latency = float(t_caught) - t0
+        print(f"KeyboardInterrupt raised {latency * 1000:.0f} ms after SIGINT")
+        assert latency < 0.3, latency  # the wait returns to Python every 100 ms
         line = p.stdout.readline().split()
         assert line[0] == b"closed" and line[1] != b"None", line
         assert p.wait(timeout=10) == 0, p.stderr.read().decode()
