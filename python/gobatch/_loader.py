@@ -153,6 +153,7 @@ class Loader(Ring):
                 _tick=self._check_child,
             )
             self._tick = self._watch_child
+            self._remove_tmp_config()  # read by now (the child parses it before creating the ring)
         except BaseException as e:
             self._stop_child(graceful=False)
             self._cleanup_files()
@@ -265,6 +266,9 @@ class Loader(Ring):
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+        self._remove_tmp_config()
+
+    def _remove_tmp_config(self) -> None:
         if self._tmp_config is not None:
             try:
                 os.unlink(self._tmp_config)

@@ -178,6 +178,28 @@ def test_shmloader_override(monkeypatch, tmp_path):
         gobatch.Loader(config({"x": ((1,), "float32")}))
 
 
+def test_dropped_loader_stops_its_child():
+    loader = gobatch.Loader(config({"x": ((4,), "float32")}, size=2, slots=2))
+    next(loader)
+    pid = loader.pid
+    del loader
+    gc.collect()
+    assert process_gone(pid)
+
+
+def test_close_from_another_thread_while_waiting():
+    import threading
+
+    loader = gobatch.Loader(config({"x": ((4,), "float32")}, size=2, slots=2, delay_ms=60000))
+    pid = loader.pid
+    threading.Timer(0.3, loader.close).start()
+    t0 = time.monotonic()
+    with pytest.raises(LoaderError, match="closed"):
+        next(loader)
+    assert time.monotonic() - t0 < 3
+    wait_for(lambda: process_gone(pid), 5, "shmloader exit")
+
+
 # ---- torch ----
 
 
