@@ -63,7 +63,7 @@ func openFixture(t testing.TB, store, path string) *Array {
 	h, ok := hiers[store]
 	if !ok {
 		var err error
-		h, err = OpenDir(filepath.Join("testdata", store))
+		h, err = OpenPath(filepath.Join("testdata", store))
 		if err != nil {
 			hierMu.Unlock()
 			t.Fatal(err)

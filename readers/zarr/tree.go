@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 )
@@ -42,6 +43,28 @@ func OpenDir(path string) (*Hierarchy, error) {
 		return nil, err
 	}
 	return Open(s)
+}
+
+// OpenPath opens a Zarr directory, or a zip archive (a regular file, e.g.
+// "x.zarr.zip"). The archive stays open for the Hierarchy's lifetime.
+func OpenPath(path string) (*Hierarchy, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("zarr: open %s: %w", path, err)
+	}
+	if st.IsDir() {
+		return OpenDir(path)
+	}
+	z, err := OpenZipStore(path)
+	if err != nil {
+		return nil, err
+	}
+	h, err := Open(z)
+	if err != nil {
+		z.Close()
+		return nil, err
+	}
+	return h, nil
 }
 
 // Open reads the hierarchy of store: from consolidated metadata (v2 .zmetadata, or

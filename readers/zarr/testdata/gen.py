@@ -295,6 +295,36 @@ def v3_store() -> None:
     zarr.consolidate_metadata(str(p), zarr_format=3)
 
 
+def zip_store() -> None:
+    """A v2 hierarchy inside a zip archive, as zarr-python's ZipStore writes it (the
+    layout of OCF's per-timestep .zarr.zip files)."""
+    p = HERE / "v2.zarr.zip"
+    if p.exists():
+        p.unlink()
+    store = zarr.storage.ZipStore(str(p), mode="w")
+    root = zarr.open_group(store, mode="w", zarr_format=2)
+    rng = np.random.default_rng(11)
+    a = root.create_array("data", shape=(3, 10, 12), dtype="<f4", chunks=(1, 5, 6), compressors=numcodecs.BZ2(5))
+    a[...] = rng.standard_normal((3, 10, 12)).astype("<f4")
+    b = root.create_array("labels", shape=(3,), dtype="<U4", chunks=(3,), compressors=None)
+    b[...] = np.array(["IR", "VIS", "WV"], dtype="<U4")
+    zarr.consolidate_metadata(store, zarr_format=2)
+    store.close()
+    rstore = zarr.storage.ZipStore(str(p), mode="r")
+    for path in ("data", "labels"):
+        arr = zarr.open_array(store=rstore, path=path, mode="r")
+        data = arr[...]
+        entry: dict[str, Any] = {"store": p.name, "path": path, "shape": list(arr.shape), "dtype": str(data.dtype), "zarr_format": 2}
+        if data.dtype.kind == "U":
+            entry["strings"] = [str(v) for v in data.reshape(-1)]
+        else:
+            name = f"{p.name}_{path}.bin"
+            (EXPECTED / name).write_bytes(np.ascontiguousarray(data).tobytes())
+            entry["data"], entry["native"] = name, data.dtype.str
+        manifest["arrays"].append(entry)
+    rstore.close()
+
+
 def cf_store(fmt: int) -> None:
     """An xarray dataset shaped like OCF data: packed int16 with scale/offset/_FillValue,
     float16 with NaN, CF-encoded times and string channel labels."""
@@ -342,7 +372,52 @@ def cf_store(fmt: int) -> None:
     record(p, "y")
 
 
+def bench_store(out: Path) -> None:
+    """Write bench.zarr (v2, as zarr-python 2 and xarray wrote OCF data) for the Go
+    benchmark, and time zarr-python reading it whole, for a same-machine baseline."""
+    import time
+
+    out.mkdir(parents=True, exist_ok=True)
+    p = out / "bench.zarr"
+    if p.exists():
+        shutil.rmtree(p)
+    root = zarr.open_group(str(p), mode="w", zarr_format=2)
+    rng = np.random.default_rng(0)
+    t, c, y, x = 12, 4, 256, 256
+    yy, xx = np.meshgrid(np.arange(y), np.arange(x), indexing="ij")
+    field = np.empty((t, c, y, x), dtype="float32")
+    for i in range(t):
+        for j in range(c):
+            field[i, j] = 200 * np.sin((xx + 3 * i) / 40.0 + j) * np.cos((yy - 2 * i) / 55.0) + 300
+    field += rng.normal(0, 2.0, size=field.shape).astype("float32")
+    arrays = {
+        "i2_blosc_lz4": (field.astype("<i2"), (4, 1, 256, 256), numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)),
+        "f4_zstd": (field.astype("<f4"), (4, 1, 256, 256), numcodecs.Zstd(level=0)),
+    }
+    for name, (data, chunks, comp) in arrays.items():
+        a = root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=chunks, compressors=comp)
+        a[...] = data
+    for workers in (1, None):
+        cfg = {"threading.max_workers": workers} if workers else {}
+        with zarr.config.set(cfg):
+            for name, (data, _, _) in arrays.items():
+                arr = zarr.open_array(str(p), path=name, mode="r")
+                best = float("inf")
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    got = arr[...]
+                    best = min(best, time.perf_counter() - t0)
+                assert np.array_equal(got, data)
+                print(f"zarr-python {zarr.__version__} workers={workers or 'default'} {name}: "
+                      f"{data.nbytes / best / 1e6:.0f} MB/s ({best * 1e3:.1f} ms for {data.nbytes / 1e6:.1f} MB)")
+
+
 def main() -> None:
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        bench_store(Path(sys.argv[2]))
+        return
     if EXPECTED.exists():
         shutil.rmtree(EXPECTED)
     EXPECTED.mkdir()
@@ -350,6 +425,7 @@ def main() -> None:
     v3_store()
     cf_store(2)
     cf_store(3)
+    zip_store()
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
 
 
