@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Mapping, Optional, Sequence, Type, Union
 
-from ._ring import Ring
+from ._ring import Ring, _check_framework
 from .errors import ConfigError, LoaderError
 
 __all__ = ["Loader", "shmloader_path"]
@@ -106,8 +106,7 @@ class Loader(Ring):
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
-        if framework not in ("numpy", "torch"):
-            raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
+        _check_framework(framework)
         if readers is not None and (not isinstance(readers, int) or readers < 1):
             raise ValueError(f"readers must be a positive int, not {readers!r}")
         if start is not None and (not isinstance(start, int) or start < 0):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 import numpy as np
 
 from . import _clib as _lib
-from .errors import LoaderError, RingError
+from .errors import GobatchError, LoaderError, RingError
 
 __all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR"]
 
@@ -110,8 +110,7 @@ class Ring:
 
         ``timeout`` bounds the wait for the ring to become READY; ``_tick`` is called about every
         100 ms while waiting (Loader uses it to watch its child)."""
-        if framework not in ("numpy", "torch"):
-            raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
+        _check_framework(framework)
         self._foreign = False
         self._ptr: Optional[int] = None
         self._mm: Optional[mmap.mmap] = None
@@ -443,6 +442,18 @@ class Ring:
     def __repr__(self) -> str:
         state = "closed" if self._ptr is None else f"{self._geom.slot_count} slots"
         return f"<gobatch {self._label} {self._framework} {state}>"
+
+
+def _check_framework(framework: str) -> None:
+    """Refuses an unknown framework, and "torch" when torch cannot be imported, before any
+    process is started or ring attached."""
+    if framework not in ("numpy", "torch"):
+        raise ValueError(f"framework must be 'numpy' or 'torch', not {framework!r}")
+    if framework == "torch":
+        try:
+            import torch  # noqa: F401  (imported only when asked for)
+        except ImportError as e:
+            raise GobatchError(f"framework='torch' needs PyTorch, which cannot be imported: {e}") from e
 
 
 def _unlink_if_same(path: str, fd_or_id: "int | Tuple[int, int]") -> None:

@@ -172,6 +172,14 @@ def test_config_error_names_the_field():
         gobatch.Loader(bad)
 
 
+def test_bad_arguments_refused_before_start():
+    cfg = config({"x": ((1,), "float32")})
+    with pytest.raises(ValueError, match="framework"):
+        gobatch.Loader(cfg, framework="jax")
+    with pytest.raises(ValueError, match="readers"):
+        gobatch.Loader(cfg, readers=0)
+
+
 def test_shmloader_override(monkeypatch, tmp_path):
     monkeypatch.setenv("GOBATCH_SHMLOADER", str(tmp_path / "missing"))
     with pytest.raises(LoaderError, match="missing"):
