@@ -266,7 +266,7 @@ def zarr_read(path: pathlib.Path, region: tuple[slice, ...] | None = None) -> np
     return np.asarray(arr[region] if region is not None else arr[...])
 
 
-def chunk_files(array_dir: pathlib.Path, zarr_format: int) -> list[pathlib.Path]:
+def chunk_files(array_dir: pathlib.Path) -> list[pathlib.Path]:
     """The chunk objects stored under an array directory (not the metadata documents)."""
     meta = {".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"}
     return sorted(p for p in array_dir.rglob("*") if p.is_file() and p.name not in meta)
