@@ -152,6 +152,31 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 	return a, nil
 }
 
+// CodecChain describes the codecs in decode-independent (encode) order, e.g.
+// "blosc{...} | crc32c" or, for v2, filters then the compressor.
+func (a *Array) CodecChain() string {
+	parts := make([]string, len(a.Codecs))
+	for i, c := range a.Codecs {
+		parts[i] = c.String()
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " | ")
+}
+
+// ChunkBox returns the region [start, stop) of the array that chunk idx (of the
+// Chunks grid) covers, clipped to the array.
+func (a *Array) ChunkBox(idx []int) (start, stop []int) {
+	start = make([]int, len(idx))
+	stop = make([]int, len(idx))
+	for d, v := range idx {
+		start[d] = v * a.Chunks[d]
+		stop[d] = min(start[d]+a.Chunks[d], a.Shape[d])
+	}
+	return start, stop
+}
+
 // SetCache sets the decoded-chunk cache used by ReadBox and DecodeChunk (nil: none).
 // Call it before sharing the Array between goroutines.
 func (a *Array) SetCache(c ChunkCache) { a.cache = c }

@@ -102,6 +102,24 @@ func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
 	if err := decodeVlenUTF8(b, out); err != nil {
 		return withContext(a.Store.String(), a.Path, key, wrapCodec("vlen-utf8", err))
 	}
+	if a.Order == 'F' && len(a.Chunks) > 1 {
+		// The items are stored in Fortran order: reorder to C.
+		f := append([]string(nil), out...)
+		fstr := make([]int, len(a.Chunks))
+		acc := 1
+		for d := range a.Chunks {
+			fstr[d] = acc
+			acc *= a.Chunks[d]
+		}
+		cstr := cStrides(a.Chunks)
+		for k := range out {
+			o := 0
+			for d := range a.Chunks {
+				o += (k / cstr[d]) % a.Chunks[d] * fstr[d]
+			}
+			out[k] = f[o]
+		}
+	}
 	return nil
 }
 

@@ -148,6 +148,9 @@ def v2_store() -> None:
     a = root.create_array("str_vlen", shape=(5,), dtype=str, chunks=(2,))
     a[...] = np.array(["alpha", "", "γάμμα", "delta", "e"], dtype=object)
     record(p, "str_vlen")
+    a = root.create_array("str_vlen_F", shape=(3, 4), dtype=str, chunks=(2, 3), order="F")
+    a[...] = np.array([["a", "bb", "c", "dd"], ["eee", "f", "", "g"], ["h", "ii", "jjj", "k"]], dtype=object)
+    record(p, "str_vlen_F")
     mk("dt_ns", np.array(["2021-01-01T00:00", "2021-06-01T12:30", "NaT", "1969-12-31T23:59:59.5"], dtype="<M8[ns]"), (3,), compressors=numcodecs.Zstd())
     mk("td_s", np.array([0, 60, -3600, 86400], dtype="<m8[s]"), (4,), compressors=None)
     # Nested group.
