@@ -616,17 +616,14 @@ func TestStatAndGC(t *testing.T) {
 	pd.cmd.Process.Kill() // leaves its segment behind, creator dead
 	pd.wait(t, 5*time.Second)
 
-	// Consume in the background so that the live ring moves.
-	stop := make(chan struct{})
-	defer close(stop)
+	// Consume in the background so that the live ring moves; stop before the mapping goes.
+	ctx, cancel := context.WithCancel(context.Background())
+	bgDone := make(chan struct{})
+	defer func() { cancel(); <-bgDone }()
 	go func() {
+		defer close(bgDone)
 		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			s, err := c.Next(context.Background())
+			s, err := c.Next(ctx)
 			if err != nil {
 				return
 			}

@@ -63,6 +63,11 @@ type runFlags struct {
 func cmdRun(args []string) int {
 	// In --memfd mode the parent is the trainer; remember it before anything else happens.
 	ppid := os.Getppid()
+	// Catch SIGINT and SIGTERM from the start, so that one arriving while the segment is being
+	// created still ends in a clean stop (and unlink) instead of the default death.
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
 
 	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--data-root DIR] [--join]")
 	var f runFlags
@@ -126,7 +131,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc}
+	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc, sigc: sigc}
 	return p.run()
 }
 
@@ -177,6 +182,7 @@ type producerRun struct {
 	fillers []filler
 	ppid    int
 	pdeathc chan os.Signal // pdeathSignal (--memfd); nil otherwise
+	sigc    chan os.Signal // SIGINT, SIGTERM
 
 	seg     *shm.Segment
 	r       *ring.Ring
@@ -379,10 +385,6 @@ func (pr *producerRun) produce() (cause error, readersDone bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	sigc := make(chan os.Signal, 2)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigc)
-
 	var opt ring.WatchOptions
 	if pr.flags.memfd >= 0 {
 		opt.ParentPID = pr.ppid
@@ -398,7 +400,7 @@ func (pr *producerRun) produce() (cause error, readersDone bool) {
 wait:
 	for {
 		select {
-		case s := <-sigc:
+		case s := <-pr.sigc:
 			cause = signalStop{s}
 			if pr.flags.memfd >= 0 && os.Getppid() != pr.ppid {
 				cause = fmt.Errorf("%w (was pid %d; %s)", ring.ErrParentDied, pr.ppid, signame(s))
@@ -441,6 +443,9 @@ wait:
 		}
 	}
 	cancel()
+	if watchc != nil {
+		<-watchc // the watchdog reads the mapping: it must be gone before the caller unmaps
+	}
 	if !readersDone {
 		select {
 		case <-readc:

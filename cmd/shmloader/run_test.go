@@ -41,7 +41,8 @@ func newTestRun(t *testing.T, text string, wrap func(filler) filler) *producerRu
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := &producerRun{log: zerolog.Nop(), cfg: cfg, layout: l, flags: runFlags{readers: 2, memfd: -1}, creator: true}
+	pr := &producerRun{log: zerolog.Nop(), cfg: cfg, layout: l, flags: runFlags{readers: 2, memfd: -1}, creator: true,
+		sigc: make(chan os.Signal)}
 	for _, s := range cfg.Sources {
 		f, err := newFiller(s, cfg.Batch.Size, sourceOptions{})
 		if err != nil {
