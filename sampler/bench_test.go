@@ -6,8 +6,19 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// cpuTime is the process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // Gather-kernel benchmarks: the satellite part of one batch (32 examples of 19 x 12 x 32 x 32
 // float32, 29.9 MB) gathered from one day of nowcast-ref held in chunk layout
@@ -87,10 +98,19 @@ func kernelGather(seed uint64, row func(chunk int, src, dst, n int)) {
 	}
 }
 
+// reportCPU adds the CPU time per op and the output bandwidth per CPU-second (robust to other
+// processes sharing the cores, unlike the wall-clock MB/s).
+func reportCPU(b *testing.B, cpu time.Duration, bytes int64) {
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e9, "GB/cpu-s")
+}
+
 func benchKernel(b *testing.B, makeRow func(out []float32) func(chunk, src, dst, n int)) {
 	kernelChunks(b)
-	b.SetBytes(kBatch * kSteps * kC * kCrop * kCrop * 4)
+	const bytes = kBatch * kSteps * kC * kCrop * kCrop * 4
+	b.SetBytes(bytes)
 	b.ResetTimer()
+	defer func(c0 time.Duration) { reportCPU(b, cpuTime()-c0, bytes) }(cpuTime())
 	var seq uint64
 	var mu sync.Mutex
 	b.RunParallel(func(pb *testing.PB) {
@@ -169,6 +189,7 @@ func BenchmarkMemcpyBatch(b *testing.B) {
 	const n = 30_300_000 / 4
 	b.SetBytes(n * 4)
 	b.ResetTimer()
+	defer func(c0 time.Duration) { reportCPU(b, cpuTime()-c0, n*4) }(cpuTime())
 	var seq uint64
 	var mu sync.Mutex
 	b.RunParallel(func(pb *testing.PB) {
@@ -232,6 +253,7 @@ func BenchmarkFill(b *testing.B) {
 		}
 	}
 	st0 := j.Cache().Stats()
+	cpu0 := cpuTime()
 	b.SetBytes(total)
 	b.ResetTimer()
 	var seq uint64 = 1 << 20
@@ -250,8 +272,10 @@ func BenchmarkFill(b *testing.B) {
 		}
 	})
 	b.StopTimer()
+	cpu := cpuTime() - cpu0
 	st := j.Cache().Stats()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+	reportCPU(b, cpu, total)
 	if n := (st.Hits - st0.Hits) + (st.Misses - st0.Misses); n > 0 {
 		b.ReportMetric(float64(st.Hits-st0.Hits)/float64(n), "hit-rate")
 	}

@@ -127,7 +127,7 @@ func (c *Cache) acquire(key uint64, n int, load chunkLoader) (*entry, error) {
 		if mem == nil && len(v.mem) == int(size) {
 			mem = v.mem
 		} else {
-			unix.Munmap(v.mem)
+			unmap(v.mem)
 		}
 	}
 	if mem == nil {
@@ -156,7 +156,7 @@ func (c *Cache) acquire(key uint64, n int, load chunkLoader) (*entry, error) {
 		e.err = err
 		if c.entries[key] == e {
 			c.remove(e) // a later acquire retries
-			unix.Munmap(e.mem)
+			unmap(e.mem)
 			e.mem, e.data = nil, nil
 		}
 		close(e.ready)
@@ -182,7 +182,7 @@ func (c *Cache) Close() {
 	for _, e := range c.entries {
 		c.remove(e)
 		if e.mem != nil {
-			unix.Munmap(e.mem)
+			unmap(e.mem)
 		}
 	}
 }
@@ -218,14 +218,43 @@ func (c *Cache) moveFront(e *entry) {
 	c.pushFront(e)
 }
 
+const hugePage = 2 << 20
+
+// mapAnon maps size bytes of anonymous memory, starting on a 2 MiB boundary so that the kernel
+// can back it with transparent huge pages: rows are gathered from all over an entry, and huge
+// pages spare most of the TLB misses. It maps a little more, then unmaps the unaligned head
+// and tail.
 func mapAnon(size int64) ([]byte, error) {
-	mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	n := uintptr(size)
+	extra := uintptr(0)
+	if n >= hugePage {
+		extra = hugePage
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, n+extra, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("chunk cache: map %d bytes: %w", size, err)
 	}
-	// Large entries are gathered from at random rows: huge pages spare TLB misses. Advice only.
+	base := uintptr(p)
+	start := base
+	if extra > 0 {
+		start = (base + hugePage - 1) &^ (hugePage - 1)
+		if head := start - base; head > 0 {
+			_ = unix.MunmapPtr(p, head)
+		}
+		if tail := base + n + extra - (start + n); tail > 0 {
+			_ = unix.MunmapPtr(unsafe.Add(p, start-base+n), tail)
+		}
+	}
+	mem := unsafe.Slice((*byte)(unsafe.Add(p, start-base)), n)
+	// Advice only: the system may not have huge pages.
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 	return mem, nil
+}
+
+func unmap(mem []byte) {
+	if len(mem) > 0 {
+		_ = unix.MunmapPtr(unsafe.Pointer(&mem[0]), uintptr(len(mem)))
+	}
 }
 
 // pinSet is the entries one reader holds while it assembles one source of one example: a

@@ -401,6 +401,7 @@ func (j *Job) Fill(batch uint64, tensors [][]byte) error {
 	t0s := bytesAsInt64(tensors[ns])
 	xs := bytesAsFloat64(tensors[ns+1])
 	ys := bytesAsFloat64(tensors[ns+2])
+	j.prefetch(g, rs)
 	ex := &rs.ex
 	rs.segs = rs.segs[:0]
 	for e := 0; e < j.size; e++ {

@@ -33,7 +33,8 @@ type readerState struct {
 	sel  []int32
 	dist []float64
 	ex   example
-	segs []int // locality: distinct segments of the batch (stats)
+	segs []int    // locality: distinct segments of the batch (stats)
+	keys []uint64 // prefetch: chunks of the batch
 }
 
 // dropout applies a cut-off to a window: the number of leading steps at or before t0 + cut.
@@ -68,17 +69,26 @@ func (g *gridSource) fits(t0 int64) (bool, string) {
 	return true, ""
 }
 
-func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
+// box is the example's window in the array.
+func (g *gridSource) box(ex *example, bx *box4) bool {
 	first, stride, ok := seriesIndices(g.times, g.win, ex.t0)
 	if !ok {
-		return fmt.Errorf("%s: no time window at t0 %d", g.c.what, ex.t0)
+		return false
 	}
-	bx := box4{lead: -1, a0: first, aStride: stride, na: g.win.n, b: g.chans,
+	*bx = box4{lead: -1, a0: first, aStride: stride, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
 	if g.yStart == nil { // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
 	} else {
 		bx.y0, bx.x0 = g.yStart[ex.cy], g.xStart[ex.cx]
+	}
+	return true
+}
+
+func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
+	var bx box4
+	if !g.box(ex, &bx) {
+		return fmt.Errorf("%s: no time window at t0 %d", g.c.what, ex.t0)
 	}
 	defer rs.pins.releaseAll()
 	return gather4(&rs.pins, g.c, &bx, out)
@@ -118,13 +128,22 @@ func (n *nwpSource) whyNot(t0 int64) string {
 	}
 }
 
-func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
+// box is the example's window in the array.
+func (n *nwpSource) box(ex *example, bx *box4) bool {
 	ch, ok := n.rule.choose(n.inits, n.steps, ex.t0)
 	if !ok {
+		return false
+	}
+	*bx = box4{lead: ch.run, a0: ch.step0, aStride: ch.stepStride, na: n.rule.window.n, b: n.chans,
+		y0: n.yStart[ex.cy], h: n.s.Height, x0: n.xStart[ex.cx], w: n.s.Width, nanFrom: n.rule.window.n}
+	return true
+}
+
+func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
+	var bx box4
+	if !n.box(ex, &bx) {
 		return fmt.Errorf("%s: no run for t0 %d", n.c.what, ex.t0)
 	}
-	bx := box4{lead: ch.run, a0: ch.step0, aStride: ch.stepStride, na: n.rule.window.n, b: n.chans,
-		y0: n.yStart[ex.cy], h: n.s.Height, x0: n.xStart[ex.cx], w: n.s.Width, nanFrom: n.rule.window.n}
 	defer rs.pins.releaseAll()
 	return gather4(&rs.pins, n.c, &bx, out)
 }

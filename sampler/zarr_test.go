@@ -70,7 +70,7 @@ func TestPresetAgainstReadBox(t *testing.T) {
 	buf := batchBuf(j)
 	box := make([]float32, 19*12*32*32)
 	nan := 0
-	for b := uint64(0); b < 3; b++ {
+	for b := uint64(0); b < 2; b++ {
 		if err := j.Fill(b, buf); err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +80,9 @@ func TestPresetAgainstReadBox(t *testing.T) {
 			t0, ti, cy, cx := j.Draw(b, e)
 			if t0s[e] != t0 || t0 != 1609459200+int64(ti)*300 {
 				t.Fatalf("t0 %d, draw %d, index %d", t0s[e], t0, ti)
+			}
+			if (e+int(b))%4 != 0 {
+				continue // a quarter of the examples: ReadBox decodes without a cache
 			}
 			err := sat.ReadBoxFloat32([]int{ti - 6, 0, cy - 16, cx - 16}, []int{ti + 13, 12, cy + 16, cx + 16}, box, &zarr.ReadOptions{CF: true})
 			if err != nil {
@@ -98,7 +101,7 @@ func TestPresetAgainstReadBox(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d NaN (fill) satellite values in 96 examples", nan)
+	t.Logf("%d NaN (fill) satellite values in 16 examples", nan)
 }
 
 func mustStore(t testing.TB, path string) zarr.Store {
