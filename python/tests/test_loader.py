@@ -87,6 +87,16 @@ def test_loader_numpy_every_value_zero_copy_read_only():
     assert loader.exit_code == 0
 
 
+def test_loader_large_batches_use_2mib_alignment():
+    cfg = config({"big": ((512, 1024), "float32"), "small": ((3,), "int64")}, size=2, batches=6, slots=2)
+    with gobatch.Loader(cfg, framework="torch") as loader:
+        g = loader._geom
+        assert g.payload_align == 2097152 and g.payload_offset % 2097152 == 0 and g.slot_stride % 2097152 == 0
+        for k, batch in enumerate(loader):
+            check_batch(batch, cfg, k)
+        assert k == 5
+
+
 def test_loader_several_readers_many_laps():
     """Several writer goroutines publish out of order; the consumer sees stream order."""
     cfg = config({"a": ((5,), "int32"), "b": ((2, 2), "float64")}, size=3, batches=300, slots=3)
