@@ -86,6 +86,7 @@ func cmdRun(args []string) int {
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
 	lf := addLogFlags(fs)
+	zf := addZarrFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -119,6 +120,20 @@ func cmdRun(args []string) int {
 	cfg, err := config.Load(f.config)
 	if err != nil {
 		return usageError("run", err)
+	}
+	if hasZarrSources(cfg) { // the sampler fills whole batches (zarr_job.go)
+		zj, err := newZarrJob(cfg, f.dataRoot, zf, log)
+		if err != nil {
+			return usageError("run", err)
+		}
+		layout, err := zj.layout(cfg, f.start)
+		if err != nil {
+			return usageError("run", fmt.Errorf("%s: %w", f.config, err))
+		}
+		p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, zarr: zj, ppid: ppid, pdeathc: pdeathc, sigc: sigc}
+		code := p.run()
+		zj.LogStats()
+		return code
 	}
 	layout, err := layoutFor(cfg, f.start)
 	if err != nil {
@@ -180,6 +195,7 @@ type producerRun struct {
 	cfg     *config.Config
 	layout  ring.Layout
 	fillers []filler
+	zarr    *zarrJob // instead of fillers: the sampler fills whole batches
 	ppid    int
 	pdeathc chan os.Signal // pdeathSignal (--memfd); nil otherwise
 	sigc    chan os.Signal // SIGINT, SIGTERM
@@ -485,6 +501,10 @@ func (pr *producerRun) readAll(ctx context.Context) error {
 }
 
 func (pr *producerRun) readLoop(ctx context.Context) error {
+	var batch [][]byte // the slot's tensors, for the sampler
+	if pr.zarr != nil {
+		batch = make([][]byte, len(pr.layout.Tensors))
+	}
 	for {
 		w, err := pr.p.Claim(ctx)
 		if err == io.EOF {
@@ -492,6 +512,17 @@ func (pr *producerRun) readLoop(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if pr.zarr != nil {
+			for i := range batch {
+				batch[i] = w.Tensor(i)
+			}
+			if err := pr.zarr.Fill(w.Seq(), batch); err != nil {
+				if ctx.Err() == nil {
+					w.Abandon(err) // the consumer gets the text
+				}
+				return err
+			}
 		}
 		for i, f := range pr.fillers {
 			if err := f.Fill(ctx, w.Tensor(i), w.Seq()); err != nil {

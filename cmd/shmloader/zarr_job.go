@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/rs/zerolog"
 )
@@ -15,21 +16,13 @@ import (
 // t0, x, y and the point ids) and fills whole batches. Importing package sampler registers the
 // "zarr" source kind with package config.
 //
-// run.go uses it as:
-//
-//	zf := addZarrFlags(fs)                   // with the other run flags
-//	...
-//	if hasZarrSources(cfg) {
-//		job, err := newZarrJob(cfg, zf, log)  // a configuration error: exit 2
-//		defer job.Close()
-//		tensors := job.Tensors()              // the ring layout
-//		... each reader goroutine: job.Fill(slot.Seq(), slotTensors) ...
-//		job.LogStats()                        // at exit (and periodically if wanted)
-//	}
+// run.go: when hasZarrSources(cfg), newZarrJob (a failure is a configuration error, exit 2),
+// the ring layout from job.layout, and each reader calls job.Fill(slot.Seq(), slot tensors);
+// LogStats at exit. The job's cache is never unmapped: readers may still be inside Fill when
+// run returns, and the process exit frees it.
 
-// zarrFlags are the run flags of zarr jobs.
+// zarrFlags are the run flags of zarr jobs (--data-root is run's own).
 type zarrFlags struct {
-	dataRoot  string
 	rank      int
 	worldSize int
 	cacheMB   int64
@@ -37,7 +30,6 @@ type zarrFlags struct {
 
 func addZarrFlags(fs *flag.FlagSet) *zarrFlags {
 	z := &zarrFlags{}
-	fs.StringVar(&z.dataRoot, "data-root", "", "directory the zarr sources' store paths are relative to (default: the config file's folder)")
 	fs.IntVar(&z.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
 	fs.IntVar(&z.worldSize, "world-size", 1, "number of data-parallel ranks")
 	fs.Int64Var(&z.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
@@ -63,12 +55,12 @@ type zarrJob struct {
 
 // newZarrJob opens the stores (metadata and coordinates only) and prepares the sampling. Its
 // errors are configuration errors (exit status 2).
-func newZarrJob(cfg *config.Config, f *zarrFlags, log zerolog.Logger) (*zarrJob, error) {
+func newZarrJob(cfg *config.Config, dataRoot string, f *zarrFlags, log zerolog.Logger) (*zarrJob, error) {
 	t := time.Now()
 	if f.worldSize < 1 || f.rank < 0 || f.rank >= f.worldSize {
 		return nil, fmt.Errorf("--rank %d --world-size %d: expected world size >= 1 and 0 <= rank < world size", f.rank, f.worldSize)
 	}
-	j, err := sampler.NewJob(cfg, sampler.Options{DataRoot: f.dataRoot, Rank: f.rank, WorldSize: f.worldSize, CacheMB: f.cacheMB})
+	j, err := sampler.NewJob(cfg, sampler.Options{DataRoot: dataRoot, Rank: f.rank, WorldSize: f.worldSize, CacheMB: f.cacheMB})
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +73,20 @@ func newZarrJob(cfg *config.Config, f *zarrFlags, log zerolog.Logger) (*zarrJob,
 	}
 	ev.Msg("zarr sampler ready")
 	return z, nil
+}
+
+// layout is the ring layout: run's layoutFor (slots, start, stream length) with the sampler's
+// tensors (the data sources, then t0, x, y and the point ids).
+func (z *zarrJob) layout(cfg *config.Config, start uint64) (ring.Layout, error) {
+	l, err := layoutFor(cfg, start)
+	if err != nil {
+		return l, err
+	}
+	l.Tensors = l.Tensors[:0]
+	for _, t := range z.Tensors() {
+		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: ring.DType(t.DType), Shape: t.Shape})
+	}
+	return l, l.Validate()
 }
 
 // LogStats logs the cache and sampling counters.
