@@ -24,9 +24,10 @@ func isZarrDir(dir string) bool {
 }
 
 // locateStore splits a path such as /data/sat.zarr/group/data into the store root
-// (the outermost directory on the path that holds Zarr metadata, /data/sat.zarr) and
-// the node path inside it (group/data). Nodes below the root need no metadata of their
-// own (consolidated metadata, implicit groups).
+// (the outermost directory on the path that holds Zarr metadata, /data/sat.zarr, or a
+// zip archive such as /data/2021.zarr.zip) and the node path inside it (group/data).
+// Nodes below the root need no metadata of their own (consolidated metadata, implicit
+// groups).
 func locateStore(p string) (root, node string, err error) {
 	clean := filepath.Clean(p)
 	abs := clean
@@ -42,10 +43,14 @@ func locateStore(p string) (root, node string, err error) {
 	for i, part := range parts {
 		cur = filepath.Join(cur, part)
 		st, err := os.Stat(cur)
-		if err != nil || !st.IsDir() {
+		if err != nil {
 			break
 		}
-		if isZarrDir(cur) {
+		isZip := st.Mode().IsRegular() && strings.HasSuffix(strings.ToLower(part), ".zip")
+		if !isZip && !st.IsDir() {
+			break
+		}
+		if isZip || isZarrDir(cur) {
 			rel := strings.Join(parts[i+1:], "/")
 			// Report the store as the user spelled it where possible.
 			display := cur
@@ -80,7 +85,7 @@ func openArrayPath(p string) (*zarr.Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := zarr.NewDirStore(root)
+	store, err := openStore(root)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +113,11 @@ func openHierarchyPath(p string) (*zarr.Hierarchy, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	h, err := zarr.OpenDir(root)
+	store, err := openStore(root)
+	if err != nil {
+		return nil, "", err
+	}
+	h, err := zarr.Open(store)
 	if err != nil {
 		return nil, "", err
 	}
@@ -116,6 +125,15 @@ func openHierarchyPath(p string) (*zarr.Hierarchy, string, error) {
 		return nil, "", fmt.Errorf("store %s: no node %q", root, node)
 	}
 	return h, node, nil
+}
+
+// openStore opens a store root found by locateStore: a directory or a zip archive. The
+// store lives as long as the command (the process exit closes a zip archive).
+func openStore(root string) (zarr.Store, error) {
+	if st, err := os.Stat(root); err == nil && st.Mode().IsRegular() {
+		return zarr.OpenZipStore(root)
+	}
+	return zarr.NewDirStore(root)
 }
 
 func briefList(items []string, n int) string {

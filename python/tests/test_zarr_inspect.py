@@ -194,3 +194,22 @@ def test_v2_consolidated_xarray_layout(shmloader: str, tmp_path: pathlib.Path) -
     node = next(n for n in info["nodes"] if n["path"] == "time")
     assert node["chunks_stored"] == 0 and node["stored_bytes"] == 0
     assert_same(read(root / "time", tmp_path), np.zeros(10, dtype="i8"))
+
+
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_zip_store(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
+    """A store in a zip archive (zarr-python's ZipStore, as OCF publishes per-timestep files)."""
+    path = tmp_path / "t.zarr.zip"
+    store = zarr.storage.ZipStore(str(path), mode="w")
+    g = zarr.open_group(store, mode="w", zarr_format=zarr_format)
+    data = smooth_int16((10, 20, 30), seed=41)
+    a = g.create_array("sat/data", shape=data.shape, chunks=(4, 8, 30), dtype="i2", fill_value=-1)
+    a[:8] = data[:8]
+    zarr.consolidate_metadata(store)
+    store.close()
+    info = inspect_json(path)
+    node = next(n for n in info["nodes"] if n["path"] == "sat/data")
+    assert node["shape"] == [10, 20, 30] and node["chunks_stored"] == 2 * 3 and node["chunks_total"] == 3 * 3
+    want = np.asarray(zarr.open_array(zarr.storage.ZipStore(str(path), mode="r"), path="sat/data", mode="r")[...])
+    assert_same(read(path / "sat" / "data", tmp_path), want)
+    assert_same(read(path / "sat" / "data", tmp_path, box="7:10,5:,:", name="b.npy"), want[7:, 5:, :])
