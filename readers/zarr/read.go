@@ -241,6 +241,13 @@ func (r *boxRead) chunk(idx []int) error {
 			data = b
 		}
 	}
+	if data == nil && r.cache == nil && r.copyBytes {
+		if off, ok := r.contiguous(idx); ok {
+			// The chunk is a contiguous run of dst: decode straight into it.
+			n := a.ChunkBytes()
+			return a.decodeChunk(idx, r.dst[off:off+n:off+n])
+		}
+	}
 	var bp *[]byte
 	if data == nil {
 		bp = a.getBuf()
@@ -259,6 +266,34 @@ func (r *boxRead) chunk(idx []int) error {
 		a.putBuf(bp)
 	}
 	return nil
+}
+
+// contiguous reports whether chunk idx lies wholly inside the box and covers one
+// contiguous run of dst, and returns the run's byte offset.
+func (r *boxRead) contiguous(idx []int) (int, bool) {
+	ch := r.a.Chunks
+	nd := len(idx)
+	if nd == 0 {
+		return 0, false
+	}
+	off, stride := 0, 1
+	full := true // dims after the current one span the whole box
+	for d := nd - 1; d >= 0; d-- {
+		c0 := idx[d] * ch[d]
+		if c0 < r.start[d] || c0+ch[d] > r.stop[d] {
+			return 0, false
+		}
+		if !full && ch[d] != 1 {
+			return 0, false
+		}
+		bw := r.stop[d] - r.start[d]
+		if ch[d] != bw {
+			full = false
+		}
+		off += (c0 - r.start[d]) * stride
+		stride *= bw
+	}
+	return off * r.os, true
 }
 
 // copyOut copies the intersection of chunk idx with the box, row by row.
