@@ -295,6 +295,7 @@ func TestRegisterKind(t *testing.T) {
 			sub.Bool("fast", false)
 			sub.Float("ratio", 1)
 			sub.Strings("vars")
+			sub.Floats("weights")
 			sub.Done()
 		}
 		if !ok {
@@ -302,16 +303,20 @@ func TestRegisterKind(t *testing.T) {
 		}
 		return &fakeSpec{path: p}
 	})
-	data := batch + "[[source]]\nname = \"f\"\nkind = \"fake_for_test\"\npath = \"/d\"\n[source.opts]\nfast = true\nratio = 2\nvars = [\"a\", 1]\nslow = 1\n"
+	data := batch + "[[source]]\nname = \"f\"\nkind = \"fake_for_test\"\npath = \"/d\"\n[source.opts]\nfast = true\nratio = 2\nvars = [\"a\", 1]\nslow = 1\nweights = [1, 2.5, \"x\"]\n"
 	_, err := Parse("k.toml", []byte(data), TOML)
 	var es Errors
-	if !errors.As(err, &es) || len(es) != 2 {
-		t.Fatalf("want 2 errors, got %v", err)
+	if !errors.As(err, &es) || len(es) != 3 {
+		t.Fatalf("want 3 errors, got %v", err)
 	}
+	if es[1].Field != "source[0].opts.weights" || es[1].Line != 12 || !strings.Contains(es[1].Msg, `element 2: expected a number, got the string "x"`) {
+		t.Fatalf("weights: %+v", es[1])
+	}
+	es = Errors{es[0], es[2]}
 	if es[0].Field != "source[0].opts.vars" || es[0].Line != 10 || !strings.Contains(es[0].Msg, "element 1: expected a string") {
 		t.Fatalf("vars: %+v", es[0])
 	}
-	if es[1].Field != "source[0].opts.slow" || es[1].Line != 11 || !strings.Contains(es[1].Msg, "expected one of fast, ratio, vars") {
+	if es[1].Field != "source[0].opts.slow" || es[1].Line != 11 || !strings.Contains(es[1].Msg, "expected one of fast, ratio, vars, weights") {
 		t.Fatalf("slow: %+v", es[1])
 	}
 	data = batch + "[[source]]\nname = \"f\"\nkind = \"fake_for_test\"\npath = \"/d\"\n[source.opts]\nvars = [\"a\"]\n"
@@ -339,5 +344,61 @@ func TestDType(t *testing.T) {
 	}
 	if DType(0).Size() != 0 || DType(13).String() != "dtype(13)" {
 		t.Fatal("invalid dtype")
+	}
+}
+
+type captured struct {
+	s      string
+	b      bool
+	i      int64
+	f      float64
+	ints   []int64
+	floats []float64
+	strs   []string
+	subs   int
+}
+
+func (c *captured) Example() ([]int, DType) { return nil, Uint8 }
+
+// The getters a later kind uses, on TOML and JSON input alike.
+func TestTableGetters(t *testing.T) {
+	RegisterKind("getters_for_test", func(tb *Table) Spec {
+		c := &captured{}
+		c.s = tb.String("s", "def")
+		c.b = tb.Bool("b", false)
+		c.i, _ = tb.MustInt("i", 0, 10)
+		c.f = tb.Float("f", 0)
+		c.ints, _ = tb.MustInts("ints", 0, 9, 4)
+		c.floats = tb.Floats("floats")
+		c.strs = tb.Strings("strs")
+		for _, sub := range tb.Tables("vars") {
+			sub.MustString("n")
+			sub.Done()
+			c.subs++
+		}
+		return c
+	})
+	want := &captured{s: "v", b: true, i: 3, f: 2, ints: []int64{1, 2}, floats: []float64{1, 2.5}, strs: []string{"a", "b"}, subs: 2}
+	toml := batch + "[[source]]\nname = \"g\"\nkind = \"getters_for_test\"\ns = \"v\"\nb = true\ni = 3\nf = 2\nints = [1, 2]\nfloats = [1, 2.5]\nstrs = [\"a\", \"b\"]\n" +
+		"[[source.vars]]\nn = \"x\"\n[[source.vars]]\nn = \"y\"\n"
+	js := `{"batch": {"size": 4}, "source": [{"name": "g", "kind": "getters_for_test", "s": "v", "b": true, "i": 3, "f": 2,
+ "ints": [1, 2], "floats": [1, 2.5], "strs": ["a", "b"], "vars": [{"n": "x"}, {"n": "y"}]}]}`
+	for _, tc := range []struct {
+		data   string
+		format Format
+	}{{toml, TOML}, {js, JSON}} {
+		cfg, err := Parse("g", []byte(tc.data), tc.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Sources[0].Spec.(*captured); !reflect.DeepEqual(got, want) {
+			t.Fatalf("format %d: %+v, want %+v", tc.format, got, want)
+		}
+	}
+	// A bad element of an array of tables is named with its index and line.
+	_, err := Parse("g.toml", []byte(strings.Replace(toml, "n = \"y\"", "n = 5", 1)), TOML)
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 1 || es[0].Field != "source[0].vars[1].n" || es[0].Line != 16 {
+		t.Fatalf("%v", err)
 	}
 }

@@ -217,6 +217,44 @@ func (t *Table) MustInts(key string, min, max int64, maxLen int) ([]int64, bool)
 	return out, good
 }
 
+// Floats returns the value of key that holds an array of numbers (integers accepted), or nil
+// when it is absent.
+func (t *Table) Floats(key string) []float64 {
+	v, ok := t.get(key)
+	if !ok {
+		return nil
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		t.wrongType(key, "an array of numbers", v)
+		return nil
+	}
+	out := make([]float64, 0, len(arr))
+	for i, e := range arr {
+		var f float64
+		switch x := e.(type) {
+		case float64:
+			f = x
+		case int64:
+			f = float64(x)
+		case json.Number:
+			var err error
+			if f, err = x.Float64(); err != nil {
+				ok = false
+			}
+		default:
+			ok = false
+		}
+		if !ok {
+			t.Errorf(key, "element %d: expected a number, got %s", i, describe(e))
+			ok = true
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // Strings returns the value of key that holds an array of strings, or nil when it is absent.
 func (t *Table) Strings(key string) []string {
 	v, ok := t.get(key)
