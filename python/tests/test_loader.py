@@ -205,6 +205,23 @@ def test_dropped_loader_stops_its_child():
     assert process_gone(pid)
 
 
+def test_loader_made_on_a_thread_that_exits_keeps_working():
+    """PR_SET_PDEATHSIG fires when the thread that started the child exits; the child must
+    outlive that thread (shmloader checks getppid on that signal)."""
+    import threading
+
+    cfg = config({"x": ((4,), "int32")}, size=2, slots=2)
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("loader", gobatch.Loader(cfg)))
+    t.start()
+    t.join()
+    with box.pop("loader") as loader:
+        time.sleep(0.3)
+        for k in range(20):
+            check_batch(next(loader), cfg, k)
+        assert loader.exit_code is None
+
+
 def test_close_from_another_thread_while_waiting():
     import threading
 
