@@ -415,6 +415,12 @@ class Ring:
         if self._shm_path and creator_gone:
             _unlink_if_same(self._shm_path, self._file_id)  # PROTOCOL.md 3.6: an orphaned name
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self._label} cannot be pickled or sent to another process: a ring has one consumer; "
+            "create the Loader (or attach) in the process that iterates it"
+        )
+
     def __enter__(self) -> "Ring":
         return self
 

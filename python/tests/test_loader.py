@@ -405,6 +405,14 @@ def test_fork_child_gets_loader_error_parent_continues():
         assert loader.stats()["batches"] == 40 - 1  # the last batch is still held
 
 
+def test_loader_cannot_be_pickled():
+    import pickle
+
+    with gobatch.Loader(config({"x": ((1,), "float32")}, size=1, slots=1)) as loader:
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(loader)
+
+
 INTERRUPTED = """
 import time, gobatch
 from synthetic import config
