@@ -30,12 +30,46 @@ type locality struct {
 }
 
 func newLocality(j *Job, a *Spec) (*locality, error) {
-	l := &locality{j: j, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
-	tc := j.anchor.c.chunks[0]
-	l.steps = a.SegmentSteps
-	if l.steps == 0 {
-		l.steps = 4 * tc
+	budget := j.cache.Budget()
+	fit := func(segBytes int64) int { // resident segments the budget holds, one spare for rotation
+		return int(budget*9/10/max(segBytes, 1)) - 1
 	}
+	tc := j.anchor.c.chunks[0]
+	var l *locality
+	if a.SegmentSteps > 0 {
+		l = segmentsOf(j, a, a.SegmentSteps)
+	} else {
+		// Choose the segment length (1 to 8 anchor time chunks) that keeps the most t0
+		// candidates resident (R x L); on a tie the shorter, which mixes more segments.
+		best := -1
+		for m := 1; m <= 8; m++ {
+			c := segmentsOf(j, a, m*tc)
+			r := fit(c.segBytes)
+			if a.ResidentSegments > 0 {
+				r = min(r, a.ResidentSegments)
+			}
+			score := max(r, 0) * c.steps
+			if score > best {
+				l, best = c, score
+			}
+		}
+	}
+	r := a.ResidentSegments
+	if r == 0 {
+		r = fit(l.segBytes)
+	}
+	if r < 1 {
+		return nil, fieldErr(j.file, a.Field+".cache_mb",
+			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit with 10%% headroom; expected cache_mb >= %.0f or a smaller segment_steps",
+			budget>>20, l.steps, float64(l.segBytes)/(1<<20), float64(2*l.segBytes)/(1<<20)/0.9+1)
+	}
+	l.resident = min(r, len(l.segs))
+	return l, nil
+}
+
+// segmentsOf cuts the anchor's time axis into segments of steps time indices.
+func segmentsOf(j *Job, a *Spec, steps int) *locality {
+	l := &locality{j: j, steps: steps, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
 	T := j.anchor.times.n
 	nseg := (T + l.steps - 1) / l.steps
 	for m := 0; m < nseg; m++ {
@@ -50,19 +84,7 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 	for i := range l.segs {
 		l.segBytes = max(l.segBytes, l.bytesOf(i))
 	}
-	budget := j.cache.Budget()
-	other := int64(0) // chunks without time locality are assumed resident all along
-	r := a.ResidentSegments
-	if r == 0 {
-		r = int((budget*85/100-other)/max(l.segBytes, 1)) - 1
-	}
-	if r < 1 {
-		return nil, fieldErr(j.file, a.Field+".cache_mb",
-			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit with 15%% headroom; expected cache_mb >= %.0f or a smaller segment_steps",
-			budget>>20, l.steps, float64(l.segBytes)/(1<<20), float64(2*l.segBytes)/(1<<20)/0.85+1)
-	}
-	l.resident = min(r, len(l.segs))
-	return l, nil
+	return l
 }
 
 // bytesOf is the decoded size of every chunk the windows of segment i's candidates touch

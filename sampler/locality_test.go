@@ -107,3 +107,40 @@ func TestAutoModeAndTooSmallCache(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+func TestLocalityChoosesSegmentLength(t *testing.T) {
+	// A 64 x 64 anchor in chunks of 12 steps x 32 x 32 and a 16 MiB budget: the automatic
+	// segment length must fit the budget and keep the most t0 candidates resident.
+	p := memParams{T: 1200, P: 64, S: 23, satChunkT: 12, satChunkP: 32}
+	cfg, err := parseCfg(t, memConfigFmt("sampling = \"locality\""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJob(cfg, Options{Open: memOpen(newMemNowcast(p)), CacheMB: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	l := j.loc
+	if l.steps%12 != 0 || l.resident < 1 || int64(l.resident+1)*l.segBytes > j.cache.Budget() {
+		t.Fatalf("segment of %d steps (%d bytes) x %d resident in a %d-byte cache", l.steps, l.segBytes, l.resident, j.cache.Budget())
+	}
+	// No other length keeps more candidates resident.
+	for m := 1; m <= 8; m++ {
+		c := segmentsOf(j, cfg.Sources[0].Spec.(*Spec), 12*m)
+		r := int(j.cache.Budget()*9/10/c.segBytes) - 1
+		if r*c.steps > l.resident*l.steps {
+			t.Errorf("length %d keeps %d resident, the chosen %d keeps %d", c.steps, r*c.steps, l.steps, l.resident*l.steps)
+		}
+	}
+	t.Logf("segments of %d steps, %d resident, %.1f MiB each", l.steps, l.resident, float64(l.segBytes)/(1<<20))
+	buf := batchBuf(j)
+	for b := uint64(0); b < 30; b++ {
+		if err := j.Fill(b, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := j.Cache().Stats(); st.PeakBytes > j.cache.Budget()+8*j.anchor.c.chunkBytes() {
+		t.Errorf("peak %d bytes for a budget of %d", st.PeakBytes, j.cache.Budget())
+	}
+}
