@@ -374,3 +374,27 @@ func TestStoreBytesUntouched(t *testing.T) {
 		}
 	}
 }
+
+// Shard indexes are read once per shard, then each inner chunk costs one range read.
+func TestShardIndexCache(t *testing.T) {
+	ds, _ := NewDirStore("testdata/v3.zarr")
+	s := &countingStore{Store: ds}
+	a, err := OpenArray(s, "sharded_end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := s.n.Load()
+	dst := make([]byte, a.Len()*2)
+	if err := a.ReadBox(a.fullBox(), a.Shape, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := s.n.Load() - base
+	if err := a.ReadBox(a.fullBox(), a.Shape, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := s.n.Load() - base - first
+	// 2x2 shards (one not stored), 2x2 inner chunks each, some inner chunks empty.
+	if first-second != 4 || second == 0 || second > 12 {
+		t.Fatalf("store reads: first pass %d, second %d; want 4 index reads saved", first, second)
+	}
+}

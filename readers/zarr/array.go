@@ -63,7 +63,14 @@ type Array struct {
 	bufs  sync.Pool // decoded-chunk buffers (*[]byte)
 	cf    *CFInfo
 	cfp   *cfParams
+	// Decoded shard indexes of a sharded array, by shard grid index (stores are
+	// taken to be unchanging while an Array is open).
+	idxMu    sync.Mutex
+	idxCache map[[CacheDims]int32][]uint64
 }
+
+// maxShardIndexes bounds the shard indexes an Array keeps.
+const maxShardIndexes = 512
 
 // OpenArray opens the array at path in store, reading its metadata directly
 // (.zarray/.zattrs for v2, zarr.json for v3; v3 is tried first).
@@ -209,7 +216,8 @@ func (a *Array) DecodedBytes() int64 {
 }
 
 // StoredChunks counts the stored chunk objects (shard files for a sharded array) and
-// their total size in bytes, by listing the store. The store must implement Lister.
+// their total size in bytes, by listing the store. The store must implement Lister;
+// sizes come from Sizer when the store has it (otherwise each object is read).
 func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 	l, ok := a.Store.(Lister)
 	if !ok {
@@ -229,7 +237,13 @@ func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 			continue
 		}
 		count++
-		if b, err := a.Store.Get(k); err == nil {
+		if sz, ok := a.Store.(Sizer); ok {
+			n, err := sz.Size(k)
+			if err != nil {
+				return 0, 0, &Error{Store: a.Store.String(), Path: a.Path, Key: k, Err: err}
+			}
+			bytes += n
+		} else if b, err := a.Store.Get(k); err == nil {
 			bytes += int64(len(b))
 		}
 	}
@@ -399,27 +413,39 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 	kbuf := keyBufs.Get().(*keyBuf)
 	defer keyBufs.Put(kbuf)
 	kb := a.appendKey(kbuf.b[:0], sidx[:len(idx)], a.keys.sep)
-	var off int64
-	if s.atEnd {
-		off = -int64(s.idxSize)
+	var ck [CacheDims]int32
+	cacheable := len(idx) <= CacheDims
+	var ix []uint64
+	if cacheable {
+		for d := range idx {
+			ck[d] = int32(sidx[d])
+		}
+		a.idxMu.Lock()
+		ix = a.idxCache[ck]
+		a.idxMu.Unlock()
+		if ix != nil && len(ix) == 0 {
+			fillElems(dst, a.FillValue) // the shard is not stored
+			return nil
+		}
 	}
-	raw, err := readKey(a.Store, kb, off, int64(s.idxSize), sc.buf[0])
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+	if ix == nil {
+		var err error
+		if ix, err = a.readShardIndex(kb, sc); err != nil {
+			return err
+		}
+		if cacheable {
+			a.idxMu.Lock()
+			if a.idxCache == nil || len(a.idxCache) >= maxShardIndexes {
+				a.idxCache = map[[CacheDims]int32][]uint64{}
+			}
+			a.idxCache[ck] = ix
+			a.idxMu.Unlock()
+		}
+		if len(ix) == 0 {
 			fillElems(dst, a.FillValue)
 			return nil
 		}
-		if errors.Is(err, ErrCorrupt) {
-			err = wrapCodec("sharding_indexed", fmt.Errorf("shard index (%d bytes): %w", s.idxSize, err))
-		}
-		return withContext(a.Store.String(), a.Path, string(kb), err)
 	}
-	keepReadBuf(a.Store, sc, raw)
-	ix, err := s.readIndex(raw, sc.idx)
-	if err != nil {
-		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
-	}
-	sc.idx = ix
 	o, n, ok, err := s.innerRange(ix, k, -1)
 	if err != nil {
 		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
@@ -428,7 +454,7 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 		fillElems(dst, a.FillValue)
 		return nil
 	}
-	raw, err = readKey(a.Store, kb, o, n, sc.buf[0])
+	raw, err := readKey(a.Store, kb, o, n, sc.buf[0])
 	if err != nil {
 		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
 	}
@@ -445,4 +471,30 @@ func keepReadBuf(s Store, sc *scratch, raw []byte) {
 	if _, ok := s.(BufferedStore); ok {
 		sc.buf[0] = raw[:0]
 	}
+}
+
+// readShardIndex reads and decodes the index of the shard at key kb into a new slice
+// (empty, not nil, when the shard is not stored).
+func (a *Array) readShardIndex(kb []byte, sc *scratch) ([]uint64, error) {
+	s := a.shard
+	var off int64
+	if s.atEnd {
+		off = -int64(s.idxSize)
+	}
+	raw, err := readKey(a.Store, kb, off, int64(s.idxSize), sc.buf[0])
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return []uint64{}, nil
+		}
+		if errors.Is(err, ErrCorrupt) {
+			err = wrapCodec("sharding_indexed", fmt.Errorf("shard index (%d bytes): %w", s.idxSize, err))
+		}
+		return nil, withContext(a.Store.String(), a.Path, string(kb), err)
+	}
+	keepReadBuf(a.Store, sc, raw)
+	ix, err := s.readIndex(raw, nil)
+	if err != nil {
+		return nil, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
+	}
+	return ix, nil
 }

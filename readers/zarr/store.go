@@ -42,6 +42,11 @@ type Lister interface {
 	List(prefix string) ([]string, error)
 }
 
+// Sizer is implemented by stores that can report a value's size without reading it.
+type Sizer interface {
+	Size(key string) (int64, error)
+}
+
 // DirStore is a Store over a local directory (a "foo.zarr" directory).
 type DirStore struct {
 	root string
@@ -147,6 +152,22 @@ func resolveRange(size, off, n int64) (int64, int64, error) {
 	return start, length, nil
 }
 
+// Size implements Sizer.
+func (s *DirStore) Size(key string) (int64, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
 // List implements Lister.
 func (s *DirStore) List(prefix string) ([]string, error) {
 	dir := s.root
@@ -236,6 +257,15 @@ func (s *MemStore) GetRange(key string, off, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return v[start : start+length], nil
+}
+
+// Size implements Sizer.
+func (s *MemStore) Size(key string) (int64, error) {
+	v, ok := s.Data[key]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return int64(len(v)), nil
 }
 
 // List implements Lister.

@@ -145,6 +145,15 @@ func (s *ZipStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 	return buf, true, nil
 }
 
+// Size implements Sizer.
+func (s *ZipStore) Size(key string) (int64, error) {
+	e, ok := s.entries[key]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return int64(e.UncompressedSize64), nil
+}
+
 // List implements Lister.
 func (s *ZipStore) List(prefix string) ([]string, error) {
 	var keys []string
