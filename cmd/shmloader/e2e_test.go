@@ -53,6 +53,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build shmloader: %v\n%s", err, out)
 		return 1
 	}
+	sweepTestDirs()
 	shmDir, err := os.MkdirTemp("/dev/shm", "shmloader-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,6 +70,16 @@ func testMain(m *testing.M) int {
 		code = 1
 	}
 	return code
+}
+
+// sweepTestDirs removes empty test directories that a crashed test run left in /dev/shm.
+func sweepTestDirs() {
+	dirs, _ := filepath.Glob("/dev/shm/shmloader-test-*")
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > 10*time.Minute {
+			os.Remove(d) // fails, harmlessly, unless empty
+		}
+	}
 }
 
 // proc is a running shmloader.
