@@ -1,30 +1,67 @@
-// Package zarr reads Zarr v2 and v3 arrays (as written by zarr-python, xarray and
-// tensorstore) from a Store into caller-provided buffers.
+// Package zarr reads Zarr v2 and v3 arrays (as zarr-python, xarray and tensorstore
+// write them) from a Store into caller-provided buffers.
 //
-// Open a hierarchy, then an array, then read boxes:
-//
-//	h, err := zarr.OpenDir("sat.zarr")      // consolidated metadata when present
+//	h, err := zarr.OpenPath("sat.zarr")     // a directory or a .zarr.zip; consolidated metadata when present
 //	a, err := h.OpenArray("data")
 //	dst := make([]float32, 12*11*64*64)
 //	err = a.ReadBoxFloat32([]int{0, 0, 100, 100}, []int{12, 11, 164, 164}, dst,
 //		&zarr.ReadOptions{CF: true, Parallel: 4})
+//	times, err := timeArray.ReadTimes()     // int64 Unix nanoseconds, NaT for missing
+//	names, err := channelArray.ReadStrings()
 //
-// What is supported:
+// # Stores
+//
+// A Store maps keys to bytes (Get, GetRange) and reports a missing key with an error
+// wrapping ErrNotFound. DirStore (a directory), ZipStore (a zip archive) and MemStore
+// are provided; a network store needs only Get and GetRange. Optional interfaces
+// (BufferedStore, Lister, Sizer) let the reader reuse buffers, discover hierarchies
+// without consolidated metadata and count stored chunks. Stores are assumed not to
+// change while arrays are open.
+//
+// # Reading
+//
+// ReadBox reads the box [start, stop) in C order, converting each element to the
+// requested type (the stored type by default). With CF it applies xarray's decoding
+// to float32 (or float64): _FillValue (for v2 arrays the zarr fill_value, as xarray
+// does), missing_value and NaN become NaN, other values raw*scale_factor+add_offset.
+// A chunk that is not stored reads as the fill value (zeros when fill_value is null,
+// as zarr-python 3 does). Edge chunks are clipped. ReadBox allocates nothing in steady
+// state (buffers are pooled), is safe for concurrent use, and decodes chunks in
+// parallel with ReadOptions.Parallel.
+//
+// DecodeChunk returns one chunk decoded (native element type, host byte order, C
+// order, full chunk shape) for callers that cache and gather themselves; a
+// ChunkCache set with SetCache is shared by ReadBox calls. For sharded arrays the
+// chunk grid is the inner chunk grid and each inner chunk is read with range reads.
+//
+// # Formats
+//
 //   - metadata: v2 .zarray/.zgroup/.zattrs and consolidated .zmetadata; v3 zarr.json
-//     for arrays and groups, with inline consolidated metadata;
-//   - chunk keys: v2 "." and "/" separators, v3 "default" and "v2" encodings; missing
-//     chunks read as the fill value; edge chunks are clipped; v2 C and F order;
+//     for arrays and groups, with inline consolidated metadata; unknown v3 fields
+//     are refused unless marked must_understand: false;
+//   - chunk keys: v2 "." and "/" (and legacy nested stores without
+//     dimension_separator), v3 "default" and "v2" encodings; v2 C and F order;
 //   - data types: bool, int8..uint64, float16/32/64 in either byte order,
-//     datetime64/timedelta64, fixed-length and variable-length strings;
-//   - v2 compressors blosc, blosc2 (ocf-blosc2), zstd, zlib, gzip, lz4, bz2 and the
-//     filters delta, fixedscaleoffset and vlen-utf8; v3 codecs bytes, transpose,
-//     blosc, gzip, zstd, crc32c, sharding_indexed (nested too), vlen-utf8, and the
-//     numcodecs.* wrappers of the v2 compressors;
-//   - CF decoding (scale_factor, add_offset, _FillValue, missing_value, _Unsigned) to
-//     float32 with NaN, and CF time units for coordinates (ReadTimes, ReadDurations).
+//     complex (DecodeChunk only), datetime64/timedelta64 with any fixed unit,
+//     fixed-length (|S, <U) and variable-length strings (v2 object + vlen-utf8,
+//     v3 string);
+//   - fill values: numbers, "NaN", "Infinity", "-Infinity", "NaT", null, v3 hex
+//     bit patterns, base64 for byte strings;
+//   - v2 compressors blosc (readers/blosc), blosc2 (ocf-blosc2, readers/blosc), zstd,
+//     zlib, gzip, lz4 (numcodecs framing), bz2; v2 filters delta, fixedscaleoffset,
+//     shuffle, quantize, bitround, astype and vlen-utf8;
+//   - v3 codecs bytes (alias endian), transpose, blosc, gzip, zstd, crc32c
+//     (verified), sharding_indexed (index at either end, nested sharding, empty inner
+//     chunks), vlen-utf8, and the numcodecs.* wrappers of the v2 compressors;
+//   - CF: dimension names (_ARRAY_DIMENSIONS, dimension_names), scale_factor,
+//     add_offset, _FillValue (including xarray's base64 form in v3), missing_value,
+//     _Unsigned, and time units "<unit> since <time>" for ReadTimes/ReadDurations.
 //
-// Decoded chunks are in the array's element type, host byte order and C order
-// (DecodeChunk); ReadBox converts while it copies. A ChunkCache shared by readers
-// can hold decoded chunks. Errors are *Error values naming the store, array, key and
-// codec; they wrap ErrNotFound, ErrCorrupt or ErrUnsupported where those apply.
+// # Errors
+//
+// Errors are *Error values naming the store, the array, the key and the codec at
+// fault, and wrap ErrNotFound, ErrCorrupt (a truncated or damaged chunk, a checksum
+// mismatch, a size that disagrees with the metadata) or ErrUnsupported (a codec,
+// filter, data type or extension this package does not implement). Bad input gives
+// an error, never a panic or silently wrong values.
 package zarr
