@@ -848,3 +848,34 @@ func TestRunTooLarge(t *testing.T) {
 	}
 	noSegment(t, name)
 }
+
+// The live view refreshes until interrupted, and ends by itself when the ring goes away.
+func TestStatLive(t *testing.T) {
+	cfg := writeConfig(t, "c.toml", allDTypes(2, 0, "delay_ms = 1"))
+	name := ringName(t)
+	p := start(t, "run", "--config", cfg, "--ring", name)
+	attach(t, name, p)
+
+	var out bytes.Buffer
+	st := exec.Command(binPath, "stat", name, "--json", "--interval", "50ms")
+	st.Stdout = &out
+	sp := startCmd(t, st)
+	time.Sleep(400 * time.Millisecond)
+	st.Process.Signal(os.Interrupt)
+	sp.expectExit(t, exitOK, 5*time.Second)
+	if n := strings.Count(out.String(), "\n"); n < 3 {
+		t.Fatalf("%d snapshots in 400 ms at 50 ms:\n%s", n, out.String())
+	}
+
+	out.Reset()
+	st = exec.Command(binPath, "stat", name, "--interval", "50ms")
+	st.Stdout = &out
+	sp = startCmd(t, st)
+	time.Sleep(150 * time.Millisecond)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.expectExit(t, exitOK, 5*time.Second)
+	sp.expectExit(t, exitOK, 5*time.Second)
+	if !strings.Contains(sp.stderr.String(), "is gone") || !strings.Contains(out.String(), "ring "+name) {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), sp.stderr.String())
+	}
+}
