@@ -2,6 +2,15 @@
 // shared-memory ring (docs/PROTOCOL.md) that a trainer maps with `import gobatch`.
 //
 // Each subcommand lives in a file of its own (run.go, stat.go, gc.go, inspect.go, read.go, ...).
+//
+//	shmloader run --config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--join]
+//	shmloader stat NAME [--once] [--json]
+//	shmloader gc [--dry-run]
+//	shmloader version
+//
+// Logs go to stderr through zerolog, warnings and errors only unless -v or --log-level says
+// otherwise; a command's failure is one plain line on stderr, and its exit status is one of
+// the codes below. GOBATCH_SHM_DIR moves named rings out of /dev/shm (tests use it).
 package main
 
 import (
