@@ -10,7 +10,8 @@ import (
 // ReadOptions control ReadBox. The zero value (or nil) reads the stored element type.
 type ReadOptions struct {
 	// Out is the element type written to dst. ElemNone means the array's own numeric
-	// type (datetime64/timedelta64 read as Int64). With CF it defaults to Float32.
+	// type. datetime64/timedelta64 read as Int64 counts of their unit (ReadTimes and
+	// ReadDurations give nanoseconds). With CF it defaults to Float32.
 	Out Elem
 	// CF applies CF decoding: raw values equal to _FillValue (for v2 arrays the zarr
 	// fill_value) or missing_value become NaN, the others raw*scale_factor+add_offset

@@ -142,6 +142,12 @@ def v2_store() -> None:
     for name, fv, dt in [("fill_nan", np.nan, "<f4"), ("fill_inf", np.inf, "<f8"), ("fill_ninf", -np.inf, "<f4"), ("fill_int", 7, "<i2")]:
         root.create_array(name, shape=(5,), dtype=dt, chunks=(2,), fill_value=fv, compressors=numcodecs.Zstd())
         record(p, name)
+    # fill_value null: zarr-python 3 reads missing chunks as zeros / empty strings.
+    a = root.create_array("fill_null", shape=(5,), dtype="<f4", chunks=(2,), fill_value=None, compressors=None)
+    a[0:2] = np.array([1.5, -2.0], dtype="<f4")
+    record(p, "fill_null")
+    root.create_array("str_fill_null", shape=(3,), dtype=str, chunks=(2,), fill_value=None)
+    record(p, "str_fill_null")
     # Strings and times (coordinates).
     mk("str_U6", np.array(["a", "bb", "ccc", "déjà", "", "zzzzzz", "x"], dtype="<U6"), (3,), compressors=numcodecs.Zstd())
     mk("str_S4", np.array([b"ab", b"cdef", b"", b"g"], dtype="|S4"), (3,), compressors=None)
