@@ -31,6 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -257,8 +258,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {w.name} {list(w.shape)} chunks {list(w.chunks)} | {nbytes / mb:.0f} | {nbytes / stored:.2f} "
                     f"| {go:.0f} ({go / zp:.2f}x) | {zp:.0f} (1.00x) | {ts_cell} |"
                 )
-        print(f"\nnumpy {np.__version__}, zarr {zarr.__version__}, numcodecs {numcodecs.__version__}, "
-              f"{os.cpu_count()} CPUs, {sys.platform}")  # fmt: skip
+        versions = []
+        for dist in ("numpy", "zarr", "numcodecs", "tensorstore", "blosc2", "ocf-blosc2"):
+            try:
+                versions.append(f"{dist} {importlib.metadata.version(dist)}")
+            except importlib.metadata.PackageNotFoundError:
+                versions.append(f"{dist} not installed")
+        go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
+        print(f"\n{', '.join(versions)}; {go}; {os.cpu_count()} CPUs, {sys.platform}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
