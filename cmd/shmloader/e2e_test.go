@@ -510,6 +510,23 @@ func helperConsumer(name string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if os.Getenv("SHMLOADER_TEST_HOW") == "all" {
+		// Take the whole (bounded) stream, keep the last batch unreleased, exit without Close.
+		var last *ring.ReadSlot
+		for {
+			s, err := c.Next(ctx)
+			if err == io.EOF {
+				fmt.Println("read")
+				return 0
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			c.Release(last)
+			last = s
+		}
+	}
 	for range 2 {
 		s, err := c.Next(ctx)
 		if err != nil {
@@ -544,6 +561,18 @@ func TestRunConsumerDiesOrCloses(t *testing.T) {
 			noSegment(t, name)
 		})
 	}
+	t.Run("exit-after-everything", func(t *testing.T) {
+		name := ringName(t)
+		bounded := writeConfig(t, "b.toml", allDTypes(2, 7, ""))
+		p := start(t, "run", "--config", bounded, "--ring", name)
+		h := exec.Command(os.Args[0], "-test.run=^$")
+		h.Env = append(os.Environ(), helperEnv+"="+name, "SHMLOADER_TEST_HOW=all")
+		if out, err := h.Output(); string(out) != "read\n" {
+			t.Fatalf("helper consumer: %v %q", err, out)
+		}
+		p.expectExit(t, exitOK, 5*time.Second)
+		noSegment(t, name)
+	})
 	t.Run("close", func(t *testing.T) {
 		name := ringName(t)
 		p := start(t, "run", "--config", cfg, "--ring", name)

@@ -433,8 +433,8 @@ wait:
 			pr.log.Info().Int("parent", pr.ppid).Msg("the parent thread that started this process exited; the parent process lives on")
 		case err := <-watchc:
 			watchc = nil
-			if errors.Is(err, ring.ErrConsumerGone) && streamDone && pr.consumedAll() {
-				err = nil // it read everything, then exited without closing
+			if errors.Is(err, ring.ErrConsumerGone) && pr.receivedAll() {
+				err = nil // it had everything, then exited without closing
 			}
 			cause = err
 			break wait
@@ -477,6 +477,19 @@ wait:
 func (pr *producerRun) consumedAll() bool {
 	st := pr.r.Stats()
 	return st.TotalBatches != 0 && st.BatchesRead >= st.TotalBatches
+}
+
+// receivedAll reports whether the consumer has taken every batch of a bounded stream: released
+// them all, or all but those it still holds (a consumer may exit holding the last one).
+func (pr *producerRun) receivedAll() bool {
+	st := pr.r.Stats()
+	held := uint64(0)
+	for _, sl := range st.SlotState {
+		if sl.State == ring.SlotReading {
+			held++
+		}
+	}
+	return st.TotalBatches != 0 && st.BatchesRead+held >= st.TotalBatches
 }
 
 // readAll runs the reader goroutines: each claims a batch, fills every tensor and publishes,
