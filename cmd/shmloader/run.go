@@ -433,9 +433,6 @@ wait:
 			pr.log.Info().Int("parent", pr.ppid).Msg("the parent thread that started this process exited; the parent process lives on")
 		case err := <-watchc:
 			watchc = nil
-			if errors.Is(err, ring.ErrConsumerGone) && pr.receivedAll() {
-				err = nil // it had everything, then exited without closing
-			}
 			cause = err
 			break wait
 		case err := <-readc:
@@ -457,6 +454,9 @@ wait:
 				break wait
 			}
 		}
+	}
+	if errors.Is(cause, ring.ErrConsumerGone) && pr.receivedAll() {
+		cause = nil // it had everything, then exited without closing (seen by the watchdog or a Claim)
 	}
 	cancel()
 	if watchc != nil {
