@@ -172,3 +172,32 @@ def test_cf_plain_ints(shmloader: str, tmp_path: pathlib.Path, zarr_format: int,
     got = read(path, tmp_path, cf=True)
     assert np.isnan(want).any() == (zarr_format == 2)
     _assert_close_f32(got, want)
+
+
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_cf_unsigned_and_missing_value(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
+    """_Unsigned, missing_value and scale without offset, set by hand, decoded as xarray does."""
+    import zarr
+
+    def dims(names: list[str]) -> dict:
+        if zarr_format == 2:
+            return {"attributes": {"_ARRAY_DIMENSIONS": names}}
+        return {"dimension_names": names}
+
+    g = tmp_path / "g"
+    zarr.open_group(str(g), mode="w", zarr_format=zarr_format)
+    raw_u = np.arange(-128, 128, dtype="i1").reshape(16, 16)
+    # fill_value = _FillValue: xarray reads a v2 array's _FillValue from fill_value alone.
+    u = write_array(g, "u", raw_u, chunks=(8, 8), zarr_format=zarr_format, fill_value=-1, **dims(["y", "x"]))
+    zarr.open_array(str(u), mode="r+").attrs.update({"_Unsigned": "true", "scale_factor": 0.5, "_FillValue": -1})
+    raw_m = (np.arange(256, dtype="i2").reshape(16, 16) % 100) - 5
+    m = write_array(g, "m", raw_m, chunks=(8, 8), zarr_format=zarr_format, fill_value=-5, **dims(["y", "x"]))
+    zarr.open_array(str(m), mode="r+").attrs.update({"missing_value": 94, "_FillValue": -5, "add_offset": 10.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = xr.open_zarr(g, consolidated=False)
+        want_u, want_m = ds["u"].values, ds["m"].values
+    assert np.isnan(want_u).sum() == 1 and np.nanmax(want_u) == 127.0  # 255 masked, 254 * 0.5
+    assert np.isnan(want_m).sum() > 4
+    _assert_close_f32(read(u, tmp_path, cf=True), want_u)
+    _assert_close_f32(read(m, tmp_path, cf=True, name="m.npy"), want_m)
