@@ -3,14 +3,15 @@
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/blosc/bench.py [--reps 20] [--rounds 3] [--keep DIR]
+    .venv/bin/python benchmarks/blosc/bench.py [--samples 10] [--inner 20] [--rounds 3] [--keep DIR]
 
 It writes WORKLOAD-like chunks (smooth fields plus a little noise) with numcodecs
 (c-blosc 1.x) and ocf_blosc2 (python-blosc2 / c-blosc2) into a temporary
 directory, times their single-threaded C decode here (blosc.set_nthreads(1),
 blosc2.set_nthreads(1)), then runs the Go benchmark BenchmarkDecodeFiles on the
 same bytes with -cpu 1 and prints MB/s of decompressed output for both and the
-ratio Go / C. Both run in this one invocation, on the same machine.
+ratio Go / C. Both run in this one invocation, on the same machine, measured the
+same way (best sample of back-to-back decodes), in alternating rounds.
 """
 
 from __future__ import annotations
@@ -68,25 +69,26 @@ def make_cases() -> list[tuple[str, str, bytes, bytes]]:
     return cases
 
 
-def time_c(fmt: str, comp: bytes, nbytes: int, reps: int) -> float:
-    """Best-of-reps single-thread C decode time in seconds."""
+def time_c(fmt: str, comp: bytes, nbytes: int, samples: int, inner: int) -> float:
+    """Single-thread C decode time in seconds per decode: the best of `samples`
+    samples, each the mean of `inner` back-to-back decodes (the Go side measures
+    the same way: go test -benchtime {inner}x -count {samples})."""
     dst = np.empty(nbytes, dtype=np.uint8)
+    dec = blosc.decompress if fmt == "blosc1" else blosc2.decompress
     best = float("inf")
-    for _ in range(reps):
+    for _ in range(samples):
         t0 = time.perf_counter()
-        if fmt == "blosc1":
-            blosc.decompress(comp, dst)
-        else:
-            blosc2.decompress(comp, dst)
-        best = min(best, time.perf_counter() - t0)
+        for _ in range(inner):
+            dec(comp, dst)
+        best = min(best, (time.perf_counter() - t0) / inner)
     return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=20, help="C decode repetitions (best is kept)")
-    ap.add_argument("--benchtime", default="1s", help="go test -benchtime")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating C/Go rounds (best is kept)")
+    ap.add_argument("--samples", type=int, default=10, help="timed samples per round (the best is kept)")
+    ap.add_argument("--inner", type=int, default=20, help="decodes per sample")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating C/Go rounds (the best is kept)")
     ap.add_argument("--keep", type=pathlib.Path, help="write the chunks here and keep them")
     args = ap.parse_args()
 
@@ -111,11 +113,11 @@ def main() -> None:
     # each keeps its best round: both get the same chances at a quiet moment.
     c_mbs, go_mbs, go_allocs = {}, {}, {}
     env = dict(os.environ, BLOSC_BENCH_DIR=str(out))
-    cmd = ["go", "test", "-run", "^$", "-bench", "BenchmarkDecodeFiles", "-cpu", "1", "-benchtime", args.benchtime,
-           "-benchmem", "./readers/blosc/"]
+    cmd = ["go", "test", "-run", "^$", "-bench", "BenchmarkDecodeFiles", "-cpu", "1", "-benchtime", f"{args.inner}x",
+           "-count", str(args.samples), "-benchmem", "./readers/blosc/"]
     for _ in range(args.rounds):
         for name, fmt, comp, raw in cases:
-            secs = time_c(fmt, comp, len(raw), args.reps)
+            secs = time_c(fmt, comp, len(raw), args.samples, args.inner)
             c_mbs[name] = max(c_mbs.get(name, 0.0), len(raw) / secs / 1e6)
         res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if res.returncode != 0:

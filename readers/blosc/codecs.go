@@ -21,7 +21,9 @@ var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 	)
 })
 
-// decodeStream decompresses one stream, which must fill out exactly.
+// decodeStream decompresses one stream, which must fill out exactly. The
+// capacity of out past its length may be overwritten (it is either scratch or
+// output that a later stream rewrites).
 func (d *Decoder) decodeStream(format int, out, in []byte) error {
 	var n int
 	var err error

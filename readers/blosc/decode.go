@@ -88,7 +88,9 @@ func (d *Decoder) decode(h *header, dst, src []byte, v2 bool) (int, error) {
 	if len(dst) < h.nbytes {
 		return 0, fmt.Errorf("%s: destination of %d bytes is smaller than the decompressed size %d", p, len(dst), h.nbytes)
 	}
-	dst = dst[:h.nbytes]
+	// Capacity ends at nbytes: codecs may use the capacity past a stream as
+	// slack, and past nbytes is the caller's memory.
+	dst = dst[:h.nbytes:h.nbytes]
 	src = src[:h.cbytes]
 	if h.nbytes == 0 {
 		return 0, nil
@@ -167,7 +169,8 @@ func (d *Decoder) decodeBlock(h *header, dst []byte, start, end int, src []byte,
 	// Streams go straight into dst when no filter has to move them.
 	target := out
 	if moves != 0 {
-		d.tmp = grow(d.tmp, bsize)
+		// Slack past the block lets zstd use its faster copies for the last stream.
+		d.tmp = grow(d.tmp, bsize+codecSlack)
 		target = d.tmp[:bsize]
 	}
 
@@ -355,6 +358,10 @@ func fillPattern(b, pat []byte) {
 		n += copy(b[n:], b[:n])
 	}
 }
+
+// codecSlack is the spare capacity given after a stream's output (zstd's fast
+// path wants 16 bytes past the block it decodes).
+const codecSlack = 64
 
 func grow(b []byte, n int) []byte {
 	if cap(b) < n {

@@ -43,12 +43,6 @@ func spread8(x uint32) uint64 {
 	return (v | v<<8) & 0x00FF00FF00FF00FF
 }
 
-// spread16 moves the 2 16-bit halves of x to the even 16-bit units of the result.
-func spread16(x uint32) uint64 {
-	v := uint64(x)
-	return (v | v<<16) & 0x0000FFFF0000FFFF
-}
-
 // The specialised loops walk the planes by re-slicing, which lets the compiler
 // drop most bounds checks; the scalar tails handle the last n%16 (n%8) elements.
 
@@ -73,22 +67,29 @@ func unshuffle2(dst, src []byte, n int) {
 }
 
 func unshuffle4(dst, src []byte, n int) {
+	const m1, m2 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF
 	p0, p1, p2, p3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
 	o := dst[:4*n]
 	for len(p0) >= 8 && len(p1) >= 8 && len(p2) >= 8 && len(p3) >= 8 && len(o) >= 32 {
+		// Rows a..d are the planes' next 8 bytes. Transposing each 32-bit half as
+		// a 4x4 byte matrix leaves element k in the low half of row k and
+		// element 4+k in its high half.
 		a := binary.LittleEndian.Uint64(p0)
 		b := binary.LittleEndian.Uint64(p1)
 		c := binary.LittleEndian.Uint64(p2)
 		d := binary.LittleEndian.Uint64(p3)
-		// ab holds (a_k, b_k) byte pairs, cd (c_k, d_k); element k is (ab_k, cd_k).
-		abLo := spread8(uint32(a)) | spread8(uint32(b))<<8
-		abHi := spread8(uint32(a>>32)) | spread8(uint32(b>>32))<<8
-		cdLo := spread8(uint32(c)) | spread8(uint32(d))<<8
-		cdHi := spread8(uint32(c>>32)) | spread8(uint32(d>>32))<<8
-		binary.LittleEndian.PutUint64(o, spread16(uint32(abLo))|spread16(uint32(cdLo))<<16)
-		binary.LittleEndian.PutUint64(o[8:], spread16(uint32(abLo>>32))|spread16(uint32(cdLo>>32))<<16)
-		binary.LittleEndian.PutUint64(o[16:], spread16(uint32(abHi))|spread16(uint32(cdHi))<<16)
-		binary.LittleEndian.PutUint64(o[24:], spread16(uint32(abHi>>32))|spread16(uint32(cdHi>>32))<<16)
+		t := (a>>8 ^ b) & m1
+		b, a = b^t, a^t<<8
+		t = (c>>8 ^ d) & m1
+		d, c = d^t, c^t<<8
+		t = (a>>16 ^ c) & m2
+		c, a = c^t, a^t<<16
+		t = (b>>16 ^ d) & m2
+		d, b = d^t, b^t<<16
+		binary.LittleEndian.PutUint64(o, a&0xFFFFFFFF|b<<32)
+		binary.LittleEndian.PutUint64(o[8:], c&0xFFFFFFFF|d<<32)
+		binary.LittleEndian.PutUint64(o[16:], a>>32|b&^0xFFFFFFFF)
+		binary.LittleEndian.PutUint64(o[24:], c>>32|d&^0xFFFFFFFF)
 		p0, p1, p2, p3, o = p0[8:], p1[8:], p2[8:], p3[8:], o[32:]
 	}
 	for i := range p0 {
