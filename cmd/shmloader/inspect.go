@@ -89,7 +89,7 @@ type nodeReport struct {
 	Codecs       []codecReport   `json:"codecs"`
 	DecodedBytes int64           `json:"decoded_bytes"`
 	StoredBytes  int64           `json:"stored_bytes"`
-	Ratio        *float64        `json:"ratio"` // decoded / stored; null when nothing is stored
+	Ratio        *float64        `json:"ratio"` // decoded / stored; null when unknown or nothing is stored
 	ChunksStored int             `json:"chunks_stored"`
 	ChunksTotal  int             `json:"chunks_total"`
 }
@@ -160,7 +160,7 @@ func describeNode(h *zarr.Hierarchy, n *zarr.Node) nodeReport {
 	if err != nil && !errors.Is(err, zarr.ErrUnsupported) {
 		r.Error = err.Error()
 	}
-	if r.StoredBytes > 0 {
+	if r.StoredBytes > 0 && r.DecodedBytes > 0 {
 		ratio := float64(r.DecodedBytes) / float64(r.StoredBytes)
 		r.Ratio = &ratio
 	}

@@ -72,10 +72,12 @@ func (r *storeReport) text() string {
 		} else {
 			row("dtype", "%s, order %s", n.DType, n.Order)
 		}
-		row("codecs", "%s", codecsText(n))
-		row("fill", "%s", jsonBrief(n.FillValue, 40))
+		row("codecs", "%s", codecsText(n, r.ZarrFormat))
+		row("fill", "%s", fillText(n))
 		size := fmt.Sprintf("%s decoded, %s stored", bytesText(n.DecodedBytes), bytesText(n.StoredBytes))
-		if n.Ratio != nil {
+		if n.DecodedBytes == 0 && n.DType == "|O" {
+			size = fmt.Sprintf("variable-length strings, %s stored", bytesText(n.StoredBytes))
+		} else if n.Ratio != nil {
 			size += fmt.Sprintf(" (ratio %.2f)", *n.Ratio)
 		}
 		row("size", "%s", size)
@@ -118,8 +120,20 @@ func tupleText(s []int) string {
 var compressorIDs = map[string]bool{"blosc": true, "blosc2": true, "zstd": true, "zlib": true, "gzip": true,
 	"lz4": true, "bz2": true, "lzma": true, "zfpy": true, "pcodec": true}
 
+// fillText shows the fill value; NaT for a datetime's minimum int64, "" quoted.
+func fillText(n nodeReport) string {
+	s := jsonBrief(n.FillValue, 40)
+	switch {
+	case s == "":
+		return `""`
+	case s == "-9223372036854775808" && (strings.HasPrefix(n.TypeName, "datetime64") || strings.HasPrefix(n.TypeName, "timedelta64")):
+		return "NaT"
+	}
+	return s
+}
+
 // codecsText is the codec chain in metadata order; v2 arrays say which are filters.
-func codecsText(n nodeReport) string {
+func codecsText(n nodeReport, zarrFormat int) string {
 	if len(n.Codecs) == 0 {
 		return "none"
 	}
@@ -128,7 +142,7 @@ func codecsText(n nodeReport) string {
 		names[i] = codecText(c.Name, c.Config)
 	}
 	chain := strings.Join(names, " -> ")
-	if len(names) > 1 && n.DataType != "" && !strings.Contains(chain, "bytes") && compressorIDs[n.Codecs[len(n.Codecs)-1].Name] {
+	if zarrFormat == 2 && len(names) > 1 && compressorIDs[n.Codecs[len(n.Codecs)-1].Name] {
 		return "filters " + strings.Join(names[:len(names)-1], " -> ") + "; compressor " + names[len(names)-1]
 	}
 	return chain
