@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/gobatch/gobatch/config"
@@ -46,6 +48,9 @@ func hasZarrSources(cfg *config.Config) bool {
 	return false
 }
 
+// heapLimit is the Go heap's soft limit for zarr jobs.
+const heapLimit = 64 << 20
+
 // zarrJob is a sampler.Job with logging.
 type zarrJob struct {
 	*sampler.Job
@@ -63,6 +68,12 @@ func newZarrJob(cfg *config.Config, dataRoot string, f *zarrFlags, log zerolog.L
 	j, err := sampler.NewJob(cfg, sampler.Options{DataRoot: dataRoot, Rank: f.rank, WorldSize: f.worldSize, CacheMB: f.cacheMB})
 	if err != nil {
 		return nil, err
+	}
+	// The cache lives outside the Go heap (its own mappings, within cache_mb). What the heap
+	// holds is small (coordinates, decode scratch), so keep the collector close to it: the
+	// brief's bound is RSS <= cache_mb + 100 MB. GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(heapLimit)
 	}
 	z := &zarrJob{Job: j, log: log, start: time.Now()}
 	ev := log.Info().Str("mode", j.Mode()).Int("t0_candidates", j.Candidates()).
