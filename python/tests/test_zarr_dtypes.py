@@ -205,6 +205,7 @@ BOXES = [
     "6:14,8:16,9:18",  # exactly one chunk
     "5:15,7:17,8:19",  # one element more than a chunk on each side
     "0:20,0:30,0:40",
+    "4:4,:,:",  # empty: a (0, 30, 40) array
 ]
 
 
