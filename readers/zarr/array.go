@@ -153,7 +153,8 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 		a.grid[d] = (a.Shape[d] + a.Chunks[d] - 1) / a.Chunks[d]
 	}
 	if a.cf, err = parseCF(a); err != nil {
-		return fail(err)
+		// Bad CF attributes only matter to CF decoding: keep the error for then.
+		a.cf = &CFInfo{ScaleFactor: 1, Err: err}
 	}
 	a.cfp = a.cf.params()
 	return a, nil

@@ -30,6 +30,9 @@ type CFInfo struct {
 	IsDuration bool
 	TimeUnit   time.Duration
 	Epoch      time.Time
+	// Err is set when the CF attributes cannot be used (a non-numeric scale_factor, a
+	// bad reference time); CF decoding and ReadTimes then fail with it.
+	Err error
 }
 
 // CF returns the array's CF decoding information.
@@ -324,6 +327,9 @@ func (a *Array) ReadDurations() ([]int64, error) {
 func (a *Array) readTimes(absolute bool) ([]int64, error) {
 	fail := func(err error) ([]int64, error) {
 		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	if a.cf.Err != nil && a.DType.Kind != KindDatetime && a.DType.Kind != KindTimedelta {
+		return fail(a.cf.Err)
 	}
 	n := a.Len()
 	out := make([]int64, n)

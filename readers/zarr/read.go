@@ -77,6 +77,9 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 	out := a.OutElem(&o)
 	var cfp *cfParams
 	if o.CF {
+		if a.cf.Err != nil {
+			return fail(fmt.Errorf("CF decoding: %w", a.cf.Err))
+		}
 		cfp = a.cfp
 		if a.cf.Unsigned {
 			src = unsignedOf(src)

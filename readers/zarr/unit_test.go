@@ -3,8 +3,10 @@ package zarr
 import (
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestFloat16(t *testing.T) {
@@ -192,4 +194,31 @@ func TestV3Aliases(t *testing.T) {
 	if string(s.Data["a/c/0/0"]) != string(raw) {
 		t.Fatal("the stored chunk was modified")
 	}
+}
+
+// Unusable CF attributes do not stop an array from opening; they fail CF reads.
+func TestBadCFAttributes(t *testing.T) {
+	s := NewMemStore("mem")
+	s.Data["a/.zarray"] = []byte(`{"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<i2", "fill_value": 0, "order": "C", "compressor": null, "filters": null}`)
+	s.Data["a/.zattrs"] = []byte(`{"scale_factor": "big", "units": "hours since yesterday"}`)
+	s.Data["a/0"] = []byte{1, 0, 2, 0}
+	a, err := OpenArray(s, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int16, 2)
+	if err := a.ReadBox([]int{0}, []int{2}, unsafeInt16Bytes(got), nil); err != nil || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("plain read: %v %v", got, err)
+	}
+	f := make([]float32, 2)
+	if err := a.ReadBoxFloat32([]int{0}, []int{2}, f, &ReadOptions{CF: true}); err == nil || !strings.Contains(err.Error(), "scale_factor") {
+		t.Fatalf("CF read with a bad scale_factor: %v", err)
+	}
+	if _, err := a.ReadTimes(); err == nil {
+		t.Fatal("ReadTimes with bad units succeeded")
+	}
+}
+
+func unsafeInt16Bytes(s []int16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
 }
