@@ -281,5 +281,8 @@ func BenchmarkFill(b *testing.B) {
 	}
 	if s := j.Stats(); s.Mode == SampleLocality {
 		b.ReportMetric(s.SegmentsPerBatch, "segments/batch")
+		b.ReportMetric(float64(s.ResidentSegments), "resident-segments")
+		b.ReportMetric(float64(j.loc.steps), "segment-steps")
 	}
+	b.ReportMetric(float64(st.PeakBytes)/(1<<20), "cache-peak-MiB")
 }

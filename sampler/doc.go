@@ -1,22 +1,61 @@
-// Package sampler builds the nowcasting examples of docs/ARCHITECTURE.md from aligned Zarr
-// sources and writes whole batches straight into ring slot memory.
+// Package sampler builds the nowcasting examples of the reference workload (WORKLOAD.md,
+// nowcast-ref) from aligned Zarr sources and writes whole batches straight into ring slot
+// memory.
 //
-// A [Job] is made from a validated configuration (package config, sources of kind "zarr"). At
-// start-up it opens the stores' metadata and reads their coordinates only; it computes the t0
-// candidates (the anchor times at which every source's window fits) and the location range
-// (the anchor grid positions at which every crop fits). [Job.Fill] then writes batch k:
+// # Configuration
 //
-//   - example e of batch k draws its t0 and location from a counter-based hash of
-//     (seed, global batch index, example index), so the stream is a pure function of the
-//     configuration and the seed, whatever the number of readers, processes or their timing;
-//   - each source's window is gathered from decoded chunks held in a [Cache] shared by all
-//     readers, as float32 with the CF decoding, the NaN policy and the normalisation already
-//     applied, so that steady state is a sequence of row copies into slot memory;
-//   - when the data is larger than the cache, a locality mode draws the examples of a batch
-//     from a resident set of time segments that rotates deterministically with the batch index.
+// Sources have kind = "zarr" (registered with package config by this package). Keys, in
+// ocf-data-sampler's vocabulary:
 //
-// The example definition is the one of the reference workload (WORKLOAD.md, nowcast-ref): the
-// anchor (satellite) window and crop by index, NWP by the latest run old enough and the
-// nearest coordinate (ties to the lower index) with clamping, point data by the nearest K
-// systems in ascending system order.
+//	store, variable                 the store (relative to the data root) and its data array
+//	role                            "grid" (time, channel, y, x; default), "nwp" (init_time,
+//	                                step, channel, y, x) or "points" (time, system)
+//	anchor = true                   one grid source: locations are drawn from its grid, t0
+//	                                from its times
+//	time_resolution_minutes, interval_start_minutes, interval_end_minutes
+//	                                the window relative to t0 (both ends included)
+//	image_size_pixels_height/_width grid and nwp crops
+//	channels                        grid and nwp: selection by name (required)
+//	min_staleness_minutes           nwp: the latest run with init_time <= t0 - this
+//	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit)
+//	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
+//	                                to the int64 tensor ids_tensor (default <name>_system)
+//	nan_policy                      "keep" (default) or "zero"
+//	normalise_mean, normalise_std   per channel (points: one value): (v - mean) / std
+//	dropout_timedeltas_minutes, dropout_fraction
+//	                                with probability fraction, values after t0 + one of the
+//	                                (non-positive) timedeltas become NaN (grid, points)
+//	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
+//	                                anchor only: the cache budget and the sampling mode
+//
+// # Examples
+//
+// A [Job] is made from a validated configuration. At start-up it reads the stores' metadata
+// and coordinates only; it computes the t0 candidates (the anchor times at which every
+// source's window fits: a config with none is refused, saying which source rejects how many)
+// and the location range (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of
+// global batch g draws its t0 candidate and its centre pixel from a counter-based hash of
+// (seed, g, e), so the stream is a pure function of the configuration and the seed, whatever
+// the number of readers, processes or their timing; rank r of world_size n produces the global
+// batches k*n + r. The anchor crop is taken by index around the centre; other grids and NWP
+// use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
+// clamped into the grid; NWP takes the latest run old enough and the lead steps
+// floor((t0 + interval_start - init_time) / resolution) onwards; points take the nearest k
+// systems by euclidean distance (ties to the lower index) in ascending id order. The batch's
+// tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
+// seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids.
+//
+// # Cache and sampling modes
+//
+// Chunks are decoded once into a [Cache] shared by all readers: float32 at full chunk shape
+// with the CF decoding (fill value to NaN, then scale and offset, in float64 as xarray does),
+// the normalisation and the NaN policy applied, in memory mapped outside the Go heap within the
+// budget. A gather is then a copy per output row (128 bytes for a 32-pixel crop). Before it
+// gathers, a Fill decodes its batch's missing chunks on all cores (the first batch, rotations).
+//
+// When the decoded data is larger than about 90% of the budget, sampling "auto" switches from
+// "random" to "locality": examples are drawn from a resident set of time segments that slides
+// by one segment every rotate_every_batches batches, through seeded permutations of all
+// segments, so that every t0 candidate keeps the same share over a pass; Stats reports the
+// segments a batch mixes.
 package sampler
