@@ -6,6 +6,7 @@ package main
 // else's segments.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -594,6 +595,13 @@ func TestRunJoin(t *testing.T) {
 	creator := start(t, "run", "--config", cfg, "--ring", name, "--readers", "1")
 	r, c := consume(t, name, creator)
 	joiner := start(t, "run", "--config", cfg, "--ring", name, "--readers", "1", "--join")
+	// Read only once the joiner has registered (until then the creator fills the 3 slots and
+	// waits), so that both take part however slowly the joiner starts.
+	for deadline := time.Now().Add(10 * time.Second); len(r.Stats().Producers) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the joiner did not register; stderr:\n%s", joiner.stderr.String())
+		}
+	}
 	seqs, owners := readAll(t, r, c)
 	if len(seqs) != 40 {
 		t.Fatalf("read %d batches", len(seqs))
@@ -885,26 +893,51 @@ func TestStatLive(t *testing.T) {
 	p := start(t, "run", "--config", cfg, "--ring", name)
 	attach(t, name, p)
 
-	var out bytes.Buffer
 	st := exec.Command(binPath, "stat", name, "--json", "--interval", "50ms")
-	st.Stdout = &out
-	sp := startCmd(t, st)
-	time.Sleep(400 * time.Millisecond)
-	st.Process.Signal(os.Interrupt)
-	sp.expectExit(t, exitOK, 5*time.Second)
-	if n := strings.Count(out.String(), "\n"); n < 3 {
-		t.Fatalf("%d snapshots in 400 ms at 50 ms:\n%s", n, out.String())
+	pipe, err := st.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	sp := startCmd(t, st)
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for i := range 3 { // it keeps refreshing
+		select {
+		case l := <-lines:
+			var v statView
+			if err := json.Unmarshal([]byte(l), &v); err != nil || v.Ring != name {
+				t.Fatalf("snapshot %d: %v %q", i, err, l)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no snapshot %d", i)
+		}
+	}
+	st.Process.Signal(os.Interrupt)
+	for range lines {
+	}
+	sp.expectExit(t, exitOK, 5*time.Second)
 
-	out.Reset()
 	st = exec.Command(binPath, "stat", name, "--interval", "50ms")
-	st.Stdout = &out
+	if pipe, err = st.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
 	sp = startCmd(t, st)
-	time.Sleep(150 * time.Millisecond)
+	rd := bufio.NewReader(pipe)
+	first, err := rd.ReadString('\n') // attached and printing
+	if err != nil || !strings.HasPrefix(first, "ring "+name+"  slots ") {
+		t.Fatalf("first line %q: %v", first, err)
+	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.expectExit(t, exitOK, 5*time.Second)
+	io.Copy(io.Discard, rd)
 	sp.expectExit(t, exitOK, 5*time.Second)
-	if !strings.Contains(sp.stderr.String(), "is gone") || !strings.Contains(out.String(), "ring "+name) {
-		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), sp.stderr.String())
+	if !strings.Contains(sp.stderr.String(), "is gone") {
+		t.Fatalf("stderr:\n%s", sp.stderr.String())
 	}
 }
