@@ -73,6 +73,18 @@ func TestHierarchy(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(h2, false)
+		// The same through a MemStore (generic listing).
+		ds, _ := NewDirStore(dir)
+		ms := NewMemStore("mem")
+		keys, _ := ds.List("")
+		for _, k := range keys {
+			ms.Data[k], _ = ds.Get(k)
+		}
+		h3, err := Open(ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(h3, false)
 	}
 	h, _ := OpenDir("testdata/v2.zarr")
 	var title string

@@ -279,3 +279,55 @@ func (s *MemStore) List(prefix string) ([]string, error) {
 	sort.Strings(keys)
 	return keys, nil
 }
+
+// metadataKeys lists the metadata documents (.zarray, .zgroup, .zattrs, .zmetadata,
+// zarr.json) without descending into array directories, which hold only chunks.
+func (s *DirStore) metadataKeys() ([]string, error) {
+	var keys []string
+	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		prefix := ""
+		if rel != "." {
+			prefix = filepath.ToSlash(rel) + "/"
+		}
+		isArray := false
+		for _, name := range []string{".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"} {
+			st, err := os.Stat(filepath.Join(p, name))
+			if err != nil || st.IsDir() {
+				continue
+			}
+			keys = append(keys, prefix+name)
+			switch name {
+			case ".zarray":
+				isArray = true
+			case "zarr.json":
+				if b, err := os.ReadFile(filepath.Join(p, name)); err == nil {
+					var z struct {
+						NodeType string `json:"node_type"`
+					}
+					if decodeJSON(b, &z) == nil && z.NodeType == "array" {
+						isArray = true
+					}
+				}
+			}
+		}
+		if isArray && rel != "." {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list metadata in %s: %w", s.root, err)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}

@@ -231,6 +231,27 @@ func (h *Hierarchy) readV3Consolidated(raw json.RawMessage) error {
 	return nil
 }
 
+// listAll lists the keys that may be metadata: the store's own metadata walk when it
+// has one (DirStore skips chunk directories), else every key.
+func (h *Hierarchy) listAll() ([]string, error) {
+	if m, ok := h.Store.(interface{ metadataKeys() ([]string, error) }); ok {
+		keys, err := m.metadataKeys()
+		if err != nil {
+			return nil, &Error{Store: h.Store.String(), Err: err}
+		}
+		return keys, nil
+	}
+	l, err := h.lister()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := l.List("")
+	if err != nil {
+		return nil, &Error{Store: h.Store.String(), Err: err}
+	}
+	return keys, nil
+}
+
 func (h *Hierarchy) lister() (Lister, error) {
 	l, ok := h.Store.(Lister)
 	if !ok {
@@ -240,13 +261,9 @@ func (h *Hierarchy) lister() (Lister, error) {
 }
 
 func (h *Hierarchy) listV3() error {
-	l, err := h.lister()
+	keys, err := h.listAll()
 	if err != nil {
 		return err
-	}
-	keys, err := l.List("")
-	if err != nil {
-		return &Error{Store: h.Store.String(), Err: err}
 	}
 	for _, k := range keys {
 		if k == "zarr.json" || !strings.HasSuffix(k, "/zarr.json") {
@@ -275,13 +292,9 @@ func (h *Hierarchy) listV3() error {
 }
 
 func (h *Hierarchy) listV2() error {
-	l, err := h.lister()
+	keys, err := h.listAll()
 	if err != nil {
 		return err
-	}
-	keys, err := l.List("")
-	if err != nil {
-		return &Error{Store: h.Store.String(), Err: err}
 	}
 	for _, k := range keys {
 		var p string
