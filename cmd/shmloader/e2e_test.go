@@ -941,3 +941,25 @@ func TestStatLive(t *testing.T) {
 		t.Fatalf("stderr:\n%s", sp.stderr.String())
 	}
 }
+
+func TestRunBadMemfd(t *testing.T) {
+	cfg := writeConfig(t, "c.toml", allDTypes(2, 3, ""))
+	p := start(t, "run", "--config", cfg, "--memfd", "99")
+	p.expectExit(t, exitFailure, 5*time.Second)
+	if !strings.Contains(p.stderr.String(), "--memfd 99") || !strings.Contains(p.stderr.String(), "inherited") {
+		t.Fatalf("stderr: %s", p.stderr.String())
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	cmd := exec.Command(binPath, "run", "--config", cfg, "--memfd", "3")
+	cmd.ExtraFiles = []*os.File{r}
+	p = startCmd(t, cmd)
+	p.expectExit(t, exitFailure, 5*time.Second)
+	if !strings.Contains(p.stderr.String(), "not a regular file or memfd") {
+		t.Fatalf("stderr: %s", p.stderr.String())
+	}
+}
