@@ -418,3 +418,31 @@ func TestShardIndexCache(t *testing.T) {
 		t.Fatalf("store reads: first pass %d, second %d; want 4 index reads saved", first, second)
 	}
 }
+
+// One unreadable array does not stop the rest of the hierarchy from opening.
+func TestBrokenArrayInHierarchy(t *testing.T) {
+	s := NewMemStore("mem")
+	s.Data[".zmetadata"] = []byte(`{"zarr_consolidated_format": 1, "metadata": {
+		".zgroup": {"zarr_format": 2},
+		"good/.zarray": {"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<i2", "fill_value": 3, "order": "C", "compressor": null},
+		"bad/.zarray": {"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": [["a", "<i2"]], "fill_value": null, "order": "C", "compressor": null},
+		"bad/.zattrs": {"note": "structured"}}}`)
+	h, err := Open(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(h.Arrays(), ",") != "bad,good" || h.Node("bad").Err == nil {
+		t.Fatalf("arrays %v, bad node %+v", h.Arrays(), h.Node("bad"))
+	}
+	if _, err := h.OpenArray("bad"); err == nil || !strings.Contains(err.Error(), "structured") {
+		t.Fatalf("OpenArray(bad): %v", err)
+	}
+	a, err := h.OpenArray("good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int16, 2)
+	if err := a.ReadBox([]int{0}, []int{2}, unsafeInt16Bytes(got), nil); err != nil || got[0] != 3 {
+		t.Fatalf("good array: %v %v", got, err)
+	}
+}

@@ -16,7 +16,11 @@ type Node struct {
 	Attrs   map[string]json.RawMessage
 	// Children are the direct children, sorted by path.
 	Children []*Node
-	meta     *arrayMeta
+	// Err is set for an array whose metadata this package cannot read (an
+	// unsupported data type, say); OpenArray returns it. The rest of the hierarchy
+	// is still usable.
+	Err  error
+	meta *arrayMeta
 }
 
 // Name is the last path segment ("" for the root).
@@ -128,6 +132,15 @@ func (h *Hierarchy) add(path string, n *Node) {
 	h.nodes[path] = n
 }
 
+// addBroken records an array whose metadata does not parse.
+func (h *Hierarchy) addBroken(p string, attrs []byte, err error) {
+	a, aerr := parseAttrs(attrs)
+	if aerr != nil {
+		a = map[string]json.RawMessage{}
+	}
+	h.add(p, &Node{IsArray: true, Attrs: a, Err: err})
+}
+
 func parentOf(p string) string {
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		return p[:i]
@@ -186,7 +199,8 @@ func (h *Hierarchy) readV2Consolidated(doc []byte) error {
 			p := strings.TrimSuffix(strings.TrimSuffix(key, ".zarray"), "/")
 			m, err := parseZarray(v, c.Metadata[join(p, ".zattrs")])
 			if err != nil {
-				return fmt.Errorf("array %q: %w", p, err)
+				h.addBroken(p, c.Metadata[join(p, ".zattrs")], err)
+				continue
 			}
 			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
 		case key == ".zgroup" || strings.HasSuffix(key, "/.zgroup"):
@@ -221,7 +235,8 @@ func (h *Hierarchy) readV3Consolidated(raw json.RawMessage) error {
 		if z.NodeType == "array" {
 			m, err := v3ArrayMeta(z)
 			if err != nil {
-				return fmt.Errorf("array %q: %w", p, err)
+				h.add(p, &Node{IsArray: true, Attrs: z.Attributes, Err: err})
+				continue
 			}
 			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
 		} else {
@@ -281,7 +296,8 @@ func (h *Hierarchy) listV3() error {
 		if z.NodeType == "array" {
 			m, err := v3ArrayMeta(z)
 			if err != nil {
-				return &Error{Store: h.Store.String(), Key: k, Err: err}
+				h.add(p, &Node{IsArray: true, Attrs: z.Attributes, Err: err})
+				continue
 			}
 			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
 		} else {
@@ -311,7 +327,8 @@ func (h *Hierarchy) listV2() error {
 			}
 			m, err := parseZarray(doc, attrs)
 			if err != nil {
-				return &Error{Store: h.Store.String(), Key: k, Err: err}
+				h.addBroken(p, attrs, err)
+				continue
 			}
 			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
 		case k == ".zgroup" || strings.HasSuffix(k, "/.zgroup"):
@@ -357,6 +374,9 @@ func (h *Hierarchy) OpenArray(path string) (*Array, error) {
 	}
 	if !n.IsArray {
 		return nil, &Error{Store: h.Store.String(), Path: path, Err: fmt.Errorf("a group, not an array")}
+	}
+	if n.Err != nil {
+		return nil, &Error{Store: h.Store.String(), Path: path, Err: n.Err}
 	}
 	return newArray(h.Store, path, n.meta)
 }
