@@ -83,8 +83,18 @@ func newZarrJob(cfg *config.Config, dataRoot string, f *zarrFlags, log zerolog.L
 		ev = ev.Int("resident_segments", st.ResidentSegments)
 	}
 	ev.Msg("zarr sampler ready")
+	if log.GetLevel() <= zerolog.InfoLevel {
+		go func() { // progress for -v: the counters every statsEvery, until the process exits
+			for range time.Tick(statsEvery) {
+				z.LogStats()
+			}
+		}()
+	}
 	return z, nil
 }
+
+// statsEvery is how often -v logs the sampler's counters.
+const statsEvery = 10 * time.Second
 
 // layout is the ring layout: run's layoutFor (slots, start, stream length) with the sampler's
 // tensors (the data sources, then t0, x, y and the point ids).
