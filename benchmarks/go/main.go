@@ -9,7 +9,8 @@
 // Latency: the producer publishes one batch, then idles (gap) so that the consumer is asleep
 // in FUTEX_WAIT (or spinning, with -spin) when the next batch arrives; the sample is the
 // consumer's CLOCK_MONOTONIC when Next returns minus the slot's publish_ns. The payload fill
-// happens before publish_ns, so 30 MB batches measure the same handoff on a large slot.
+// happens before publish_ns, so 30 MB batches measure the same handoff on a large slot. The
+// baseline is the same handoff through one bare futex word in a shared page (no ring).
 //
 // Throughput: the producer's writer goroutines claim slots and memcpy a prepared 30 MB batch
 // into them as fast as the ring allows; the consumer releases each batch without reading it.
@@ -31,10 +32,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/shm"
+	"golang.org/x/sys/unix"
 )
 
 const childEnv = "GOBATCH_RINGBENCH_CHILD"
@@ -93,6 +97,12 @@ func main() {
 			{"29.9 MB", true, 1000 / scale, 300, 0},
 			{"29.9 MB", true, 1000 / scale, 50, *spin},
 		}
+		base, err := bareFutex(20000/scale, 300)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "latency baseline:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("| baseline: bare futex word, no ring | futex | %d | %s |\n", len(base), percentiles(base))
 		for _, r := range rows {
 			lat, err := latency(params{Kind: "latency", Big: r.big, N: r.n, GapUs: r.gap, Slots: 4, Writers: 1}, r.spin)
 			if err != nil {
@@ -104,6 +114,9 @@ func main() {
 				wait = fmt.Sprintf("spin %d loads, then futex", r.spin)
 			}
 			fmt.Printf("| %s | %s | %d | %s |\n", r.name, wait, len(lat), percentiles(lat))
+			if r.spin == 0 && !r.big {
+				fmt.Printf("| ring / baseline (p50, p99) | | | %.2f | | %.2f | | |\n", median(lat)/median(base), quantile(lat, 0.99)/quantile(base, 0.99))
+			}
 		}
 		fmt.Println()
 	}
@@ -285,6 +298,71 @@ func roofline(size int64, w, n int) float64 {
 	return float64(n) * float64(size) / time.Since(t0).Seconds() / 1e9
 }
 
+func quantile(v []float64, p float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[min(len(v)-1, int(p*float64(len(v))))]
+}
+
+// bareFutex is the latency baseline: the same cross-process handoff with one futex word and
+// a timestamp in a shared memfd page, without the ring protocol (no claim, no slot states,
+// no liveness checks). The child stores the timestamp and the counter, then wakes.
+func bareFutex(n, gapUs int) ([]float64, error) {
+	seg, err := shm.CreateMemfd(4096)
+	if err != nil {
+		return nil, err
+	}
+	defer seg.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=futex,%d,%d", childEnv, n, gapUs))
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(seg.Fd()), "memfd")}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	word, waiters, ack, stamp := bareWords(seg.Bytes())
+	lat := make([]float64, 0, n)
+	for k := uint32(1); k <= uint32(n); k++ {
+		for atomic.LoadUint32(word) != k {
+			atomic.AddUint32(waiters, 1)
+			if v := atomic.LoadUint32(word); v != k {
+				ts := unix.NsecToTimespec(int64(100 * time.Millisecond))
+				unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), 0, uintptr(v), uintptr(unsafe.Pointer(&ts)), 0, 0)
+			}
+			atomic.AddUint32(waiters, ^uint32(0))
+		}
+		now := ring.MonotonicNs()
+		lat = append(lat, float64(now-atomic.LoadUint64(stamp))/1e3)
+		atomic.StoreUint32(ack, k)
+	}
+	return lat, cmd.Wait()
+}
+
+func bareWords(b []byte) (word, waiters, ack *uint32, stamp *uint64) {
+	return (*uint32)(unsafe.Pointer(&b[0])), (*uint32)(unsafe.Pointer(&b[4])), (*uint32)(unsafe.Pointer(&b[64])), (*uint64)(unsafe.Pointer(&b[8]))
+}
+
+func bareFutexChild(n, gapUs int) int {
+	seg, err := shm.FromFD(3, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	word, waiters, ack, stamp := bareWords(seg.Bytes())
+	for k := uint32(1); k <= uint32(n); k++ {
+		for atomic.LoadUint32(ack) != k-1 { // the parent took the previous one
+			time.Sleep(10 * time.Microsecond)
+		}
+		time.Sleep(time.Duration(gapUs) * time.Microsecond)
+		atomic.StoreUint64(stamp, ring.MonotonicNs())
+		atomic.StoreUint32(word, k)
+		if atomic.LoadUint32(waiters) != 0 {
+			unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), 1, 1<<31-1, 0, 0, 0)
+		}
+	}
+	return 0
+}
+
 func percentiles(v []float64) string {
 	slices.Sort(v)
 	q := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
@@ -295,6 +373,9 @@ func percentiles(v []float64) string {
 func child(spec string) int {
 	f := strings.Split(spec, ",")
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	if f[0] == "futex" {
+		return bareFutexChild(atoi(f[1]), atoi(f[2]))
+	}
 	p := params{Kind: f[0], Big: f[1] == "true", N: atoi(f[2]), Writers: atoi(f[3]), GapUs: atoi(f[4]), Slots: atoi(f[5])}
 	seg, err := shm.FromFD(3, 0)
 	if err != nil {
