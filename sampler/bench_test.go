@@ -286,3 +286,50 @@ func BenchmarkFill(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.PeakBytes)/(1<<20), "cache-peak-MiB")
 }
+
+// BenchmarkChunkLoad splits the cost of one satellite chunk miss (12 x 12 x 128 x 128 int16,
+// Blosc lz4 + shuffle) into the reader's decode and the sampler's conversion to float32, and
+// the first touch of fresh cache memory (mapping + page faults).
+func BenchmarkChunkLoad(b *testing.B) {
+	dir := nowcastData(b, "1", 256)
+	ds, err := OpenZarr(dir + "/satellite.zarr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	arr, err := ds.Array("data")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := newChunked(0, "satellite", arr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	native := make([]byte, c.elems*c.itemLen)
+	dst := make([]float32, c.elems)
+	idx := func(i int) []int { return []int{i % 24, 0, i / 24 % 2, i / 48 % 2} }
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(native)))
+		for i := 0; i < b.N; i++ {
+			if err := arr.DecodeChunk(idx(i), native); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("convert", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)) * 4)
+		for i := 0; i < b.N; i++ {
+			c.conv.convert(native, dst)
+		}
+	})
+	b.Run("fresh-map", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)) * 4)
+		for i := 0; i < b.N; i++ {
+			mem, err := mapAnon(int64(len(dst)) * 4)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.conv.convert(native, bytesAsFloat32(mem))
+			unmap(mem)
+		}
+	})
+}
