@@ -52,7 +52,7 @@ def make_cases() -> list[tuple[str, str, bytes, bytes]]:
     """(name, format, compressed, raw) for each benchmark chunk."""
     cases = []
     # Satellite chunk of WORKLOAD.md: int16 (12, 12, 128, 128), Blosc lz4 clevel 5 byte shuffle.
-    sat = (smooth_field((12, 12, 128, 128), 0.0005, 1) * 10000).astype("<i2")
+    sat = (smooth_field((12, 12, 128, 128), 0.001, 1) * 2000).astype("<i2")  # about 1.5x with lz4
     raw = sat.tobytes()
     cases.append(("int16_lz4_shuffle", "blosc1", numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE).encode(sat), raw))
     cases.append(("int16_blosclz_bitshuffle", "blosc1",
