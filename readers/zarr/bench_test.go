@@ -10,8 +10,8 @@ import (
 )
 
 // The benchmarks read testdata/gen.py's bench store (12x4x256x256, a smooth field
-// plus noise, chunks 4x1x256x256): int16 with Blosc lz4 + byte shuffle, and float32
-// with zstd. The store is written once into $GOBATCH_ZARR_BENCH (default
+// plus noise): int16 with Blosc lz4 + byte shuffle and float32 with zstd (chunks
+// 4x1x256x256), and float16 with ocf-blosc2 zstd (chunks 4x4x128x128). The store is written once into $GOBATCH_ZARR_BENCH (default
 // $TMPDIR/gobatch-zarr-bench) with the project venv's zarr-python.
 //
 //	go test -run '^$' -bench . -benchtime 20x ./readers/zarr
@@ -65,6 +65,7 @@ func BenchmarkReadBox(b *testing.B) {
 		{"f4_zstd/native", "f4_zstd", ReadOptions{}},
 		{"f4_zstd/native/parallel2", "f4_zstd", ReadOptions{Parallel: 2}},
 		{"f4_zstd/cf", "f4_zstd", ReadOptions{CF: true}},
+		{"f2_blosc2_zstd/float32", "f2_blosc2_zstd", ReadOptions{Out: Float32}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			a, err := benchStore(b).OpenArray(c.path)
@@ -111,7 +112,7 @@ func unsafeBytes(s []uint64) []byte {
 
 func BenchmarkCodecOnly(b *testing.B) {
 	h := benchStore(b)
-	for _, path := range []string{"i2_blosc_lz4", "f4_zstd"} {
+	for _, path := range []string{"i2_blosc_lz4", "f4_zstd", "f2_blosc2_zstd"} {
 		b.Run(path, func(b *testing.B) {
 			a, err := h.OpenArray(path)
 			if err != nil {

@@ -402,6 +402,8 @@ def bench_store(out: Path) -> None:
     arrays = {
         "i2_blosc_lz4": (field.astype("<i2"), (4, 1, 256, 256), numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)),
         "f4_zstd": (field.astype("<f4"), (4, 1, 256, 256), numcodecs.Zstd(level=0)),
+        # OCF's public satellite layout: float16 with ocf-blosc2 zstd level 5.
+        "f2_blosc2_zstd": (field.astype("<f2"), (4, 4, 128, 128), Blosc2("zstd", 5)),
     }
     for name, (data, chunks, comp) in arrays.items():
         a = root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=chunks, compressors=comp)
