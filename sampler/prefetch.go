@@ -92,6 +92,11 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 	if workers < 2 || bytes > j.cache.Budget()/2 {
 		return
 	}
+	j.loadParallel(missing, workers)
+}
+
+// loadParallel decodes the chunks of keys into the cache with workers goroutines.
+func (j *Job) loadParallel(keys []uint64, workers int) {
 	var next sync.Mutex
 	i := 0
 	var wg sync.WaitGroup
@@ -101,11 +106,11 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 			defer wg.Done()
 			for {
 				next.Lock()
-				if i == len(missing) {
+				if i == len(keys) {
 					next.Unlock()
 					return
 				}
-				k := missing[i]
+				k := keys[i]
 				i++
 				next.Unlock()
 				c := j.srcs[k>>keyShift].data()
