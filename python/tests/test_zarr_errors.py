@@ -203,3 +203,20 @@ def test_bad_command_line(shmloader: str, tmp_path: pathlib.Path, name: str) -> 
     assert not out.exists()
     if name.startswith("box-"):
         assert "box" in proc.stderr
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_inspect_reports_bad_array_and_the_rest(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
+    """One array with broken metadata: inspect still describes the others, names the bad one, exits 1."""
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=zarr_format)
+    g.create_array("good", shape=(4,), chunks=(2,), dtype="u1")[:] = 3
+    g.create_array("bad", shape=(4,), chunks=(2,), dtype="u1")[:] = 3
+    (tmp_path / "s.zarr" / "bad" / (".zarray" if zarr_format == 2 else "zarr.json")).write_text('{"shape": [')
+    proc = run("inspect", "--json", tmp_path / "s.zarr")
+    assert proc.returncode == 1, proc.stderr
+    nodes = {n["path"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert nodes["good"]["shape"] == [4] and "error" not in nodes["good"]
+    assert "bad" in nodes["bad"]["error"]
+    assert "bad" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
