@@ -100,7 +100,7 @@ def inputs(batch: dict[str, torch.Tensor], synthetic: bool) -> tuple[torch.Tenso
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(REPO / "data" / "nowcast-small"))
-    ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    ap.add_argument("--steps", type=int, default=500, help="training steps (default 500)")
     ap.add_argument("--seconds", type=float, default=75.0, help="stop after this many seconds of training")
     ap.add_argument("--readers", type=int, default=None, help="shmloader reader goroutines")
     ap.add_argument("--synthetic", action="store_true", help="use synthetic batches even if the preset works")

@@ -55,6 +55,7 @@ X0 = 200_000.0  # x of the first satellite (and NWP) column centre
 Y0 = 900_000.0  # y of the first satellite (and NWP) row centre; y descends from here
 SCALE_FACTOR = 0.001
 FILL_RAW = -1
+GEN_VERSION = 2  # bumped when the content changes, so that reused data dirs are regenerated
 
 CHANNELS = [
     "HRV", "IR_016", "IR_039", "IR_087", "IR_097", "IR_108",
@@ -270,6 +271,7 @@ def write_pv(out: Path, p: Params, rng: np.random.Generator, quiet: bool) -> Non
     cloud = 0.5 + 0.5 * _smooth_series(rng, T, (S,), every=12)  # 0..1, hourly knots
     kw = capacity[None, :] * sun[:, None] * (1.0 - 0.8 * cloud)
     kw += 0.01 * rng.standard_normal(kw.shape) * (sun[:, None] > 0)
+    kw += np.abs(0.003 * rng.standard_normal(kw.shape))  # inverter standby / sensor offset
     kw = np.clip(kw, 0.0, None)
     kw = (np.round(kw * 1024.0) / 1024.0).astype(np.float32)
     # NaN readings (0.5 %) and gaps (about 40 a day, 30 min to 4 h long)
@@ -304,7 +306,7 @@ def generate(out: str | os.PathLike, days: float = 1.0, pixels: int = 256, syste
     marker = outp / "nowcast.json"
     if marker.exists() and not force:
         old = json.loads(marker.read_text())
-        if old.get("params") == asdict(p):
+        if old.get("params") == asdict(p) and old.get("version") == GEN_VERSION:
             _log(quiet, f"{outp}: already generated with these parameters")
             return old
     for name in ("satellite.zarr", "nwp.zarr", "pv.zarr", "nowcast.json"):
@@ -335,7 +337,7 @@ def generate(out: str | os.PathLike, days: float = 1.0, pixels: int = 256, syste
         disk = _dir_bytes(outp / name)
         stores[name] = {"raw_bytes": raw, "float32_bytes": f32, "disk_bytes": disk,
                         "ratio": round(raw / max(disk, 1), 3)}
-    summary = {"params": asdict(p), "n_time": p.n_time, "n_init": p.n_init,
+    summary = {"version": GEN_VERSION, "params": asdict(p), "n_time": p.n_time, "n_init": p.n_init,
                "seconds": round(elapsed, 2), "stores": stores}
     marker.write_text(json.dumps(summary, indent=1) + "\n")
     if not quiet:
