@@ -294,7 +294,9 @@ def blosc2_cases() -> list[dict]:
         back = blosc2.decompress2(comp)
         if expected is not None:
             assert bytes(back) == expected, name
-        c = case(name, "blosc2", comp, bytes(back), {"special": sv.name, "header": comp[:32].hex()})
+        # Uninitialised chunks decode to whatever memory held: store only the length.
+        stored = bytes(back) if expected is not None else bytes(len(back))
+        c = case(name, "blosc2", comp, stored, {"special": sv.name, "header": comp[:32].hex()})
         if expected is None:
             c["content_undefined"] = True  # c-blosc2 leaves uninitialised chunks as they are
         cases.append(c)
