@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ type Array struct {
 	shard *shardCodec // non-nil: reads go through inner chunks of shards
 	grid  []int       // chunks along each dim (of Chunks)
 	cache ChunkCache
-	bufs  sync.Pool // decoded-chunk buffers (*[]byte)
+	bufs  chan *[]byte // free decoded-chunk buffers (a bounded list; see getScratch)
 	cf    *CFInfo
 	cfp   *cfParams
 	// Decoded shard indexes of a sharded array, by shard grid index (stores are
@@ -125,6 +126,7 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 		DType: m.dtype, DimNames: m.dimNames, Attrs: m.attrs, FillValue: m.fill, FillString: m.fillStr,
 		FillNull: m.fillNull, FillJSON: m.fillRaw, Order: m.order, Codecs: m.codecs,
 		id: store.String() + "\x00" + path, keys: m.keys,
+		bufs: make(chan *[]byte, runtime.GOMAXPROCS(0)),
 	}
 	fail := func(err error) (*Array, error) {
 		var ce *codecError
@@ -338,8 +340,10 @@ func (a *Array) checkIndex(idx []int) error {
 
 // getBuf returns a pooled decoded-chunk buffer (8-byte aligned, ChunkBytes long).
 func (a *Array) getBuf() *[]byte {
-	if p, ok := a.bufs.Get().(*[]byte); ok {
+	select {
+	case p := <-a.bufs:
 		return p
+	default:
 	}
 	n := a.ChunkBytes()
 	// Allocate as uint64 so that the buffer is 8-byte aligned for any element type.
@@ -348,7 +352,12 @@ func (a *Array) getBuf() *[]byte {
 	return &b
 }
 
-func (a *Array) putBuf(p *[]byte) { a.bufs.Put(p) }
+func (a *Array) putBuf(p *[]byte) {
+	select {
+	case a.bufs <- p:
+	default:
+	}
+}
 
 // DecodeChunk decodes the chunk with grid index idx (of the Chunks grid: inner chunks
 // for a sharded array) into dst and returns it: the full chunk shape, native element
@@ -371,8 +380,8 @@ func (a *Array) DecodeChunk(idx []int, dst []byte) ([]byte, error) {
 }
 
 func (a *Array) decodeChunk(idx []int, dst []byte) error {
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	sc := getScratch()
+	defer putScratch(sc)
 	if a.shard != nil {
 		return a.decodeInner(idx, dst, sc)
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
-	"sync"
 	"unsafe"
 )
 
@@ -271,7 +271,26 @@ type scratch struct {
 	idx []uint64
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+// scratches is a bounded free list rather than a sync.Pool: a sync.Pool is emptied
+// by every garbage collection, and re-allocating chunk-sized buffers then costs more
+// than keeping a few.
+var scratches = make(chan *scratch, 4*runtime.GOMAXPROCS(0))
+
+func getScratch() *scratch {
+	select {
+	case sc := <-scratches:
+		return sc
+	default:
+		return new(scratch)
+	}
+}
+
+func putScratch(sc *scratch) {
+	select {
+	case scratches <- sc:
+	default:
+	}
+}
 
 func sameBase(a, b []byte) bool {
 	return cap(a) > 0 && cap(b) > 0 && unsafe.SliceData(a[:1]) == unsafe.SliceData(b[:1])
@@ -286,8 +305,8 @@ func (p *pipeline) decode(src, dst []byte) error {
 	if len(dst) != p.decodedSize() {
 		return fmt.Errorf("decode: destination is %d bytes, chunk is %d", len(dst), p.decodedSize())
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	sc := getScratch()
+	defer putScratch(sc)
 	post := len(p.filters) > 0 || p.strides != nil
 	b := src
 	cur := -1 // which sc.buf holds b (-1: src or dst)
@@ -642,8 +661,8 @@ func (s *shardCodec) decodeShard(shard, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	sc := getScratch()
+	defer putScratch(sc)
 	idx, err := s.readIndex(ib, sc.idx)
 	if err != nil {
 		return err

@@ -119,7 +119,6 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 	}
 	r := boxRead{a: a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes,
 		os: os, es: a.DType.Size, cache: cache}
-	_ = r
 	var lo, hi [MaxDims]int
 	nchunks := 1
 	for d := 0; d < nd; d++ {
@@ -146,7 +145,8 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 			}
 		}
 	}
-	return readParallel(&boxRead{a: r.a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes, os: os, es: r.es, cache: cache}, par, nchunks, lo, hi)
+	rp := r // a copy, so that only the parallel path puts it on the heap
+	return readParallel(&rp, par, nchunks, lo, hi)
 }
 
 // readParallel decodes the chunks of the box with par workers taking chunk numbers
