@@ -222,3 +222,27 @@ func TestBadCFAttributes(t *testing.T) {
 func unsafeInt16Bytes(s []int16) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
 }
+
+// _Unsigned, a list-valued missing_value and scale/offset, on a hand-made v2 array.
+func TestCFUnsignedAndMissing(t *testing.T) {
+	s := NewMemStore("mem")
+	s.Data["a/.zarray"] = []byte(`{"zarr_format": 2, "shape": [5], "chunks": [5], "dtype": "|i1", "fill_value": null, "order": "C", "compressor": null, "filters": null}`)
+	s.Data["a/.zattrs"] = []byte(`{"_Unsigned": "true", "_FillValue": -1, "missing_value": [3, 4], "scale_factor": 0.5, "add_offset": 1}`)
+	s.Data["a/0"] = []byte{0xff, 0xfe, 3, 4, 10}
+	a, err := OpenArray(s, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 5)
+	if err := a.ReadBoxFloat32([]int{0}, []int{5}, got, &ReadOptions{CF: true}); err != nil {
+		t.Fatal(err)
+	}
+	// 0xff is the fill (-1 read unsigned); 0xfe = 254 -> 254*0.5+1; 3 and 4 are missing.
+	if !math.IsNaN(float64(got[0])) || got[1] != 128 || !math.IsNaN(float64(got[2])) || !math.IsNaN(float64(got[3])) || got[4] != 6 {
+		t.Fatalf("CF values %v", got)
+	}
+	raw := make([]float32, 5)
+	if err := a.ReadBoxFloat32([]int{0}, []int{5}, raw, nil); err != nil || raw[0] != -1 || raw[4] != 10 {
+		t.Fatalf("raw values %v %v", raw, err)
+	}
+}
