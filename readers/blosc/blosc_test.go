@@ -339,3 +339,25 @@ func TestThreeStepPipeline(t *testing.T) {
 		t.Errorf("filter 35: %v", err)
 	}
 }
+
+// Format version 1 (written by early c-blosc releases; numcodecs no longer can) has the
+// same layout as version 2 without bitshuffle: a version-2 chunk relabelled as
+// version 1 must decode the same.
+func TestFormatVersion1(t *testing.T) {
+	tried := 0
+	for _, c := range loadFixtures(t, "blosc1.json.gz") {
+		if c.Name != "lz4-s1-ts4" && c.Name != "blosclz-s0-ts2" && c.Name != "zlib-c5-ts2-auto" {
+			continue
+		}
+		tried++
+		src := append([]byte(nil), c.src...)
+		src[0] = 1
+		got := make([]byte, len(c.want))
+		if n, err := Decompress(got, src); err != nil || n != len(c.want) || !bytes.Equal(got, c.want) {
+			t.Errorf("%s as version 1: %d, %v", c.Name, n, err)
+		}
+	}
+	if tried != 3 {
+		t.Fatalf("found %d of the 3 fixtures", tried)
+	}
+}
