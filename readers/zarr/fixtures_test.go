@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -173,7 +174,15 @@ func equalInts(a, b []int) bool {
 }
 
 func checkNumeric(t *testing.T, a *Array, e manifestEntry) {
-	want := expectedBytes(t, e.Data)
+	checkValues(t, a, expectedBytes(t, e.Data))
+	if e.CFData != "" {
+		checkCF(t, a, e)
+	}
+}
+
+// checkValues compares whole-array and random-box reads (native, float64, float32)
+// and DecodeChunk with the values zarr-python read.
+func checkValues(t *testing.T, a *Array, want []byte) {
 	es := a.DType.Size
 	if len(want) != a.Len()*es {
 		t.Fatalf("expected file has %d bytes, array needs %d", len(want), a.Len()*es)
@@ -189,7 +198,7 @@ func checkNumeric(t *testing.T, a *Array, e manifestEntry) {
 		}
 	}
 	// Random sub-boxes, native and converted to float32 / float64.
-	rng := rand.New(rand.NewSource(int64(len(e.Path))))
+	rng := rand.New(rand.NewSource(int64(len(want))))
 	for i := 0; i < 20; i++ {
 		start, stop := randomBox(rng, a.Shape)
 		wsub := subBox(want, a.Shape, start, stop, es)
@@ -235,9 +244,6 @@ func checkNumeric(t *testing.T, a *Array, e manifestEntry) {
 		if !bytes.Equal(wsub, csub) {
 			t.Fatalf("DecodeChunk(0...) differs from the array values")
 		}
-	}
-	if e.CFData != "" {
-		checkCF(t, a, e)
 	}
 }
 
@@ -342,5 +348,62 @@ func TestCFTimes(t *testing.T) {
 	}
 	if n < 4 {
 		t.Fatalf("only %d CF time fixtures", n)
+	}
+}
+
+// TestZarrPythonMatrix writes GOBATCH_ZARR_MATRIX random arrays with zarr-python
+// (random format, shape, chunks, dtype, byte order, order, codecs, filters, sharding,
+// fill value, partly written; seed GOBATCH_ZARR_MATRIX_SEED) and reads them back.
+// It needs the project venv and is off by default.
+func TestZarrPythonMatrix(t *testing.T) {
+	n := os.Getenv("GOBATCH_ZARR_MATRIX")
+	if n == "" {
+		t.Skip("set GOBATCH_ZARR_MATRIX=<count> to run")
+	}
+	seed := os.Getenv("GOBATCH_ZARR_MATRIX_SEED")
+	if seed == "" {
+		seed = "1"
+	}
+	py, _ := filepath.Abs("../../.venv/bin/python")
+	dir := t.TempDir()
+	out, err := exec.Command(py, "testdata/gen.py", "--matrix", dir, n, seed).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen.py --matrix: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "matrix.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Arrays []struct {
+			manifestEntry
+			Config string `json:"config"`
+		} `json:"arrays"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	hs := map[string]*Hierarchy{}
+	for _, e := range m.Arrays {
+		t.Run(e.Store+"/"+e.Path, func(t *testing.T) {
+			h, ok := hs[e.Store]
+			if !ok {
+				var err error
+				if h, err = OpenDir(filepath.Join(dir, e.Store)); err != nil {
+					t.Fatal(err)
+				}
+				hs[e.Store] = h
+			}
+			a, err := h.OpenArray(e.Path)
+			if err != nil {
+				t.Fatalf("%v (config %s)", err, e.Config)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, e.Data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s %v chunks %v: %s", a.DType, a.Shape, a.Chunks, e.Config)
+			checkValues(t, a, want)
+		})
 	}
 }

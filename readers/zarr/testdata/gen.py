@@ -423,11 +423,106 @@ def bench_store(out: Path) -> None:
                       f"{data.nbytes / best / 1e6:.0f} MB/s ({best * 1e3:.1f} ms for {data.nbytes / 1e6:.1f} MB)")
 
 
+def matrix_stores(out: Path, n: int, seed: int) -> None:
+    """Write n random arrays (format, shape, chunks, dtype, byte order, order,
+    codecs, filters, sharding, fill value, partly written) and what zarr-python reads
+    back, for TestZarrPythonMatrix."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    entries = []
+    roots = {}
+    for fmt in (2, 3):
+        p = out / f"matrix{fmt}.zarr"
+        if p.exists():
+            shutil.rmtree(p)
+        roots[fmt] = (p, zarr.open_group(str(p), mode="w", zarr_format=fmt))
+    types = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8"]
+    for i in range(n):
+        fmt = int(rng.integers(2, 4))
+        p, root = roots[fmt]
+        nd = int(rng.integers(0, 5))
+        shape = tuple(int(rng.integers(0 if rng.random() < 0.05 else 1, 10)) for _ in range(nd))
+        chunks = tuple(int(rng.integers(1, s + 3)) for s in shape)
+        t = str(rng.choice(types))
+        big = t[0] == "<" and rng.random() < 0.3
+        dt = np.dtype((">" + t[1:]) if big else t)
+        kw: dict[str, Any] = {}
+        desc: dict[str, Any] = {"format": fmt}
+        nbytes = int(np.prod(chunks)) * dt.itemsize if nd else dt.itemsize
+        if fmt == 2:
+            kw["order"] = str(rng.choice(["C", "F"]))
+            kw["chunk_key_encoding"] = {"name": "v2", "separator": str(rng.choice([".", "/"]))}
+            comps = [None, numcodecs.Zlib(1), numcodecs.GZip(1), numcodecs.BZ2(1), numcodecs.LZ4(), numcodecs.Zstd(1),
+                     numcodecs.Blosc(str(rng.choice(["lz4", "zstd", "zlib", "blosclz"])), 5, int(rng.integers(0, 3)))]
+            if nbytes % 8 == 0:
+                comps.append(Blosc2(str(rng.choice(["zstd", "blosc2"])), 5))
+            kw["compressors"] = comps[int(rng.integers(0, len(comps)))]
+            if dt.kind in "iu" and rng.random() < 0.3:
+                kw["filters"] = [numcodecs.Delta(dtype=dt.str)]
+            elif dt.itemsize > 1 and rng.random() < 0.2:
+                kw["filters"] = [numcodecs.Shuffle(elementsize=dt.itemsize)]
+            else:
+                kw["filters"] = None
+        else:
+            dt = np.dtype(t)  # v3 byte order lives in the bytes codec
+            serializer = BytesCodec(endian="big" if big else "little")
+            filters = []
+            if nd > 1 and rng.random() < 0.3:
+                filters = [TransposeCodec(order=tuple(int(v) for v in rng.permutation(nd)))]
+            comps3 = [[], [ZstdCodec(level=1)], [GzipCodec(level=1)], [Crc32cCodec()], [ZstdCodec(), Crc32cCodec()],
+                      [BloscCodec(cname=str(rng.choice(["lz4", "zstd", "blosclz"])), clevel=5,
+                                  shuffle=str(rng.choice(["noshuffle", "shuffle", "bitshuffle"])))]]
+            kw["compressors"] = comps3[int(rng.integers(0, len(comps3)))]
+            kw["filters"] = filters
+            kw["serializer"] = serializer
+            if nd > 0 and not filters and rng.random() < 0.35:
+                kw["shards"] = tuple(c * int(rng.integers(1, 4)) for c in chunks)
+                kw.pop("serializer")
+            kw["chunk_key_encoding"] = {"name": str(rng.choice(["default", "v2"])), "separator": str(rng.choice([".", "/"]))}
+        if dt.kind == "f":
+            fill = float(rng.choice([0.0, np.nan, -1.5, np.inf]))
+        elif dt.kind == "b":
+            fill = bool(rng.random() < 0.5)
+        else:
+            fill = int(rng.integers(0, 100))
+        name = f"a{i:03d}"
+        try:
+            a = root.create_array(name, shape=shape, dtype=dt, chunks=chunks, fill_value=fill, **kw)
+        except Exception as e:  # a combination zarr-python refuses
+            print(f"skip {name}: {e}")
+            continue
+        if dt.kind == "f":
+            data = (rng.standard_normal(shape) * 100).astype(dt)
+        elif dt.kind == "b":
+            data = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            info = np.iinfo(dt)
+            data = rng.integers(info.min, int(info.max) + 1, size=shape, dtype=np.int64 if dt.kind == "i" else np.uint64).astype(dt)
+        if nd and rng.random() < 0.5:
+            region = tuple(slice(0, int(rng.integers(0, s + 1))) for s in shape)
+            a[region] = data[region]
+        else:
+            a[...] = data
+        got = zarr.open_array(str(p), path=name, mode="r")[...]
+        le = got.astype(got.dtype.newbyteorder("<"))
+        fname = f"m{fmt}_{name}.bin"
+        (out / fname).write_bytes(np.ascontiguousarray(le).tobytes())
+        entries.append({"store": p.name, "path": name, "shape": list(shape), "dtype": str(dt), "zarr_format": fmt,
+                        "data": fname, "native": le.dtype.str, "config": repr(kw)})
+    (out / "matrix.json").write_text(json.dumps({"arrays": entries}, indent=1))
+
+
 def main() -> None:
     import sys
 
     if len(sys.argv) == 3 and sys.argv[1] == "--bench":
         bench_store(Path(sys.argv[2]))
+        return
+    if len(sys.argv) == 5 and sys.argv[1] == "--matrix":
+        matrix_stores(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
         return
     if EXPECTED.exists():
         shutil.rmtree(EXPECTED)
