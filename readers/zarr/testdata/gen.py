@@ -512,6 +512,39 @@ def matrix_stores(out: Path, n: int, seed: int) -> None:
         (out / fname).write_bytes(np.ascontiguousarray(le).tobytes())
         entries.append({"store": p.name, "path": name, "shape": list(shape), "dtype": str(dt), "zarr_format": fmt,
                         "data": fname, "native": le.dtype.str, "config": repr(kw)})
+    # String arrays: fixed-length unicode and bytes, variable-length.
+    for i in range(n // 4):
+        fmt = int(rng.integers(2, 4))
+        p, root = roots[fmt]
+        nd = int(rng.integers(1, 4))
+        shape = tuple(int(rng.integers(1, 7)) for _ in range(nd))
+        chunks = tuple(int(rng.integers(1, s + 2)) for s in shape)
+        kind = str(rng.choice(["<U3", "|S3", "vlen"] if fmt == 2 else ["<U3", "vlen"]))
+        words = np.array(["", "a", "bc", "déf", "xyz", "ü"])
+        vals = words[rng.integers(0, len(words), size=shape)]
+        kw = {}
+        if fmt == 2:
+            kw["order"] = str(rng.choice(["C", "F"]))
+            kw["compressors"] = [None, numcodecs.Zstd(1), numcodecs.Zlib(1)][int(rng.integers(0, 3))]
+        name = f"s{i:03d}"
+        if kind == "vlen":
+            a = root.create_array(name, shape=shape, dtype=str, chunks=chunks, **kw)
+            data = vals.astype(object)
+        elif kind == "|S3":
+            a = root.create_array(name, shape=shape, dtype=kind, chunks=chunks, **kw)
+            data = np.char.encode(vals, "utf-8").astype("|S3")
+        else:
+            a = root.create_array(name, shape=shape, dtype=kind, chunks=chunks, **kw)
+            data = vals.astype(kind)
+        if rng.random() < 0.5:
+            region = tuple(slice(0, int(rng.integers(0, s + 1))) for s in shape)
+            a[region] = data[region]
+        else:
+            a[...] = data
+        got = zarr.open_array(str(p), path=name, mode="r")[...]
+        strs = [(v.decode("latin-1") if isinstance(v, bytes) else str(v)) for v in got.reshape(-1)]
+        entries.append({"store": p.name, "path": name, "shape": list(shape), "dtype": kind, "zarr_format": fmt,
+                        "strings": strs, "config": repr(kw)})
     (out / "matrix.json").write_text(json.dumps({"arrays": entries}, indent=1))
 
 
