@@ -508,3 +508,25 @@ func (a *Array) readShardIndex(kb []byte, sc *scratch) ([]uint64, error) {
 	}
 	return ix, nil
 }
+
+// AttrString returns the string attribute name.
+func (a *Array) AttrString(name string) (string, bool) {
+	raw, ok := a.Attrs[name]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// AttrFloat returns the numeric attribute name (a number or "NaN"/"Infinity").
+func (a *Array) AttrFloat(name string) (float64, bool) {
+	raw, ok := a.Attrs[name]
+	if !ok {
+		return 0, false
+	}
+	return jsonFloat(raw)
+}

@@ -246,3 +246,20 @@ func TestCFUnsignedAndMissing(t *testing.T) {
 		t.Fatalf("raw values %v %v", raw, err)
 	}
 }
+
+func TestAttrHelpers(t *testing.T) {
+	a := openFixture(t, "cf2.zarr", "time")
+	if u, ok := a.AttrString("units"); !ok || u != "minutes since 2021-01-01" {
+		t.Fatalf("units %q %v", u, ok)
+	}
+	b := openFixture(t, "cf2.zarr", "temp")
+	if f, ok := b.AttrFloat("scale_factor"); !ok || f != 0.01 {
+		t.Fatalf("scale_factor %v %v", f, ok)
+	}
+	if _, ok := b.AttrString("scale_factor"); ok {
+		t.Fatal("a number read as a string")
+	}
+	if _, ok := b.AttrFloat("nope"); ok {
+		t.Fatal("missing attribute found")
+	}
+}
