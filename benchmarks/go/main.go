@@ -15,7 +15,8 @@
 // Throughput: the producer's writer goroutines claim slots and memcpy a prepared 30 MB batch
 // into them as fast as the ring allows; the consumer releases each batch without reading it.
 // The roofline is the same memcpy into a mapped memfd without the ring, measured in this run
-// with the same number of goroutines. RINGBENCH_DEBUG=1 prints the ring's producer busy and
+// with the same number of goroutines, in a child process of its own (ring and roofline runs
+// alternate). RINGBENCH_DEBUG=1 prints the ring's producer busy and
 // wait times of every throughput run on stderr.
 package main
 
@@ -284,24 +285,35 @@ func throughput(p params) (batchesPerS, gbPerS float64, err error) {
 	return b, b * float64(r.SlotBytes()) / 1e9, nil
 }
 
-// roofline copies the batch n times into a mapped memfd region with w goroutines (no ring).
-// The source and destination are made once and warmed, and a GC runs before the timing, so
-// that neither page faults nor the collector are counted.
+// roofline copies the batch n times into a mapped memfd region with w goroutines, without
+// the ring, in a fresh child process like the ring's producer (so both are measured alike).
 func roofline(size int64, w, n int) float64 {
-	if roof.seg == nil || int64(len(roof.src)) != size {
-		seg, err := shm.CreateMemfd(size * 4)
-		if err != nil {
-			return 0
-		}
-		roof.seg, roof.src = seg, make([]byte, size)
-		for i := range roof.src {
-			roof.src[i] = byte(i * 7)
-		}
-		for k := int64(0); k < 4; k++ {
-			copy(seg.Bytes()[k*size:][:size], roof.src)
-		}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=roofline,%d,%d,%d", childEnv, size, w, n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roofline:", err)
+		return 0
 	}
-	runtime.GC()
+	v, _ := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	return v
+}
+
+// rooflineChild makes the source and 4 destination slots once, warms them, and times n copies.
+func rooflineChild(size int64, w, n int) int {
+	seg, err := shm.CreateMemfd(size * 4)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roofline:", err)
+		return 1
+	}
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for k := int64(0); k < 4; k++ {
+		copy(seg.Bytes()[k*size:][:size], src)
+	}
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for g := 0; g < w; g++ {
@@ -309,17 +321,13 @@ func roofline(size int64, w, n int) float64 {
 		go func(g int) {
 			defer wg.Done()
 			for k := g; k < n; k += w {
-				copy(roof.seg.Bytes()[int64(k%4)*size:][:size], roof.src)
+				copy(seg.Bytes()[int64(k%4)*size:][:size], src)
 			}
 		}(g)
 	}
 	wg.Wait()
-	return float64(n) * float64(size) / time.Since(t0).Seconds() / 1e9
-}
-
-var roof struct {
-	seg *shm.Segment
-	src []byte
+	fmt.Println(float64(n) * float64(size) / time.Since(t0).Seconds() / 1e9)
+	return 0
 }
 
 func quantile(v []float64, p float64) float64 {
@@ -399,6 +407,9 @@ func child(spec string) int {
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	if f[0] == "futex" {
 		return bareFutexChild(atoi(f[1]), atoi(f[2]))
+	}
+	if f[0] == "roofline" {
+		return rooflineChild(int64(atoi(f[1])), atoi(f[2]), atoi(f[3]))
 	}
 	p := params{Kind: f[0], Big: f[1] == "true", N: atoi(f[2]), Writers: atoi(f[3]), GapUs: atoi(f[4]), Slots: atoi(f[5])}
 	seg, err := shm.FromFD(3, 0)
