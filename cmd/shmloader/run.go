@@ -146,7 +146,11 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc, sigc: sigc}
+	if zf.worldSize < 1 || zf.rank < 0 || zf.rank >= zf.worldSize {
+		return usageError("run", fmt.Errorf("--rank %d --world-size %d: expected world size >= 1 and 0 <= rank < world size", zf.rank, zf.worldSize))
+	}
+	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc, sigc: sigc,
+		rank: uint64(zf.rank), worldSize: uint64(zf.worldSize)}
 	return p.run()
 }
 
@@ -196,9 +200,12 @@ type producerRun struct {
 	layout  ring.Layout
 	fillers []filler
 	zarr    *zarrJob // instead of fillers: the sampler fills whole batches
-	ppid    int
-	pdeathc chan os.Signal // pdeathSignal (--memfd); nil otherwise
-	sigc    chan os.Signal // SIGINT, SIGTERM
+	// rank and worldSize map this stream's batch k to global batch k*worldSize+rank (synthetic
+	// sources; the sampler maps inside its job).
+	rank, worldSize uint64
+	ppid            int
+	pdeathc         chan os.Signal // pdeathSignal (--memfd); nil otherwise
+	sigc            chan os.Signal // SIGINT, SIGTERM
 
 	seg     *shm.Segment
 	r       *ring.Ring
@@ -537,8 +544,11 @@ func (pr *producerRun) readLoop(ctx context.Context) error {
 				return err
 			}
 		}
+		// Data parallelism: batch k of this rank's stream is global batch k*world_size + rank
+		// (the sampler applies the same rule inside its Fill).
+		global := w.Seq()*pr.worldSize + pr.rank
 		for i, f := range pr.fillers {
-			if err := f.Fill(ctx, w.Tensor(i), w.Seq()); err != nil {
+			if err := f.Fill(ctx, w.Tensor(i), global); err != nil {
 				err = fmt.Errorf("source %q, batch %d: %w", pr.cfg.Sources[i].Name, w.Seq(), err)
 				if ctx.Err() == nil {
 					w.Abandon(err) // the consumer gets the text

@@ -23,7 +23,8 @@ import (
 // LogStats at exit. The job's cache is never unmapped: readers may still be inside Fill when
 // run returns, and the process exit frees it.
 
-// zarrFlags are the run flags of zarr jobs (--data-root is run's own).
+// zarrFlags are the run flags of zarr jobs (--data-root is run's own); --rank and --world-size
+// apply to synthetic sources too.
 type zarrFlags struct {
 	rank      int
 	worldSize int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Mapping, Optional, Sequence, Type, Union
+from typing import IO, Any, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from ._ring import Ring, _check_framework
 from .errors import ConfigError, LoaderError
@@ -59,6 +60,45 @@ def _tail(f: Optional[IO[bytes]], limit: int = 4000) -> str:
     return text
 
 
+_STATE_VERSION = 1
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def _config_identity(config: "ConfigLike") -> Tuple[Optional[int], str]:
+    """(seed, sha256 of the configuration's content): what a saved position belongs to."""
+    if isinstance(config, Mapping):
+        text = json.dumps(config, sort_keys=True, default=str).encode()
+        batch = config.get("batch")
+        seed = batch.get("seed", 0) if isinstance(batch, Mapping) else None
+    else:
+        path = os.fspath(config)
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"config file {path!r}: {e.strerror}") from None
+        seed = None
+        try:
+            if path.endswith(".json"):
+                parsed = json.loads(text)
+            else:
+                import tomllib
+                parsed = tomllib.loads(text.decode())
+            seed = parsed.get("batch", {}).get("seed", 0)
+        except Exception:  # shmloader reports a bad file with its line; the digest still works
+            pass
+    return (seed if isinstance(seed, int) else None), hashlib.sha256(text).hexdigest()
+
+
 class Loader(Ring):
     """Batches from a ``shmloader`` child process, over a private shared-memory ring.
 
@@ -83,8 +123,16 @@ class Loader(Ring):
         shmloader: the binary to run (default: see :func:`shmloader_path`).
         start_timeout: seconds to wait for the ring to become ready.
         close_timeout: seconds :meth:`close` waits for the child to exit before it signals it.
+        rank: data-parallel rank (default: torchrun's ``RANK``, else 0). Rank ``r`` of
+            ``world_size`` receives global batches ``k * world_size + r``: disjoint shares of one
+            deterministic stream.
+        world_size: number of data-parallel ranks (default: torchrun's ``WORLD_SIZE``, else 1).
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
+
+    :meth:`state_dict` and :meth:`load_state_dict` save and restore the stream position (the
+    stream is a pure function of the configuration and its seed), so a resumed loader continues
+    at exactly the next batch.
     """
 
     _proc: Optional["subprocess.Popen[bytes]"] = None
@@ -100,6 +148,8 @@ class Loader(Ring):
         data_root: Optional[Union[str, "os.PathLike[str]"]] = None,
         readers: Optional[int] = None,
         start: Optional[int] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
         shmloader: Optional[str] = None,
         start_timeout: float = 60.0,
         close_timeout: float = 5.0,
@@ -111,7 +161,19 @@ class Loader(Ring):
             raise ValueError(f"readers must be a positive int, not {readers!r}")
         if start is not None and (not isinstance(start, int) or start < 0):
             raise ValueError(f"start must be an int >= 0, not {start!r}")
+        rank = _env_int("RANK", 0) if rank is None else rank
+        world_size = _env_int("WORLD_SIZE", 1) if world_size is None else world_size
+        if not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size must be a positive int, not {world_size!r}")
+        if not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ValueError(f"rank must be an int in [0, world_size={world_size}), not {rank!r}")
+        self._rank, self._world_size = rank, world_size
         self._close_timeout = close_timeout
+        self._identity = _config_identity(config)
+        self._restart_args: Dict[str, Any] = dict(
+            config=config, framework=framework, data_root=data_root, readers=readers,
+            rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
+            close_timeout=close_timeout, extra_args=tuple(extra_args), env=env)
         binary = shmloader_path(shmloader)
         config_path = self._config_file(config)
         fd = os.memfd_create("gobatch", os.MFD_CLOEXEC)
@@ -123,6 +185,8 @@ class Loader(Ring):
                 args += ["--start", str(int(start))]
             if data_root is not None:
                 args += ["--data-root", os.fspath(data_root)]
+            if world_size != 1:
+                args += ["--rank", str(rank), "--world-size", str(world_size)]
             args += list(extra_args)
             self._stderr = tempfile.TemporaryFile(prefix="gobatch-shmloader-")
             self._proc = subprocess.Popen(
@@ -274,6 +338,53 @@ class Loader(Ring):
             except FileNotFoundError:
                 pass
             self._tmp_config = None
+
+    # ---- position ----
+
+    @property
+    def rank(self) -> int:
+        """This loader's data-parallel rank."""
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of data-parallel ranks."""
+        return self._world_size
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The stream position, to resume at exactly the next batch: a small dict of
+        ``next_batch`` (this rank's stream index of the batch the next request would return),
+        ``seed``, ``rank``, ``world_size`` and a digest of the configuration."""
+        return {
+            "version": _STATE_VERSION,
+            "next_batch": self.next_batch,
+            "seed": self._identity[0],
+            "config_sha256": self._identity[1],
+            "rank": self._rank,
+            "world_size": self._world_size,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the stream at ``state["next_batch"]`` (from :meth:`state_dict` of a loader
+        with the same configuration, rank and world size): the child is restarted there, and
+        the next batch requested is exactly that batch."""
+        try:
+            version, nxt = state["version"], state["next_batch"]
+            seed, digest = state["seed"], state["config_sha256"]
+            rank, world = state["rank"], state["world_size"]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a gobatch.Loader state_dict: missing {e}") from None
+        if version != _STATE_VERSION:
+            raise ValueError(f"state_dict version {version!r}, this gobatch reads {_STATE_VERSION}")
+        if not isinstance(nxt, int) or nxt < 0:
+            raise ValueError(f"state_dict next_batch must be an int >= 0, not {nxt!r}")
+        mismatches = [f"{k} {a!r} != {b!r}" for k, a, b in (
+            ("seed", seed, self._identity[0]), ("config_sha256", digest, self._identity[1]),
+            ("rank", rank, self._rank), ("world_size", world, self._world_size)) if a != b]
+        if mismatches:
+            raise ValueError("state_dict is from another stream: " + ", ".join(mismatches))
+        self.close()
+        Loader.__init__(self, start=nxt, **self._restart_args)
 
     @property
     def exit_code(self) -> Optional[int]:

@@ -120,6 +120,7 @@ class Ring:
         self._lock = threading.Lock()
         self._failure: Optional[BaseException] = None
         self._held: int = -1
+        self._delivered = 0  # batches handed out so far
         self._tick = _tick
         self._creator_alive: Callable[[], bool] = lambda: True
         self._items: List[Batch] = []
@@ -242,6 +243,12 @@ class Ring:
         return int(self._geom.start_batch)
 
     @property
+    def next_batch(self) -> int:
+        """Stream index of the batch the next request returns (``start_batch`` + batches
+        handed out so far)."""
+        return int(self._geom.start_batch) + self._delivered
+
+    @property
     def total_batches(self) -> Optional[int]:
         """Batches in the ring's stream, ``None`` when unbounded."""
         n = int(self._geom.total_batches)
@@ -275,6 +282,7 @@ class Ring:
             rc: int = self._next(ptr, _POLL_MS)
             if rc >= 0:
                 self._held = rc
+                self._delivered += 1
                 return self._items[rc].copy()
         return self._next_slow(rc)
 
@@ -294,6 +302,7 @@ class Ring:
                 rc = int(self._next(ptr, _POLL_MS))
                 if rc >= 0:
                     self._held = rc
+                    self._delivered += 1
                     return self._items[rc].copy()
 
     def _fail(self, rc: int) -> BaseException:
