@@ -365,7 +365,7 @@ func (a *Array) putBuf(p *[]byte) {
 // dst gets a new buffer). A chunk that is not stored reads as the fill value. The
 // array's cache is not consulted.
 func (a *Array) DecodeChunk(idx []int, dst []byte) ([]byte, error) {
-	if a.DType.Kind == KindString {
+	if a.DType.variable() {
 		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("DecodeChunk on a variable-length string array: use ReadStrings: %w", ErrUnsupported)}
 	}
 	if err := a.checkIndex(idx); err != nil {

@@ -23,6 +23,7 @@ const (
 	KindUTF32          // fixed-length unicode (numpy <U<n>, v3 fixed_length_utf32), UTF-32, NUL padded
 	KindString         // variable-length UTF-8 string (v2 |O + vlen-utf8, v3 string)
 	KindRaw            // opaque fixed-size bytes (numpy |V<n>, v3 r<bits>)
+	KindVarBytes       // variable-length bytes (v2 |O + vlen-bytes, v3 variable_length_bytes)
 )
 
 // DType is an array's element type as stored.
@@ -77,7 +78,7 @@ func (d DType) NumpyStr() string {
 		return "|S" + strconv.Itoa(d.Size)
 	case KindUTF32:
 		return bo + "U" + strconv.Itoa(d.Size/4)
-	case KindString:
+	case KindString, KindVarBytes:
 		return "|O"
 	case KindRaw:
 		return "|V" + strconv.Itoa(d.Size)
@@ -136,6 +137,9 @@ func (d DType) Elem() Elem {
 	}
 	return ElemNone
 }
+
+// variable reports a variable-length element type (strings or bytes).
+func (d DType) variable() bool { return d.Kind == KindString || d.Kind == KindVarBytes }
 
 // swapUnit is the byte-swap granularity of the stored elements (0: never swapped).
 func (d DType) swapUnit() int {
@@ -287,6 +291,7 @@ func parseV3DType(raw json.RawMessage) (DType, error) {
 		"float16": {Kind: KindFloat, Size: 2}, "float32": {Kind: KindFloat, Size: 4}, "float64": {Kind: KindFloat, Size: 8},
 		"complex64": {Kind: KindComplex, Size: 8}, "complex128": {Kind: KindComplex, Size: 16},
 		"string": {Kind: KindString}, "variable_length_utf8": {Kind: KindString},
+		"variable_length_bytes": {Kind: KindVarBytes},
 	}
 	if s, ok := simple[name]; ok {
 		s.name = name

@@ -116,6 +116,18 @@ func parseFill(raw json.RawMessage, d DType) (elem []byte, str string, null bool
 			binary.LittleEndian.PutUint32(e[i:], uint32(r))
 			i += 4
 		}
+	case KindVarBytes:
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			if v, ok := jsonInt(raw); ok && v == 0 {
+				return nil, "", false, nil
+			}
+			return bad()
+		}
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			return nil, string(b), false, nil
+		}
+		return nil, s, false, nil
 	case KindString:
 		var s string
 		if json.Unmarshal(raw, &s) != nil {

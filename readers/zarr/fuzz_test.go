@@ -91,7 +91,7 @@ func FuzzChunk(f *testing.F) {
 			return
 		}
 		if a.DType.Elem() == ElemNone {
-			if a.DType.Kind == KindString || a.DType.Kind == KindUTF32 || a.DType.Kind == KindBytes {
+			if a.DType.variable() || a.DType.Kind == KindUTF32 || a.DType.Kind == KindBytes {
 				if out, err := a.ReadStrings(); err == nil && len(out) != a.Len() {
 					t.Fatalf("%d strings for %d elements", len(out), a.Len())
 				}
@@ -321,7 +321,7 @@ func FuzzVlenUTF8(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 255, 255, 255, 255}, uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, n uint8) {
 		out := make([]string, n)
-		if err := decodeVlenUTF8(data, out); err == nil {
+		if err := decodeVlen(data, out, true); err == nil {
 			total := 4
 			for _, s := range out {
 				total += 4 + len(s)

@@ -183,6 +183,13 @@ func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
 		}
 		m.codecs = append(m.codecs, c)
 	}
+	if m.dtype.Kind == KindString {
+		for _, c := range m.codecs {
+			if c.Name == "vlen-bytes" {
+				m.dtype.Kind = KindVarBytes // object array of bytes
+			}
+		}
+	}
 	m.fillRaw = z.FillValue
 	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
 		return nil, fmt.Errorf(".zarray: %w", err)

@@ -47,17 +47,17 @@ func buildV2Pipeline(m *arrayMeta) (*pipeline, error) {
 			p.b2b = append(p.b2b, bc)
 			continue
 		}
-		if c.Name == "vlen-utf8" {
-			if m.dtype.Kind != KindString {
-				return nil, fmt.Errorf("filter vlen-utf8 on dtype %s", m.dtype)
+		if c.Name == "vlen-utf8" || c.Name == "vlen-bytes" {
+			if (c.Name == "vlen-utf8") != (m.dtype.Kind == KindString) || !m.dtype.variable() {
+				return nil, fmt.Errorf("filter %s on dtype %s", c.Name, m.dtype)
 			}
 			if p.ser == serVlen || len(p.filters) > 0 {
-				return nil, fmt.Errorf("filter vlen-utf8 must be the only filter: %w", ErrUnsupported)
+				return nil, fmt.Errorf("filter %s must be the only filter: %w", c.Name, ErrUnsupported)
 			}
 			p.ser = serVlen
 			continue
 		}
-		if m.dtype.Kind == KindString {
+		if m.dtype.variable() {
 			return nil, fmt.Errorf("unsupported filter %s on an object array: %w", c.Name, ErrUnsupported)
 		}
 		f, err := newFlatFilter(c, m.dtype)
@@ -66,8 +66,8 @@ func buildV2Pipeline(m *arrayMeta) (*pipeline, error) {
 		}
 		p.filters = append(p.filters, f)
 	}
-	if m.dtype.Kind == KindString && p.ser != serVlen {
-		return nil, fmt.Errorf("object dtype without a vlen-utf8 filter: %w", ErrUnsupported)
+	if m.dtype.variable() && p.ser != serVlen {
+		return nil, fmt.Errorf("object dtype without a vlen-utf8 or vlen-bytes filter: %w", ErrUnsupported)
 	}
 	// Filter sizes must chain.
 	want := m.dtype.Size
@@ -141,17 +141,17 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 		} else if dtype.Size > 1 && dtype.swapUnit() > 0 {
 			return nil, fmt.Errorf("codec bytes: endian is required for %s", dtype)
 		}
-		if dtype.Kind == KindString {
+		if dtype.variable() {
 			return nil, fmt.Errorf("codec bytes cannot encode %s", dtype)
 		}
 		p.encSize = p.nelem * dtype.Size
-	case "vlen-utf8":
-		if dtype.Kind != KindString {
-			return nil, fmt.Errorf("codec vlen-utf8 on data_type %s", dtype)
+	case "vlen-utf8", "vlen-bytes":
+		if (c.Name == "vlen-utf8") != (dtype.Kind == KindString) || !dtype.variable() {
+			return nil, fmt.Errorf("codec %s on data_type %s", c.Name, dtype)
 		}
 		p.ser = serVlen
 	case "sharding_indexed":
-		if dtype.Kind == KindString {
+		if dtype.variable() {
 			return nil, fmt.Errorf("sharding of variable-length strings: %w", ErrUnsupported)
 		}
 		sh, err := newShardCodec(c, permuteShape(shape, order), dtype, fill)

@@ -10,12 +10,12 @@ import (
 )
 
 // ReadStrings reads the whole array as strings, C order: variable-length strings
-// (v2 object dtype with vlen-utf8, v3 string), fixed-length unicode (<U) and byte
-// strings (|S, read as Latin-1 like numpy's bytes; trailing NULs are dropped).
-// Missing chunks read as the fill value.
+// (v2 object dtype with vlen-utf8, v3 string), fixed-length unicode (<U), and byte
+// strings as their raw bytes (|S with trailing NULs dropped, as numpy does; v2
+// vlen-bytes and v3 variable_length_bytes). Missing chunks read as the fill value.
 func (a *Array) ReadStrings() ([]string, error) {
 	switch a.DType.Kind {
-	case KindString, KindUTF32, KindBytes:
+	case KindString, KindVarBytes, KindUTF32, KindBytes:
 	default:
 		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("ReadStrings on a %s array", a.DType)}
 	}
@@ -57,7 +57,7 @@ func (a *Array) ReadStrings() ([]string, error) {
 }
 
 func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
-	if a.DType.Kind != KindString {
+	if !a.DType.variable() {
 		n := a.ChunkBytes()
 		if cap(*raw) < n {
 			*raw = make([]byte, n)
@@ -72,7 +72,7 @@ func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
 			if a.DType.Kind == KindUTF32 {
 				out[k] = utf32String(e)
 			} else {
-				out[k] = latin1String(bytes.TrimRight(e, "\x00"))
+				out[k] = string(bytes.TrimRight(e, "\x00"))
 			}
 		}
 		return nil
@@ -99,8 +99,12 @@ func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
 			return withContext(a.Store.String(), a.Path, key, wrapCodec(a.pipe.b2b[i].name(), err))
 		}
 	}
-	if err := decodeVlenUTF8(b, out); err != nil {
-		return withContext(a.Store.String(), a.Path, key, wrapCodec("vlen-utf8", err))
+	name := "vlen-utf8"
+	if a.DType.Kind == KindVarBytes {
+		name = "vlen-bytes"
+	}
+	if err := decodeVlen(b, out, a.DType.Kind == KindString); err != nil {
+		return withContext(a.Store.String(), a.Path, key, wrapCodec(name, err))
 	}
 	if a.Order == 'F' && len(a.Chunks) > 1 {
 		// The items are stored in Fortran order: reorder to C.
@@ -123,9 +127,9 @@ func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
 	return nil
 }
 
-// decodeVlenUTF8 parses the numcodecs/zarr vlen-utf8 layout: uint32 LE item count,
-// then per item a uint32 LE byte length and the UTF-8 bytes.
-func decodeVlenUTF8(b []byte, out []string) error {
+// decodeVlen parses the numcodecs/zarr vlen-utf8 and vlen-bytes layout: uint32 LE
+// item count, then per item a uint32 LE byte length and the bytes (UTF-8 when utf8).
+func decodeVlen(b []byte, out []string, utf8Only bool) error {
 	if len(b) < 4 {
 		return corruptf("%d bytes, shorter than the item count", len(b))
 	}
@@ -144,7 +148,7 @@ func decodeVlenUTF8(b []byte, out []string) error {
 			return corruptf("item %d: length %d past the end", i, l)
 		}
 		s := b[p : p+int(l)]
-		if !utf8.Valid(s) {
+		if utf8Only && !utf8.Valid(s) {
 			return corruptf("item %d: invalid UTF-8", i)
 		}
 		out[i] = string(s)
@@ -170,22 +174,4 @@ func utf32String(e []byte) string {
 		sb.WriteRune(r)
 	}
 	return sb.String()
-}
-
-func latin1String(b []byte) string {
-	ascii := true
-	for _, c := range b {
-		if c >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return string(b)
-	}
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = rune(c)
-	}
-	return string(r)
 }

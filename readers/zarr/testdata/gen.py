@@ -54,10 +54,11 @@ def record(store: Path, path: str, extra: dict[str, Any] | None = None) -> None:
         "dtype": str(data.dtype),
         "zarr_format": arr.metadata.zarr_format,
     }
-    if data.dtype.kind in "OUST":
-        entry["strings"] = [
-            (v.decode("latin-1") if isinstance(v, bytes) else str(v)) for v in data.reshape(-1)
-        ]
+    flat = data.reshape(-1)
+    if data.dtype.kind == "S" or (data.dtype.kind == "O" and any(isinstance(v, bytes) for v in flat)):
+        entry["bytes_hex"] = [bytes(v).hex() for v in flat]
+    elif data.dtype.kind in "OUT":
+        entry["strings"] = [str(v) for v in flat]
     elif data.dtype.kind in "Mm":
         entry["int64"] = [int(v) for v in data.reshape(-1).view("<i8")]
     else:
@@ -157,6 +158,11 @@ def v2_store() -> None:
     a = root.create_array("str_vlen_F", shape=(3, 4), dtype=str, chunks=(2, 3), order="F")
     a[...] = np.array([["a", "bb", "c", "dd"], ["eee", "f", "", "g"], ["h", "ii", "jjj", "k"]], dtype=object)
     record(p, "str_vlen_F")
+    from zarr.core.dtype import VariableLengthBytes
+
+    a = root.create_array("bytes_vlen", shape=(4,), dtype=VariableLengthBytes(), chunks=(3,))
+    a[0:3] = np.array([b"ab", b"", b"\xff\x00x"], dtype=object)
+    record(p, "bytes_vlen")
     mk("dt_ns", np.array(["2021-01-01T00:00", "2021-06-01T12:30", "NaT", "1969-12-31T23:59:59.5"], dtype="<M8[ns]"), (3,), compressors=numcodecs.Zstd())
     mk("td_s", np.array([0, 60, -3600, 86400], dtype="<m8[s]"), (4,), compressors=None)
     # Nested group.
@@ -268,6 +274,11 @@ def v3_store() -> None:
     a = root.create_array("str_vlen", shape=(5,), dtype=str, chunks=(3,))
     a[...] = np.array(["alpha", "", "γάμμα", "delta", "e"], dtype=object)
     record(p, "str_vlen")
+    from zarr.core.dtype import VariableLengthBytes
+
+    a = root.create_array("bytes_vlen", shape=(5,), dtype=VariableLengthBytes(), chunks=(2,))
+    a[0:4] = np.array([b"", b"\x00\x01", b"zz", b"\xfe"], dtype=object)
+    record(p, "bytes_vlen")
     mk("str_U5", np.array(["ab", "cde", "", "fghij"], dtype="<U5"), (3,))
     mk("dt_ms", np.array(["2021-01-01T00:00", "2021-06-01T12:30:00.250", "NaT"], dtype="<M8[ms]"), (2,))
     sub = root.create_group("grp")
@@ -542,9 +553,12 @@ def matrix_stores(out: Path, n: int, seed: int) -> None:
         else:
             a[...] = data
         got = zarr.open_array(str(p), path=name, mode="r")[...]
-        strs = [(v.decode("latin-1") if isinstance(v, bytes) else str(v)) for v in got.reshape(-1)]
-        entries.append({"store": p.name, "path": name, "shape": list(shape), "dtype": kind, "zarr_format": fmt,
-                        "strings": strs, "config": repr(kw)})
+        e: dict[str, Any] = {"store": p.name, "path": name, "shape": list(shape), "dtype": kind, "zarr_format": fmt, "config": repr(kw)}
+        if kind == "|S3":
+            e["bytes_hex"] = [bytes(v).hex() for v in got.reshape(-1)]
+        else:
+            e["strings"] = [str(v) for v in got.reshape(-1)]
+        entries.append(e)
     (out / "matrix.json").write_text(json.dumps({"arrays": entries}, indent=1))
 
 
