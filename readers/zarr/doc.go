@@ -44,7 +44,7 @@
 //   - data types: bool, int8..uint64, float16/32/64 in either byte order,
 //     complex (DecodeChunk only), datetime64/timedelta64 with any fixed unit,
 //     fixed-length (|S, <U) and variable-length strings (v2 object + vlen-utf8,
-//     v3 string);
+//     v3 string) and bytes (v2 object + vlen-bytes, v3 variable_length_bytes);
 //   - fill values: numbers, "NaN", "Infinity", "-Infinity", "NaT", null, v3 hex
 //     bit patterns, base64 for byte strings;
 //   - v2 compressors blosc (readers/blosc), blosc2 (ocf-blosc2, readers/blosc), zstd,
@@ -52,7 +52,8 @@
 //     shuffle, quantize, bitround, astype and vlen-utf8;
 //   - v3 codecs bytes (alias endian), transpose, blosc, gzip, zstd, crc32c
 //     (verified), sharding_indexed (index at either end, nested sharding, empty inner
-//     chunks), vlen-utf8, and the numcodecs.* wrappers of the v2 compressors;
+//     chunks), vlen-utf8, vlen-bytes, and the numcodecs.* wrappers of the v2
+//     compressors;
 //   - CF: dimension names (_ARRAY_DIMENSIONS, dimension_names), scale_factor,
 //     add_offset, _FillValue (including xarray's base64 form in v3), missing_value,
 //     _Unsigned, and time units "<unit> since <time>" for ReadTimes/ReadDurations.
