@@ -1,0 +1,137 @@
+"""`make bench`: runs every gobatch benchmark in one go and writes benchmarks/README.md.
+
+Each benchmark measures its own baseline in the same run on the same data (the machine is
+shared and noisy: compare ratios, not absolute times). The README gets, for every part, the
+exact command and its output, plus the machine it ran on.
+
+Usage: python benchmarks/run_all.py [--quick] [--only NAME[,NAME]] [--no-readme]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+# name -> (title, full command, quick command, what it compares)
+PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
+    "ring-go": (
+        "Ring handoff latency and throughput (Go, across processes)",
+        ["go", "run", "./benchmarks/go"],
+        ["go", "run", "./benchmarks/go", "-quick"],
+        "consumer in one process, producer in another over a memfd ring; latency baseline: a bare "
+        "futex handoff in a shared page; throughput roofline: the same memcpy without the ring.",
+    ),
+    "ring-python": (
+        "Synthetic 30 MB batches into Python (gobatch vs DataLoader vs Pipe+pickle)",
+        [PY, "benchmarks/ring_bench.py"],
+        [PY, "benchmarks/ring_bench.py", "--quick"],
+        "the same synthetic batches through gobatch.Loader, a PyTorch DataLoader (num_workers 0, 1, 2) "
+        "and multiprocessing.Pipe with pickle; roofline: a numpy copy of one batch.",
+    ),
+    "blosc": (
+        "Blosc / Blosc2 chunk decoding, pure Go vs c-blosc (one core each)",
+        [PY, "benchmarks/blosc/bench.py"],
+        [PY, "benchmarks/blosc/bench.py", "--samples", "3", "--rounds", "1"],
+        "readers/blosc against the C library that numcodecs / blosc2 ship, on the same chunks.",
+    ),
+    "zarr": (
+        "Zarr decode throughput per core (Go reader vs zarr-python vs tensorstore)",
+        [PY, "benchmarks/zarr_decode.py"],
+        [PY, "benchmarks/zarr_decode.py", "--repeat", "2", "--scale", "0.5"],
+        "the same arrays read whole by `shmloader read`'s reader, zarr-python (numcodecs, one "
+        "Blosc thread) and tensorstore.",
+    ),
+    "nowcast": (
+        "End to end: nowcast-ref (WORKLOAD.md), gobatch vs DataLoader + xarray",
+        [PY, "benchmarks/nowcast_bench.py"],
+        [PY, "benchmarks/nowcast_bench.py", "--quick"],
+        "gobatch.Loader over presets/nowcast.toml against a DataLoader over an xarray Dataset "
+        "sampling the same example (lazy and in RAM; num_workers 0, 1, 2), same files, same run.",
+    ),
+}
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, "
+            f"Linux {platform.release()}, Python {platform.python_version()}, {go}; "
+            f"load average at start {load[0]:.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short runs of every part")
+    ap.add_argument("--only", help="comma-separated parts: " + ", ".join(PARTS))
+    ap.add_argument("--no-readme", action="store_true", help="print only; leave benchmarks/README.md")
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(PARTS)
+    for n in names:
+        if n not in PARTS:
+            ap.error(f"unknown part {n!r}; parts: {', '.join(PARTS)}")
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    mach = machine()
+    sections = []
+    failed = []
+    for n in names:
+        title, full, quick, what = PARTS[n]
+        cmd = quick if args.quick else full
+        shown = " ".join("python" if c == PY else c for c in cmd)
+        print(f"\n=== {title}\n$ {shown}", flush=True)
+        t = time.monotonic()
+        p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        secs = time.monotonic() - t
+        print(p.stdout, flush=True)
+        status = "" if p.returncode == 0 else f" (FAILED: exit status {p.returncode})"
+        if p.returncode != 0:
+            failed.append(n)
+        sections.append(f"## {title}{status}\n\n{what}\n\n```sh\n{shown}\n```\n\n"
+                        f"Output ({secs:.0f} s):\n\n{p.stdout.strip()}\n")
+        if n == "nowcast" and (REPO / "benchmarks/out/nowcast_bench.png").exists():
+            sections[-1] += "\n(plot: benchmarks/out/nowcast_bench.png, copied to benchmarks/nowcast_bench.png)\n"
+            try:
+                (REPO / "benchmarks/nowcast_bench.png").write_bytes(
+                    (REPO / "benchmarks/out/nowcast_bench.png").read_bytes())
+                sections[-1] += "\n![nowcast-ref throughput](nowcast_bench.png)\n"
+            except OSError:
+                pass
+
+    if not args.no_readme:
+        head = (
+            "# gobatch benchmarks\n\n"
+            "Written by `make bench` (`python benchmarks/run_all.py`"
+            + (" --quick" if args.quick else "") + f") on {dt.date.today().isoformat()}.\n\n"
+            f"Machine: {mach}.\n\n"
+            "Every figure below comes with a baseline measured in the same run on the same data; "
+            "this machine is shared and noisy, so read the ratios, not the absolute times.\n"
+        )
+        only = "" if not args.only else f"\n(Only the parts {', '.join(names)} were run.)\n"
+        (REPO / "benchmarks/README.md").write_text(head + only + "\n" + "\n".join(sections))
+        print("wrote benchmarks/README.md")
+    if failed:
+        print("failed parts: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
