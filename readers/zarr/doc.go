@@ -49,7 +49,7 @@
 //     bit patterns, base64 for byte strings;
 //   - v2 compressors blosc (readers/blosc), blosc2 (ocf-blosc2, readers/blosc), zstd,
 //     zlib, gzip, lz4 (numcodecs framing), bz2; v2 filters delta, fixedscaleoffset,
-//     shuffle, quantize, bitround, astype and vlen-utf8;
+//     shuffle, quantize, bitround, astype, vlen-utf8 and vlen-bytes;
 //   - v3 codecs bytes (alias endian), transpose, blosc, gzip, zstd, crc32c
 //     (verified), sharding_indexed (index at either end, nested sharding, empty inner
 //     chunks), vlen-utf8, vlen-bytes, and the numcodecs.* wrappers of the v2
