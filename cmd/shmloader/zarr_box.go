@@ -56,6 +56,8 @@ func (r *boxRequest) read() (*boxResult, error) {
 	switch {
 	case d.Kind == zarr.KindString: // --cf does not apply to strings
 		return r.readStrings(res)
+	case d.Kind == zarr.KindVarBytes:
+		return r.readVarBytes(res)
 	case r.cf && d.Numeric() && isTime:
 		return r.readTimes(res)
 	case r.cf && d.Numeric():
@@ -221,6 +223,28 @@ func (r *boxRequest) readStrings(res *boxResult) (*boxResult, error) {
 			binary.LittleEndian.PutUint32(res.data[p:], uint32(c))
 			p += 4
 		}
+	}
+	return res, nil
+}
+
+// readVarBytes writes variable-length bytes as fixed-width numpy bytes '|S<n>', n the
+// longest value of the box (at least 1, as numpy does). Like numpy's |S, trailing NUL
+// bytes of a value do not survive.
+func (r *boxRequest) readVarBytes(res *boxResult) (*boxResult, error) {
+	all, err := r.a.ReadStrings()
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]string, 0, r.count())
+	r.boxIndices(func(i int) { vals = append(vals, all[i]) })
+	width := 1
+	for _, v := range vals {
+		width = max(width, len(v))
+	}
+	res.descr = fmt.Sprintf("|S%d", width)
+	res.data = make([]byte, len(vals)*width)
+	for i, v := range vals {
+		copy(res.data[i*width:], v)
 	}
 	return res, nil
 }

@@ -85,6 +85,21 @@ def test_vlen_strings(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) 
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("zarr_format", FORMATS)
+def test_vlen_bytes(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
+    """Variable-length bytes (vlen-bytes) come back as fixed '|S<max>'."""
+    from zarr.core.dtype import VariableLengthBytes
+
+    data = np.array([b"", b"a", b"\xffz", b"pv-data", b"\x00b"] * 3, dtype=object)
+    path = write_array(
+        tmp_path, "a", data, chunks=(4,), zarr_format=zarr_format, dtype=VariableLengthBytes(), write=(slice(0, 11),)
+    )
+    got = read(path, tmp_path)
+    want = zarr_read(path).tolist()
+    assert got.dtype == np.dtype(f"|S{max(len(v) for v in want)}")
+    np.testing.assert_array_equal(got, np.array(want, dtype=got.dtype))
+
+
 # --- fill values and missing chunks ---------------------------------------------------
 
 FILLS = [

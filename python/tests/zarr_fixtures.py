@@ -232,11 +232,13 @@ def write_array(
     chunks: Sequence[int],
     zarr_format: int,
     write: tuple[slice, ...] | None = None,
+    dtype: Any = None,
     **kwargs: Any,
 ) -> pathlib.Path:
     """Create array ``root/name`` with zarr-python, store ``data`` and return its path.
 
     ``write`` stores only that region, so the chunks outside it stay missing (fill value).
+    ``dtype`` overrides the Zarr data type (default: ``data.dtype``; ``str`` for objects).
     Other keyword arguments go to ``zarr.create_array`` (compressors, filters, fill_value,
     order, serializer, shards, chunk_key_encoding, dimension_names, attributes, ...).
     """
@@ -246,7 +248,7 @@ def write_array(
         store=str(root / name),
         shape=data.shape,
         chunks=tuple(chunks),
-        dtype=str if data.dtype.kind == "O" else data.dtype,
+        dtype=dtype if dtype is not None else (str if data.dtype.kind == "O" else data.dtype),
         zarr_format=zarr_format,
         **kwargs,
     )
