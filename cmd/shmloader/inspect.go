@@ -212,6 +212,8 @@ func typeName(d zarr.DType) string {
 		return name
 	case zarr.KindString:
 		return "str (variable length)"
+	case zarr.KindVarBytes:
+		return "bytes (variable length)"
 	}
 	return nativeDescr(d)
 }

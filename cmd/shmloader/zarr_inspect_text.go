@@ -76,7 +76,7 @@ func (r *storeReport) text() string {
 		row("fill", "%s", fillText(n))
 		size := fmt.Sprintf("%s decoded, %s stored", bytesText(n.DecodedBytes), bytesText(n.StoredBytes))
 		if n.DecodedBytes == 0 && n.DType == "|O" {
-			size = fmt.Sprintf("variable-length strings, %s stored", bytesText(n.StoredBytes))
+			size = fmt.Sprintf("variable-length values, %s stored", bytesText(n.StoredBytes))
 		} else if n.Ratio != nil {
 			size += fmt.Sprintf(" (ratio %.2f)", *n.Ratio)
 		}
