@@ -244,7 +244,7 @@ func TestTruncatedStream(t *testing.T) {
 	if !errors.As(err, &te) || te.Batch != 2 || !strings.Contains(err.Error(), "all producers finished before batch 2") {
 		t.Fatalf("Next after all producers are done = %v", err)
 	}
-	if d := time.Since(t0); d > time.Second {
+	if d := time.Since(t0); d > 2*time.Second { // ~0.1 s; slack for a busy machine
 		t.Errorf("took %v", d)
 	}
 }
@@ -280,7 +280,7 @@ func TestErrorRecord(t *testing.T) {
 		!strings.HasSuffix(pe.Text, "é") {
 		t.Errorf("error record: producer %d, %d bytes: %.60q", pe.Producer, len(pe.Text), pe.Text)
 	}
-	if time.Since(t0) > time.Second {
+	if time.Since(t0) > 2*time.Second {
 		t.Errorf("error took %v to arrive", time.Since(t0))
 	}
 	st := r.Stats()
@@ -382,7 +382,7 @@ func TestContextBoundsWaits(t *testing.T) {
 	if _, err := c.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Next on an empty ring = %v", err)
 	}
-	if d := time.Since(t0); d > 500*time.Millisecond {
+	if d := time.Since(t0); d > time.Second {
 		t.Errorf("Next took %v past a 50 ms deadline", d)
 	}
 	w, _ := p.Claim(context.Background())
@@ -569,7 +569,7 @@ func TestWakeUpIsPrompt(t *testing.T) {
 	slices.Sort(producerDelay)
 	mc, mp := consumerDelay[len(consumerDelay)/2], producerDelay[len(producerDelay)/2]
 	t.Logf("median wake-up: consumer %v, producer %v", mc, mp)
-	if mc > 30*time.Millisecond || mp > 30*time.Millisecond {
+	if mc > 60*time.Millisecond || mp > 60*time.Millisecond { // ~0.01-0.02 ms; ~95 ms without the wake
 		t.Errorf("median wake-up delays consumer %v producer %v: the futex wake-up is not working", mc, mp)
 	}
 	for i := uint64(0); i < r.slots; i++ {
