@@ -281,6 +281,7 @@ class Result:
     stall_seconds: float = 0.0
     stall_batches: int = 0
     processes: list[str] = field(default_factory=list)
+    loadavg: float = float("nan")  # the machine's 1-minute load average at the end
     note: str = ""
 
     @property
@@ -365,6 +366,7 @@ def measure(name: str, make: Callable[[], Iterable[dict[str, Any]]], max_batches
             mon.sample(with_pss=True)
             r.peak_rss, r.peak_pss = mon.peak_rss, mon.peak_pss
             r.processes = mon.names()
+            r.loadavg = os.getloadavg()[0]
             del it
             if close is not None:
                 close(loader)

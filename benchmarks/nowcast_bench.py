@@ -31,11 +31,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
+import dataclasses
 import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 import tomllib
@@ -130,16 +131,16 @@ def fmt(v: float, spec: str) -> str:
 
 def table(rows: list[Result], roof: float) -> str:
     out = ["| method | batches/s | MB/s | x roofline | first batch s | peak RSS MB | peak PSS MB "
-           "| CPU s/batch | stall | batches | note |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| CPU s/batch | stall | batches | load | note |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if not r.batches:
-            out.append(f"| {r.name} | | | | | | | | | | {r.note} |")
+            out.append(f"| {r.name} | | | | | | | | | | | {r.note} |")
             continue
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r.name, fmt(r.batches_per_s, ".2f"), fmt(r.MB_per_s, ".0f"), fmt(r.MB_per_s / roof, ".3f"),
             fmt(r.first_batch_s, ".2f"), fmt(r.peak_rss / MB, ".0f"), fmt(r.peak_pss / MB, ".0f"),
-            fmt(r.cpu_s_per_batch, ".3f"), fmt(r.stall, ".2f"), r.batches, r.note))
+            fmt(r.cpu_s_per_batch, ".3f"), fmt(r.stall, ".2f"), r.batches, fmt(r.loadavg, ".1f"), r.note))
     return "\n".join(out)
 
 
@@ -169,21 +170,51 @@ def plot(cases: dict[str, list[Result]], roof_bps: float, path: Path) -> None:
     plt.close(fig)
 
 
+def measure_one(spec: dict[str, Any], args: argparse.Namespace) -> Result:
+    """One measurement in this process (the ``--one`` child)."""
+    root = Path(spec["root"])
+    if spec["kind"] == "gobatch":
+        return gobatch_result(spec["name"], root, spec["readers"], args, spec.get("cache_mb"))
+    return baseline_result(spec["name"], root, spec["mode"], spec["workers"], args)
+
+
+def run_isolated(spec: dict[str, Any], args: argparse.Namespace) -> Result:
+    """One measurement in a fresh Python process, so that no method inherits another's memory,
+    threads or imports (the trainer's RSS is its own), and a crash costs one row only."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", json.dumps(spec),
+           "--preset", args.preset, "--batches", str(args.batches), "--baseline-batches",
+           str(args.baseline_batches), "--seconds", str(args.seconds), "--step-ms", str(args.step_ms),
+           "--stall-batches", str(args.stall_batches), "--seed", str(args.seed)]
+    limit = 3 * args.seconds + 240  # two bounded phases, set-up (the RAM load), teardown
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return Result(name=spec["name"], note=f"not measured: over {limit:.0f} s")
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return Result(name=spec["name"], note=f"failed (exit {p.returncode}): {tail}"[:300])
+    d = json.loads(lines[-1])
+    known = {f.name for f in dataclasses.fields(Result)}
+    return Result(**{k: v for k, v in d.items() if k in known})
+
+
 def run_case(title: str, root: Path, args: argparse.Namespace, modes: list[str], workers: list[int],
              readers: list[int], cache_mb: int | None) -> list[Result]:
-    rows: list[Result] = []
+    specs: list[dict[str, Any]] = []
     for r in readers:
-        print(f"  [{title}] gobatch readers={r} ...", flush=True)
-        rows.append(gobatch_result(f"gobatch readers={r}", root, r, args, cache_mb))
-        print(f"    {rows[-1].batches_per_s:.2f} batches/s {rows[-1].note}", flush=True)
-        gc.collect()
+        specs.append({"kind": "gobatch", "name": f"gobatch readers={r}", "root": str(root), "readers": r,
+                      "cache_mb": cache_mb})
     for mode in modes:
         for w in workers:
-            name = f"DataLoader xarray {mode} workers={w}"
-            print(f"  [{title}] {name} ...", flush=True)
-            rows.append(baseline_result(name, root, mode, w, args))
-            print(f"    {rows[-1].batches_per_s:.2f} batches/s {rows[-1].note}", flush=True)
-            gc.collect()
+            specs.append({"kind": "baseline", "name": f"DataLoader xarray {mode} workers={w}",
+                          "root": str(root), "mode": mode, "workers": w})
+    rows: list[Result] = []
+    for spec in specs:
+        print(f"  [{title}] {spec['name']} ...", flush=True)
+        rows.append(run_isolated(spec, args))
+        r = rows[-1]
+        print(f"    {r.batches_per_s:.2f} batches/s, first batch {r.first_batch_s:.2f} s {r.note}", flush=True)
     return rows
 
 
@@ -207,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-batches", type=int, help="batches of the stall phase")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one measurement, JSON on stdout
     args = ap.parse_args(argv)
     q = args.quick
     args.batches = args.batches or (40 if q else 400)
@@ -215,11 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     args.stall_batches = args.stall_batches or (10 if q else 60)
     if args.large is None:
         args.large = not q
+    if args.one:
+        print(json.dumps(measure_one(json.loads(args.one), args).as_dict(), default=str))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     print(f"nowcast_bench: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
           f"{' (quick)' if q else ''}", flush=True)
+    load0 = os.getloadavg()[0]
     small = ensure_dataset(Path(args.data), args.days)
     batch_bytes = 30_255_872  # WORKLOAD.md: one batch, all tensors (checked against the loaders)
     roof = memcpy_MBps(batch_bytes)
@@ -251,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
              f"(baseline) batches or {args.seconds:g} s. Stall: consumer sleeps {args.step_ms:g} ms per "
              f"batch (a GPU-bound step), up to {args.stall_batches} batches.",
              "Memory: peak of the summed RSS (shared pages counted in every process) and of the summed "
-             "PSS (shared pages split) over the trainer and its child processes.", ""]
+             "PSS (shared pages split) over the trainer and its child processes. CPU s/batch: user + "
+             "system time of all those processes in the throughput phase. Each row runs in a fresh "
+             "Python process. load: the machine's 1-minute load average when the row finished (the "
+             "machine is shared; figures from a loaded machine are lower).",
+             f"Load average at the start of the run: {load0:.1f}.", ""]
     for title, rows in cases.items():
         lines += [f"## {title}", "", table(rows, roof), ""]
         go = [r for r in rows if r.name.startswith("gobatch") and r.batches]
