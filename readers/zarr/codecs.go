@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"io"
 	"math"
@@ -242,27 +243,68 @@ func decodeLZ4Frame(buf, src []byte, want int) ([]byte, error) {
 	return buf, nil
 }
 
-// crc32c (v3): the last 4 bytes are the CRC-32C (Castagnoli) of the rest, LE.
+// Checksums: a 4-byte little-endian checksum before or after the data. v3 crc32c
+// (and numcodecs crc32c) is CRC-32C at the end; numcodecs crc32 (IEEE) and adler32
+// put theirs at the start unless configured with "location": "end".
 
-type crc32cCodec struct{}
+type checksumCodec struct {
+	id      string
+	atStart bool
+	sum     func([]byte) uint32
+}
+
+// fixedOverhead is implemented by bytes codecs that add a fixed number of bytes.
+type fixedOverhead interface{ overhead() int }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func (crc32cCodec) name() string { return "crc32c" }
+var crc32cCodec = checksumCodec{id: "crc32c", sum: func(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }}
 
-func (crc32cCodec) decode(_, src []byte, want int) ([]byte, error) {
+func (c checksumCodec) name() string  { return c.id }
+func (c checksumCodec) overhead() int { return 4 }
+
+func (c checksumCodec) decode(_, src []byte, want int) ([]byte, error) {
 	if len(src) < 4 {
 		return nil, corruptf("%d bytes, shorter than the checksum", len(src))
 	}
-	body := src[:len(src)-4]
-	stored := binary.LittleEndian.Uint32(src[len(src)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != stored {
+	body, sum := src[:len(src)-4], src[len(src)-4:]
+	if c.atStart {
+		body, sum = src[4:], src[:4]
+	}
+	stored := binary.LittleEndian.Uint32(sum)
+	if got := c.sum(body); got != stored {
 		return nil, corruptf("checksum mismatch: stored %08x, computed %08x", stored, got)
 	}
 	if want >= 0 && len(body) != want {
 		return nil, corruptf("%d bytes after the checksum, want %d", len(body), want)
 	}
 	return body, nil
+}
+
+func newChecksum(id string, cfg json.RawMessage) (bytesCodec, bool) {
+	c := checksumCodec{id: id}
+	switch id {
+	case "crc32c":
+		c.sum = crc32cCodec.sum
+	case "crc32":
+		c.atStart, c.sum = true, crc32.ChecksumIEEE
+	case "adler32":
+		c.atStart, c.sum = true, adler32.Checksum
+	default:
+		return nil, false
+	}
+	var conf struct {
+		Location string `json:"location"`
+	}
+	if len(cfg) > 0 && json.Unmarshal(cfg, &conf) == nil {
+		switch conf.Location {
+		case "start":
+			c.atStart = true
+		case "end":
+			c.atStart = false
+		}
+	}
+	return c, true
 }
 
 // blosc (Blosc1 chunks, v2 "blosc" and v3 "blosc") and blosc2 (ocf-blosc2).
@@ -326,8 +368,8 @@ func newBytesCodec(name string, cfg json.RawMessage) (bytesCodec, bool) {
 		return bloscCodec{}, true
 	case "blosc2":
 		return bloscCodec{v2: true}, true
-	case "crc32c":
-		return crc32cCodec{}, true
+	case "crc32c", "crc32", "adler32":
+		return newChecksum(strings.TrimPrefix(name, "numcodecs."), cfg)
 	}
 	return nil, false
 }

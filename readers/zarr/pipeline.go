@@ -31,21 +31,49 @@ type pipeline struct {
 	shard   *shardCodec // serShard
 	strides []int       // non-nil: stored layout strides (elements) per decoded dim (F order, transpose)
 	encSize int         // bytes the serializer reads (-1 unknown)
+	wants   []int       // decoded size of each b2b codec's output (-1 unknown)
 	fill    []byte      // one fill element, host order
 }
 
 func (p *pipeline) decodedSize() int { return p.nelem * p.dtype.Size }
 
+// setWants works out the size each bytes codec decodes to, from the serializer's
+// size outwards, through codecs that change the size by a fixed amount (checksums).
+func (p *pipeline) setWants() {
+	p.wants = make([]int, len(p.b2b))
+	n := p.encSize
+	for i, c := range p.b2b {
+		p.wants[i] = n
+		if n >= 0 {
+			if f, ok := c.(fixedOverhead); ok {
+				n += f.overhead()
+			} else {
+				n = -1
+			}
+		}
+	}
+}
+
 // buildV2Pipeline builds the pipeline of a v2 array.
 func buildV2Pipeline(m *arrayMeta) (*pipeline, error) {
 	p := &pipeline{dtype: m.dtype, shape: m.chunks, fill: m.fill, big: m.dtype.BigEndian && m.dtype.swapUnit() > 0}
 	p.nelem = prod(m.chunks)
-	for i, c := range m.codecs {
-		last := i == len(m.codecs)-1
-		if bc, ok := newBytesCodec(c.Name, c.Config); ok && last && !strings.HasPrefix(c.Name, "numcodecs.") {
-			// The compressor is always the last entry of m.codecs when present.
-			p.b2b = append(p.b2b, bc)
-			continue
+	// The codecs are the filters then the compressor. Bytes-to-bytes codecs
+	// (compressors, checksums) at the end of the list decode first.
+	nb := len(m.codecs)
+	for nb > 0 {
+		if _, ok := newBytesCodec(m.codecs[nb-1].Name, m.codecs[nb-1].Config); !ok || strings.HasPrefix(m.codecs[nb-1].Name, "numcodecs.") {
+			break
+		}
+		nb--
+	}
+	for _, c := range m.codecs[nb:] {
+		bc, _ := newBytesCodec(c.Name, c.Config)
+		p.b2b = append(p.b2b, bc)
+	}
+	for _, c := range m.codecs[:nb] {
+		if _, ok := newBytesCodec(c.Name, c.Config); ok {
+			return nil, fmt.Errorf("filter %s before an array filter: %w", c.Name, ErrUnsupported)
 		}
 		if c.Name == "vlen-utf8" || c.Name == "vlen-bytes" {
 			if (c.Name == "vlen-utf8") != (m.dtype.Kind == KindString) || !m.dtype.variable() {
@@ -81,6 +109,7 @@ func buildV2Pipeline(m *arrayMeta) (*pipeline, error) {
 	if p.ser == serVlen {
 		p.encSize = -1
 	}
+	p.setWants()
 	if m.order == 'F' && len(m.chunks) > 1 && p.ser == serBytes {
 		p.strides = make([]int, len(m.chunks))
 		s := 1
@@ -172,6 +201,7 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 		}
 		p.b2b = append(p.b2b, bc)
 	}
+	p.setWants()
 	if order != nil && !isIdentity(order) {
 		if p.ser == serVlen {
 			return nil, fmt.Errorf("transpose of variable-length strings: %w", ErrUnsupported)
@@ -296,6 +326,17 @@ func sameBase(a, b []byte) bool {
 	return cap(a) > 0 && cap(b) > 0 && unsafe.SliceData(a[:1]) == unsafe.SliceData(b[:1])
 }
 
+// within reports whether a's data lies in b's backing array (a codec such as a
+// checksum returned a sub-slice of its input).
+func within(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	pa := uintptr(unsafe.Pointer(unsafe.SliceData(a[:1])))
+	pb := uintptr(unsafe.Pointer(unsafe.SliceData(b[:1])))
+	return pa >= pb && pa < pb+uintptr(cap(b))
+}
+
 // decode decodes the stored chunk src into dst (len == decodedSize()) for fixed-size
 // dtypes. src is not modified.
 func (p *pipeline) decode(src, dst []byte) error {
@@ -311,10 +352,7 @@ func (p *pipeline) decode(src, dst []byte) error {
 	b := src
 	cur := -1 // which sc.buf holds b (-1: src or dst)
 	for i := len(p.b2b) - 1; i >= 0; i-- {
-		want := -1
-		if i == 0 {
-			want = p.encSize
-		}
+		want := p.wants[i]
 		var out []byte
 		j := 0
 		if cur == 0 {
@@ -329,7 +367,7 @@ func (p *pipeline) decode(src, dst []byte) error {
 		if err != nil {
 			return wrapCodec(p.b2b[i].name(), err)
 		}
-		if !sameBase(r, b) || len(b) == 0 {
+		if !within(r, b) {
 			if j >= 0 {
 				sc.buf[j] = r
 			}
@@ -380,7 +418,7 @@ func (p *pipeline) decode(src, dst []byte) error {
 		b = out
 	}
 	if p.big && p.ser == serBytes {
-		if sameBase(b, src) {
+		if within(b, src) {
 			// Never write into the caller's (or the store's) bytes.
 			target := dst
 			if p.strides != nil {
@@ -607,7 +645,7 @@ func newShardCodec(c CodecInfo, shape []int, dtype DType, fill []byte) (*shardCo
 	}
 	s.idxSize = 16 * s.n
 	for _, bc := range s.idxPipe.b2b {
-		if _, ok := bc.(crc32cCodec); !ok {
+		if c, ok := bc.(checksumCodec); !ok || c.id != "crc32c" {
 			return nil, fmt.Errorf("index codec %s: %w (the index must have a fixed size)", bc.name(), ErrUnsupported)
 		}
 		s.idxSize += 4

@@ -136,6 +136,10 @@ def v2_store() -> None:
         filters=[numcodecs.FixedScaleOffset(offset=10, scale=100, dtype="<f8", astype="<u2")],
         compressors=numcodecs.Zlib(1),
     )
+    # numcodecs checksums as filters and as the compressor.
+    mk("crc32_filter", ramp((20,), "<i4"), (8,), filters=[numcodecs.CRC32()], compressors=numcodecs.Zstd(1))
+    mk("adler32_end", ramp((20,), "<u2"), (8,), filters=[numcodecs.Delta(dtype="<u2"), numcodecs.Adler32(location="end")], compressors=numcodecs.Zlib(1))
+    mk("crc32c_compressor", ramp((20,), "<f8"), (8,), compressors=numcodecs.CRC32C())
     # ocf-blosc2, both of its cnames.
     mk("blosc2_zstd_f4", rng.standard_normal((12, 10)).astype("<f4"), (5, 10), compressors=Blosc2("zstd", 5))
     mk("blosc2_blosclz_f2", rng.standard_normal((12, 10)).astype("<f2"), (8, 5), compressors=Blosc2("blosc2", 5))
@@ -301,6 +305,11 @@ def v3_store() -> None:
     mk("numcodecs_zlib", ramp((9,), "int32"), (4,), compressors=NZlib(level=1))
     mk("numcodecs_lz4", ramp((9,), "int32"), (4,), compressors=NLZ4())
     mk("numcodecs_bz2", ramp((9,), "int32"), (4,), compressors=NBZ2(level=1))
+    from zarr.codecs.numcodecs import CRC32 as NCRC32, Adler32 as NAdler32
+
+    mk("numcodecs_crc32", ramp((9,), "int16"), (4,), compressors=[NCRC32(), ZstdCodec()])
+    mk("numcodecs_adler32", ramp((9,), "int16"), (4,), compressors=[ZstdCodec(), NAdler32()])
+    mk("crc32c_then_zstd", ramp((9,), "float32"), (4,), compressors=[Crc32cCodec(), ZstdCodec()])
     a = root.create_array(
         "transpose_sharded",
         shape=(6, 8),
@@ -484,6 +493,7 @@ def matrix_stores(out: Path, n: int, seed: int) -> None:
             if nd > 1 and rng.random() < 0.3:
                 filters = [TransposeCodec(order=tuple(int(v) for v in rng.permutation(nd)))]
             comps3 = [[], [ZstdCodec(level=1)], [GzipCodec(level=1)], [Crc32cCodec()], [ZstdCodec(), Crc32cCodec()],
+                      [Crc32cCodec(), GzipCodec(level=1)],
                       [BloscCodec(cname=str(rng.choice(["lz4", "zstd", "blosclz"])), clevel=5,
                                   shuffle=str(rng.choice(["noshuffle", "shuffle", "bitshuffle"])))]]
             kw["compressors"] = comps3[int(rng.integers(0, len(comps3)))]
