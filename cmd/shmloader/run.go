@@ -520,6 +520,14 @@ func (pr *producerRun) readAll(ctx context.Context) error {
 	return first
 }
 
+// globalBatch maps batch k of this rank's stream to global batch k*worldSize + rank.
+func (pr *producerRun) globalBatch(k uint64) uint64 {
+	if pr.worldSize <= 1 {
+		return k
+	}
+	return k*pr.worldSize + pr.rank
+}
+
 func (pr *producerRun) readLoop(ctx context.Context) error {
 	var batch [][]byte // the slot's tensors, for the sampler
 	if pr.zarr != nil {
@@ -546,7 +554,7 @@ func (pr *producerRun) readLoop(ctx context.Context) error {
 		}
 		// Data parallelism: batch k of this rank's stream is global batch k*world_size + rank
 		// (the sampler applies the same rule inside its Fill).
-		global := w.Seq()*pr.worldSize + pr.rank
+		global := pr.globalBatch(w.Seq())
 		for i, f := range pr.fillers {
 			if err := f.Fill(ctx, w.Tensor(i), global); err != nil {
 				err = fmt.Errorf("source %q, batch %d: %w", pr.cfg.Sources[i].Name, w.Seq(), err)
