@@ -48,12 +48,13 @@
 //   - fill values: numbers, "NaN", "Infinity", "-Infinity", "NaT", null, v3 hex
 //     bit patterns, base64 for byte strings;
 //   - v2 compressors blosc (readers/blosc), blosc2 (ocf-blosc2, readers/blosc), zstd,
-//     zlib, gzip, lz4 (numcodecs framing), bz2; v2 filters delta, fixedscaleoffset,
+//     zlib, gzip, lz4 (numcodecs framing), bz2, and the checksums crc32, adler32
+//     and crc32c (verified; as filters too); v2 filters delta, fixedscaleoffset,
 //     shuffle, quantize, bitround, astype, vlen-utf8 and vlen-bytes;
 //   - v3 codecs bytes (alias endian), transpose, blosc, gzip, zstd, crc32c
 //     (verified), sharding_indexed (index at either end, nested sharding, empty inner
 //     chunks), vlen-utf8, vlen-bytes, and the numcodecs.* wrappers of the v2
-//     compressors;
+//     compressors and checksums;
 //   - CF: dimension names (_ARRAY_DIMENSIONS, dimension_names), scale_factor,
 //     add_offset, _FillValue (including xarray's base64 form in v3), missing_value,
 //     _Unsigned, and time units "<unit> since <time>" for ReadTimes/ReadDurations.
