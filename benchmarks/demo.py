@@ -19,7 +19,6 @@ Usage: python benchmarks/demo.py [--steps 300] [--seconds 75] [--readers N]
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
