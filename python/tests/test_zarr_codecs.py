@@ -94,6 +94,7 @@ V2_COMPRESSORS = {
     "gzip": numcodecs.GZip(level=6),
     "lz4": numcodecs.LZ4(acceleration=1),
     "bz2": numcodecs.BZ2(level=5),
+    "adler32": numcodecs.Adler32(),  # a checksum as the compressor (zarrs has such fixtures)
 }
 
 
@@ -176,6 +177,7 @@ V2_FILTERS = {
         [numcodecs.FixedScaleOffset(offset=-5, scale=100, dtype="<f4", astype="<i2")],
         None,
     ),
+    "crc32": ("i4", [numcodecs.CRC32()], numcodecs.Zlib(1)),
     "delta+fixedscaleoffset": (
         "f8",
         [
@@ -239,7 +241,15 @@ def test_v3_codecs(shmloader: str, tmp_path: pathlib.Path, name: str, dtype: str
     _check(path, tmp_path)
 
 
-NUMCODECS_V3 = ["numcodecs.zlib", "numcodecs.bz2", "numcodecs.lz4", "numcodecs.blosc", "numcodecs.delta+zstd"]
+NUMCODECS_V3 = [
+    "numcodecs.zlib",
+    "numcodecs.bz2",
+    "numcodecs.lz4",
+    "numcodecs.blosc",
+    "numcodecs.crc32",
+    "numcodecs.adler32",
+    "numcodecs.delta+zstd",
+]
 
 
 def _numcodecs_v3(name: str) -> dict:
@@ -252,6 +262,8 @@ def _numcodecs_v3(name: str) -> dict:
             "numcodecs.bz2": lambda: dict(compressors=[nc.BZ2(level=3)]),
             "numcodecs.lz4": lambda: dict(compressors=[nc.LZ4()]),
             "numcodecs.blosc": lambda: dict(compressors=[nc.Blosc(cname="zstd", clevel=3, shuffle=1)]),
+            "numcodecs.crc32": lambda: dict(compressors=[ZstdCodec(level=1), nc.CRC32()]),
+            "numcodecs.adler32": lambda: dict(compressors=[nc.Adler32()]),
             "numcodecs.delta+zstd": lambda: dict(filters=[nc.Delta(dtype="<i2")], compressors=[ZstdCodec(level=1)]),
         }[name]()
 
