@@ -87,13 +87,22 @@ def test_truncated_chunk(shmloader: str, tmp_path: pathlib.Path, case: str) -> N
     _expect_failure(tmp_path, ["read", str(path)], _key(zarr_format), codec, "arr")
 
 
-def test_crc32c_mismatch(shmloader: str, tmp_path: pathlib.Path) -> None:
-    path = _make(tmp_path, 3, {"serializer": BytesCodec(), "compressors": [Crc32cCodec()]})
-    chunk = path / "c/1/0"
+CHECKSUMS = {
+    "v3-crc32c": (3, {"serializer": BytesCodec(), "compressors": [Crc32cCodec()]}, "crc32c"),
+    "v2-crc32-filter": (2, {"filters": [numcodecs.CRC32()], "compressors": None}, "crc32"),
+    "v2-adler32-compressor": (2, {"compressors": numcodecs.Adler32()}, "adler32"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHECKSUMS))
+def test_checksum_mismatch(shmloader: str, tmp_path: pathlib.Path, case: str) -> None:
+    zarr_format, kw, codec = CHECKSUMS[case]
+    path = _make(tmp_path, zarr_format, kw)
+    chunk = path / _key(zarr_format)
     raw = bytearray(chunk.read_bytes())
     raw[10] ^= 0x40  # one bit in the data: only the checksum can notice
     chunk.write_bytes(bytes(raw))
-    _expect_failure(tmp_path, ["read", str(path)], "c/1/0", "crc32c")
+    _expect_failure(tmp_path, ["read", str(path)], _key(zarr_format), codec)
 
 
 @pytest.mark.parametrize("where", ["index", "truncated"])
