@@ -260,8 +260,12 @@ func TestConsumerKilled(t *testing.T) {
 	l := streamLayout(2, 0, 16)
 	seg, r := newMemfdRing(t, l)
 	p, _ := r.NewProducer(1)
-	f := os.NewFile(uintptr(seg.Fd()), "memfd")
+	f, err := seg.DupFile()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ch := startChild(t, "consume-fd", []string{"READ=2", "HOLD=1"}, f)
+	f.Close()
 	ctx := context.Background()
 	for k := 0; k < 4; k++ { // 2 read by the child, 2 fill the ring
 		w, err := p.Claim(ctx)
@@ -277,7 +281,7 @@ func TestConsumerKilled(t *testing.T) {
 	defer cancel()
 	go func() { watch <- p.Watch(wctx, WatchOptions{}) }()
 	killed := killLater(ch)
-	_, err := p.Claim(ctx) // the ring is full: waits
+	_, err = p.Claim(ctx) // the ring is full: waits
 	d := time.Since(<-killed)
 	if !errors.Is(err, ErrConsumerGone) {
 		t.Fatalf("Claim after SIGKILL of the consumer = %v", err)

@@ -353,6 +353,18 @@ func FromFD(fd int, size int64) (*Segment, error) {
 	return &Segment{path: path, fd: fd, mem: mem, memfd: true}, nil
 }
 
+// DupFile returns an *os.File that owns a duplicate of the segment's descriptor, for
+// exec.Cmd.ExtraFiles; close it after the child has started. (Wrapping Fd() itself in
+// os.NewFile would let the *os.File's finalizer close the segment's descriptor, or a later
+// reuse of its number, at some random garbage collection.)
+func (s *Segment) DupFile() (*os.File, error) {
+	fd, err := unix.FcntlInt(uintptr(s.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shm: dup %s: %w", s.path, err)
+	}
+	return os.NewFile(uintptr(fd), s.path), nil
+}
+
 // Sealed reports whether the segment's size is sealed (F_SEAL_SHRINK and F_SEAL_GROW).
 func (s *Segment) Sealed() bool {
 	v, err := unix.FcntlInt(uintptr(s.fd), unix.F_GET_SEALS, 0)

@@ -195,9 +195,18 @@ func TestMemfd(t *testing.T) {
 	seg.Bytes()[size-1] = 42
 
 	// An attacher maps the whole file through a duplicate of the descriptor.
-	fd2, err := unix.Dup(seg.Fd())
+	f, err := seg.DupFile()
 	if err != nil {
 		t.Fatal(err)
+	}
+	fd2, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(seg.Fd(), &st); err != nil {
+		t.Fatalf("segment descriptor unusable after closing its DupFile: %v", err)
 	}
 	att, err := FromFD(fd2, 0)
 	if err != nil {

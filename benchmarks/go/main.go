@@ -207,7 +207,13 @@ func start(p params) (*shm.Segment, *ring.Ring, *exec.Cmd, error) {
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%v,%d,%d,%d,%d", childEnv, p.Kind, p.Big, p.N, p.Writers, p.GapUs, p.Slots))
-	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(seg.Fd()), "memfd")}
+	f, err := seg.DupFile()
+	if err != nil {
+		seg.Close()
+		return nil, nil, nil, err
+	}
+	defer f.Close()
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		seg.Close()
@@ -347,7 +353,12 @@ func bareFutex(n, gapUs int) ([]float64, error) {
 	defer seg.Close()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=futex,%d,%d", childEnv, n, gapUs))
-	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(seg.Fd()), "memfd")}
+	f, err := seg.DupFile()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
