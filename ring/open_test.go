@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func testLayout() Layout {
@@ -250,6 +252,27 @@ func TestAlive(t *testing.T) {
 	}
 	if Alive(0, 0) {
 		t.Error("pid 0 looks alive")
+	}
+	// Out of descriptors: /proc cannot be read, which proves nothing about the process.
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	var fds []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fds = append(fds, fd)
+		if len(fds) > 1<<20 {
+			break
+		}
+	}
+	aliveWithoutFds := Alive(uint32(me), st)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if !aliveWithoutFds {
+		t.Errorf("with no free descriptor (%d open, limit %d) this process looks dead", len(fds), lim.Cur)
 	}
 	pid, pst := deadProcess(t)
 	if Alive(pid, pst) {

@@ -2,10 +2,14 @@ package ring
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // procStat returns field 3 (state) and field 22 (starttime) of /proc/<pid>/stat.
@@ -56,14 +60,16 @@ func selfIdentity() (int, uint64, error) {
 
 // Alive reports whether the process record (pid, starttime) is alive (PROTOCOL.md 3.5):
 // /proc/<pid>/stat exists, the process is not a zombie (Z) or dead (X), and its starttime is
-// the recorded one, so a reused pid never looks alive.
+// the recorded one, so a reused pid never looks alive. Only ENOENT or ESRCH prove that the
+// file is gone; any other failure to read it (EMFILE, say) proves nothing, and the process
+// counts as alive until a later check can tell.
 func Alive(pid uint32, starttime uint64) bool {
 	if pid == 0 {
 		return false
 	}
 	state, st, err := procStat(strconv.FormatUint(uint64(pid), 10))
 	if err != nil {
-		return false
+		return !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ESRCH)
 	}
 	return state != 'Z' && state != 'X' && st == starttime
 }
