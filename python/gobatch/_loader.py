@@ -84,6 +84,8 @@ def _config_identity(config: "ConfigLike") -> Tuple[Optional[int], str]:
         try:
             with open(path, "rb") as f:
                 text = f.read()
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path!r} does not exist") from None
         except OSError as e:
             raise ConfigError(f"config file {path!r}: {e.strerror}") from None
         seed = None
