@@ -35,6 +35,9 @@ func produce(ctx context.Context, p *Producer, writers int, maxDelay time.Durati
 				w, err := p.Claim(ctx)
 				if err != nil {
 					if err != io.EOF {
+						if !errors.Is(err, ErrConsumerClosed) {
+							p.Fail(err) // the consumer fails with it instead of waiting for this writer's batch
+						}
 						errs <- err
 					}
 					return
