@@ -9,9 +9,11 @@ the Go sampler against something that is itself checked.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -28,13 +30,14 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("nowcast") / "d"
     r = subprocess.run([sys.executable, str(GEN), "--out", str(out), "--days", "0.5", "--seed", "3"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "satellite.zarr" in r.stdout  # the summary table
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)  # 120 MB: do not leave it in pytest's kept temp dirs
 
 
 def meta(root: Path, store: str, array: str) -> tuple[dict, dict]:

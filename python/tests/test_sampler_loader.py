@@ -19,12 +19,13 @@ under a changed condition (reader count, a second run, a resume, DDP ranks):
 from __future__ import annotations
 
 import copy
+import shutil
 import sys
 import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import psutil
@@ -47,7 +48,7 @@ Batch = dict[str, np.ndarray]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     sys.path.insert(0, str(REPO / "tools"))
     try:
         import gen_nowcast
@@ -55,7 +56,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sys.path.remove(str(REPO / "tools"))
     out = tmp_path_factory.mktemp("nowcast") / "half-day"
     gen_nowcast.generate(out, days=0.5, pixels=256, seed=11, quiet=True)
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)  # 120 MB: do not leave it in pytest's kept temp dirs
 
 
 def preset(**batch: Any) -> dict[str, Any]:
