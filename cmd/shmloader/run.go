@@ -187,7 +187,7 @@ func layoutFor(cfg *config.Config, start uint64) (ring.Layout, error) {
 		l.TotalBatches = n - start
 	}
 	for _, t := range cfg.Tensors() {
-		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: ring.DType(t.DType), Shape: t.Shape})
+		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape})
 	}
 	return l, l.Validate()
 }

@@ -106,7 +106,7 @@ func (z *zarrJob) layout(cfg *config.Config, start uint64) (ring.Layout, error) 
 	}
 	l.Tensors = l.Tensors[:0]
 	for _, t := range z.Tensors() {
-		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: ring.DType(t.DType), Shape: t.Shape})
+		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape})
 	}
 	return l, l.Validate()
 }
