@@ -127,15 +127,19 @@ static void futex_wake_all(_Atomic uint32_t *w) {
 
 /* ---- liveness (section 3.5) ---- */
 
-/* Reads /proc/<pid>/stat: its state (field 3) and starttime (field 22). 0 if unreadable. */
+/* Reads /proc/<pid>/stat: its state (field 3) and starttime (field 22). 1 on success, -1 when
+ * the process is gone (ENOENT or ESRCH), 0 when the file could not be read or parsed for another
+ * reason (EMFILE, ...), which says nothing about the process (section 3.5). */
 static int read_proc_stat(uint32_t pid, char *state, uint64_t *starttime) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%u/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return (errno == ENOENT || errno == ESRCH) ? -1 : 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
+    int read_errno = errno;
     close(fd);
-    if (n <= 0) return 0;
+    if (n < 0) return read_errno == ESRCH ? -1 : 0;
+    if (n == 0) return -1; /* the process exited between open and read */
     buf[n] = 0;
     char *p = strrchr(buf, ')'); /* comm (field 2) may contain spaces and parentheses */
     if (!p || p[1] != ' ') return 0;
@@ -157,7 +161,10 @@ static int read_proc_stat(uint32_t pid, char *state, uint64_t *starttime) {
 int gb_process_alive(uint32_t pid, uint64_t starttime) {
     char st;
     uint64_t t;
-    if (pid == 0 || !read_proc_stat(pid, &st, &t)) return 0;
+    if (pid == 0) return 0;
+    int rc = read_proc_stat(pid, &st, &t);
+    if (rc < 0) return 0;
+    if (rc == 0) return 1; /* unknown: only a definite verdict counts as death */
     if (st == 'Z' || st == 'X') return 0;
     return t == starttime;
 }
@@ -165,7 +172,7 @@ int gb_process_alive(uint32_t pid, uint64_t starttime) {
 uint64_t gb_process_starttime(uint32_t pid) {
     char st;
     uint64_t t;
-    return read_proc_stat(pid, &st, &t) ? t : 0;
+    return read_proc_stat(pid, &st, &t) > 0 ? t : 0;
 }
 
 int gb_creator_alive(const gb_ring *r) {
@@ -437,8 +444,8 @@ static void release_held(gb_ring *r) {
     r->j++;
 }
 
-/* The checks of 3.5 (consumer), run on every wake-up or timeout of a wait. GB_OK to keep waiting. */
-static int liveness_checks(gb_ring *r) {
+/* 3.5 step 1: a published error record fails the wait. GB_OK when there is none. */
+static int error_check(gb_ring *r) {
     if (atomic_load_explicit(a32(r, H_ERROR_STATE), memory_order_seq_cst) == ERR_SET) {
         uint32_t len = ld32(r, H_ERROR_LEN);
         uint32_t who = ld32(r, H_ERROR_PRODUCER);
@@ -451,6 +458,13 @@ static int liveness_checks(gb_ring *r) {
                         ld32(r, H_REGISTRY + 64u * (who - 1) + R_PID), text);
         return fail(r, GB_EPRODUCER, "a producer failed: %s", text);
     }
+    return GB_OK;
+}
+
+/* The checks of 3.5 (consumer), run on every wake-up or timeout of a wait. GB_OK to keep waiting. */
+static int liveness_checks(gb_ring *r) {
+    int rc = error_check(r);
+    if (rc != GB_OK) return rc;
     bool any_live = false;
     for (uint32_t e = 0; e < REGISTRY_ENTRIES; e++) {
         size_t off = H_REGISTRY + 64u * e;
@@ -465,9 +479,14 @@ static int liveness_checks(gb_ring *r) {
             atomic_load_explicit(a32(r, off + R_STATE), memory_order_seq_cst) == st)
             return fail(r, GB_EDEAD, "producer pid %u died", pid);
     }
-    if (!any_live)
+    if (!any_live) {
+        /* 3.5 step 3: a producer may have published its error and then stored FAILED after the
+         * error check above; the caller re-loads the slot state. */
+        rc = error_check(r);
+        if (rc != GB_OK) return rc;
         return fail(r, GB_ETRUNC, "all producers finished before batch %llu",
                     (unsigned long long)(r->g.start_batch + r->j));
+    }
     atomic_fetch_add_explicit(a64(r, H_CONSUMER_HEARTBEAT), 1, memory_order_relaxed);
     return GB_OK;
 }
