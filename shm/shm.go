@@ -113,7 +113,18 @@ func freeBytes(dir string) int64 {
 
 // reserve allocates [0,size) of fd with fallocate(2), in chunks so that a signal interrupting
 // one call (EINTR; tmpfs undoes the interrupted call's range) only repeats that chunk.
+//
+// A size larger than the file system's free space fails at once with ENOSPC, before any block
+// is taken: reserving chunk by chunk would otherwise fill the mount (all of memory, for a
+// tmpfs sized like RAM) before the last chunk fails. A tmpfs without a size limit reports no
+// blocks and is not checked here.
 func reserve(fd int, size int64) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err == nil && st.Blocks > 0 {
+		if free := int64(st.Bavail) * int64(st.Bsize); size > free {
+			return unix.ENOSPC
+		}
+	}
 	const chunk = 1 << 30
 	for off := int64(0); off < size; {
 		n := min(chunk, size-off)
