@@ -50,6 +50,8 @@ enum {
     H_BATCHES_READ = 272, H_CONSUMER_WAIT_NS = 280, H_BYTES_READ = 288,
     H_CONSUMER_HEARTBEAT = 296,
     H_ERROR_STATE = 320, H_ERROR_LEN = 324, H_ERROR_PRODUCER = 328, H_ERROR_TEXT = 384,
+    H_CACHE_HITS = 1408, H_CACHE_MISSES = 1416, H_CACHE_EVICTIONS = 1424, H_CACHE_BYTES = 1432,
+    H_CACHE_BUDGET = 1440, H_SEGMENTS_SUM = 1448, H_SEGMENTS_BATCHES = 1456,
     H_REGISTRY = 2048, H_TENSORS = 4096,
 };
 enum { R_STATE = 0, R_PID = 4, R_STARTTIME = 8 };
@@ -612,6 +614,13 @@ int gb_stats(gb_ring *r, gb_stats_t *out) {
     out->bytes_read = ld64(r, H_BYTES_READ);
     out->consumer_heartbeat = ld64(r, H_CONSUMER_HEARTBEAT);
     out->next_index = r->g.start_batch + r->j + (r->held ? 1 : 0);
+    out->cache_hits = ld64(r, H_CACHE_HITS);
+    out->cache_misses = ld64(r, H_CACHE_MISSES);
+    out->cache_evictions = ld64(r, H_CACHE_EVICTIONS);
+    out->cache_bytes = ld64(r, H_CACHE_BYTES);
+    out->cache_budget = ld64(r, H_CACHE_BUDGET);
+    out->segments_sum = ld64(r, H_SEGMENTS_SUM);
+    out->segments_batches = ld64(r, H_SEGMENTS_BATCHES);
     for (uint32_t e = 0; e < REGISTRY_ENTRIES; e++) {
         uint32_t st = atomic_load_explicit(a32(r, H_REGISTRY + 64u * e + R_STATE), memory_order_seq_cst);
         if (st != PROD_FREE) out->producers_total++;

@@ -68,7 +68,7 @@ typedef struct gb_tensor {
     uint64_t nbytes;
 } gb_tensor;
 
-/* Counters (sections 2.3, 2.4), filled by gb_stats. */
+/* Counters (sections 2.3, 2.4, 2.5a), filled by gb_stats. */
 typedef struct gb_stats_t {
     uint64_t batches_written;
     uint64_t bytes_written;
@@ -81,6 +81,13 @@ typedef struct gb_stats_t {
     uint64_t next_index; /* absolute stream index of the next batch gb_next returns */
     uint32_t producers_active;
     uint32_t producers_total;
+    uint64_t cache_hits; /* job counters, section 2.5a */
+    uint64_t cache_misses;
+    uint64_t cache_evictions;
+    uint64_t cache_bytes;
+    uint64_t cache_budget;
+    uint64_t segments_sum;
+    uint64_t segments_batches;
 } gb_stats_t;
 
 /* Section 3.6 step 1: fstat the file (size >= 8192) and map its header read-write.

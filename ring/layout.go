@@ -71,6 +71,14 @@ const (
 	offErrorProducer = 328
 	offErrorText     = 384
 
+	offCacheHits       = 1408
+	offCacheMisses     = 1416
+	offCacheEvictions  = 1424
+	offCacheBytes      = 1432
+	offCacheBudget     = 1440
+	offSegmentsSum     = 1448
+	offSegmentsBatches = 1456
+
 	offRegistry    = 2048
 	registryStride = 64
 	// fields inside a registry entry

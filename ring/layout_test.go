@@ -77,6 +77,10 @@ func TestOffsetsMatchProtocol(t *testing.T) {
 			"consumer_heartbeat": {offConsumerHeartbeat, "u64"},
 			"error_state":        {offErrorState, "u32"}, "error_len": {offErrorLen, "u32"}, "error_producer": {offErrorProducer, "u32"},
 			"error_text": {offErrorText, "bytes[1024]"},
+			"cache_hits": {offCacheHits, "u64"}, "cache_misses": {offCacheMisses, "u64"},
+			"cache_evictions": {offCacheEvictions, "u64"}, "cache_bytes": {offCacheBytes, "u64"},
+			"cache_budget": {offCacheBudget, "u64"}, "segments_sum": {offSegmentsSum, "u64"},
+			"segments_batches": {offSegmentsBatches, "u64"},
 		},
 		"2.6": {
 			"state": {regState, "u32"}, "pid": {regPID, "u32"}, "starttime": {regStarttime, "u64"},

@@ -49,6 +49,8 @@ type Stats struct {
 	CreatorAlive bool
 	Named        bool
 
+	Job JobCounters // PROTOCOL.md 2.5a
+
 	Error     *ProducerError // nil if none is recorded
 	SlotState []SlotInfo
 	Full      int            // slots READY or READING
@@ -68,7 +70,7 @@ func (r *Ring) Stats() Stats {
 		ConsumerState: ld32(offConsumerState), ConsumerPID: ld32(offConsumerPID),
 		BatchesRead: ld64(offBatchesRead), BytesRead: ld64(offBytesRead),
 		ConsumerWaitNs: ld64(offConsumerWaitNs), ConsumerHeartbeat: ld64(offConsumerHeartbeat),
-		Named: r.named, Error: r.errorRecord(),
+		Named: r.named, Error: r.errorRecord(), Job: r.JobCounters(),
 	}
 	if s.ConsumerState == ConsumerAttached {
 		s.ConsumerAlive = Alive(s.ConsumerPID, ld64(offConsumerStarttime))
@@ -143,4 +145,35 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "error (producer %d): %s\n", s.Error.Producer, s.Error.Text)
 	}
 	return b.String()
+}
+
+// JobCounters are the job's own figures of PROTOCOL.md 2.5a (the decoded-chunk cache and
+// locality sampling); zero for a job without them.
+type JobCounters struct {
+	CacheHits, CacheMisses, CacheEvictions uint64 // counters
+	CacheBytes, CacheBudget                uint64 // gauges
+	SegmentsSum, SegmentsBatches           uint64 // counters
+}
+
+// AddJobCounters adds a producer process's counts since its last report to the ring's
+// counters and stores its gauges (PROTOCOL.md 2.5a). Only the counter and gauge fields of d
+// are used as such.
+func (r *Ring) AddJobCounters(d JobCounters) {
+	atomic.AddUint64(r.u64(offCacheHits), d.CacheHits)
+	atomic.AddUint64(r.u64(offCacheMisses), d.CacheMisses)
+	atomic.AddUint64(r.u64(offCacheEvictions), d.CacheEvictions)
+	atomic.AddUint64(r.u64(offSegmentsSum), d.SegmentsSum)
+	atomic.AddUint64(r.u64(offSegmentsBatches), d.SegmentsBatches)
+	atomic.StoreUint64(r.u64(offCacheBytes), d.CacheBytes)
+	atomic.StoreUint64(r.u64(offCacheBudget), d.CacheBudget)
+}
+
+// JobCounters reads the job counters of PROTOCOL.md 2.5a.
+func (r *Ring) JobCounters() JobCounters {
+	ld := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
+	return JobCounters{
+		CacheHits: ld(offCacheHits), CacheMisses: ld(offCacheMisses), CacheEvictions: ld(offCacheEvictions),
+		CacheBytes: ld(offCacheBytes), CacheBudget: ld(offCacheBudget),
+		SegmentsSum: ld(offSegmentsSum), SegmentsBatches: ld(offSegmentsBatches),
+	}
 }

@@ -454,6 +454,7 @@ type Stats struct {
 	// SegmentsPerBatch is the mean number of distinct time segments the examples of a batch
 	// came from (locality mode; 0 in random mode): the randomness the locality costs.
 	SegmentsPerBatch float64
+	SegmentsSum      uint64 // the sum behind SegmentsPerBatch (over Batches batches)
 	ResidentSegments int
 }
 
@@ -463,6 +464,7 @@ func (j *Job) Stats() Stats {
 	s := Stats{Mode: j.mode, Batches: j.batches}
 	if j.batches > 0 && j.loc != nil {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)
+		s.SegmentsSum = j.segSum
 	}
 	j.mu.Unlock()
 	if j.loc != nil {

@@ -418,6 +418,26 @@ func (pr *producerRun) produce() (cause error, readersDone bool) {
 	readc := make(chan error, 1)
 	go func() { readc <- pr.readAll(ctx) }()
 
+	publishc := make(chan struct{})
+	if pr.zarr != nil { // the sampler's cache counters, for the consumer's stats
+		go func() {
+			defer close(publishc)
+			t := time.NewTicker(publishEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					pr.zarr.publish(pr.r)
+					return
+				case <-t.C:
+					pr.zarr.publish(pr.r)
+				}
+			}
+		}()
+	} else {
+		close(publishc)
+	}
+
 	var tick <-chan time.Time // polls for "consumer has read everything" once the stream is written
 	streamDone := false
 wait:
@@ -469,6 +489,7 @@ wait:
 	if watchc != nil {
 		<-watchc // the watchdog reads the mapping: it must be gone before the caller unmaps
 	}
+	<-publishc // so does the counter publisher
 	if !readersDone {
 		select {
 		case <-readc:

@@ -57,6 +57,33 @@ type zarrJob struct {
 	*sampler.Job
 	log   zerolog.Logger
 	start time.Time
+
+	reported ring.JobCounters // counters already added to the ring (publish)
+}
+
+// publishEvery is how often the job's counters reach the ring (PROTOCOL.md 2.5a).
+const publishEvery = 500 * time.Millisecond
+
+// publish adds the job's counters since the last call to the ring's job counters and stores
+// the gauges, so that the consumer's stats() shows the cache hit rate and evictions. Called
+// from one goroutine.
+func (z *zarrJob) publish(r *ring.Ring) {
+	st := z.Stats()
+	now := ring.JobCounters{
+		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
+		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
+	}
+	if st.SegmentsSum > 0 {
+		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
+	}
+	last := z.reported
+	r.AddJobCounters(ring.JobCounters{
+		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
+		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
+		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
+		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
+	})
+	z.reported = now
 }
 
 // newZarrJob opens the stores (metadata and coordinates only) and prepares the sampling. Its

@@ -69,7 +69,7 @@ class Tensor(ctypes.Structure):
 
 
 class Stats(ctypes.Structure):
-    """gb_stats_t: the ring's counters (PROTOCOL.md 2.3, 2.4)."""
+    """gb_stats_t: the ring's counters (PROTOCOL.md 2.3, 2.4, 2.5a)."""
 
     _fields_ = [
         ("batches_written", _u64),
@@ -83,6 +83,13 @@ class Stats(ctypes.Structure):
         ("next_index", _u64),
         ("producers_active", _u32),
         ("producers_total", _u32),
+        ("cache_hits", _u64),
+        ("cache_misses", _u64),
+        ("cache_evictions", _u64),
+        ("cache_bytes", _u64),
+        ("cache_budget", _u64),
+        ("segments_sum", _u64),
+        ("segments_batches", _u64),
     ]
 
 

@@ -377,6 +377,15 @@ class Ring:
             "producers_active": int(s.producers_active),
             "producers": int(s.producers_total),
             "slots": int(self._geom.slot_count),
+            # The job's own figures (PROTOCOL.md 2.5a): the sampler's decoded-chunk cache and,
+            # with locality sampling, the distinct time segments per batch. 0 without them.
+            "cache_hits": int(s.cache_hits),
+            "cache_misses": int(s.cache_misses),
+            "cache_evictions": int(s.cache_evictions),
+            "cache_hit_rate": s.cache_hits / lookups if (lookups := s.cache_hits + s.cache_misses) else 0.0,
+            "cache_bytes": int(s.cache_bytes),
+            "cache_budget_bytes": int(s.cache_budget),
+            "segments_per_batch": s.segments_sum / s.segments_batches if s.segments_batches else 0.0,
         }
 
     # ---- closing ----

@@ -250,7 +250,15 @@ def test_cache_budget_is_respected(data: Path, ref: NowcastReference) -> None:
                 break
         stop.set()
         th.join()
+        time.sleep(0.6)  # the sampler publishes its cache counters every 0.5 s
+        st = loader.stats()
     assert n >= 10
+    # The cache's own figures reach stats() through the ring (PROTOCOL.md 2.5a).
+    assert st["cache_budget_bytes"] == cache_mb << 20
+    assert 0 < st["cache_bytes"] <= st["cache_budget_bytes"]
+    assert st["cache_misses"] > 0 and st["cache_hits"] > 0 and 0 < st["cache_hit_rate"] < 1
+    assert st["cache_evictions"] > 0, "453 MB of data through a 256 MB cache must evict"
+    assert st["segments_per_batch"] >= 1, "locality sampling reports its distinct segments per batch"
     print(f"cache_mb {cache_mb}: shmloader private RSS peak {peak[0]:.0f} MB, total RSS peak {peak[1]:.0f} MB, {n} batches")
     assert peak[0] <= cache_mb + 100, f"shmloader private RSS peaked at {peak[0]:.0f} MB (total RSS {peak[1]:.0f} MB)"
     check_examples(ref, batches)
