@@ -248,13 +248,7 @@ NUMCODECS_V3 = [
     "numcodecs.blosc",
     "numcodecs.crc32",
     "numcodecs.adler32",
-    pytest.param(
-        "numcodecs.delta+zstd",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="readers/zarr lacks v3 numcodecs.* array->array filters (numcodecs.delta before the bytes codec)",
-        ),
-    ),
+    "numcodecs.delta+zstd",
 ]
 
 

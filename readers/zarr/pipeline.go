@@ -128,8 +128,34 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 	i := 0
 	for ; i < len(codecs); i++ {
 		c := codecs[i]
+		if isV3FlatFilter(c.Name) {
+			// numcodecs' array->array codecs (numcodecs.zarr3) work on the chunk
+			// flattened in C order, as the v2 filters do.
+			if order != nil {
+				return nil, fmt.Errorf("codec %s after transpose: %w", c.Name, ErrUnsupported)
+			}
+			cfg := c
+			if len(cfg.Config) == 0 || isJSONNull(cfg.Config) {
+				cfg.Config = json.RawMessage("{}")
+			}
+			f, err := newFlatFilter(cfg, dtype)
+			if err != nil {
+				return nil, err
+			}
+			dec, enc := flatFilterTypes(f)
+			for _, d := range []DType{dec, enc} {
+				if d.BigEndian && d.swapUnit() > 0 {
+					return nil, fmt.Errorf("codec %s: big-endian dtype %s: %w", c.Name, d, ErrUnsupported)
+				}
+			}
+			p.filters = append(p.filters, f)
+			continue
+		}
 		if c.Name != "transpose" {
 			break
+		}
+		if len(p.filters) > 0 {
+			return nil, fmt.Errorf("codec transpose after %s: %w", p.filters[len(p.filters)-1].name(), ErrUnsupported)
 		}
 		o, err := transposeOrder(c.Config, len(shape))
 		if err != nil {
@@ -149,6 +175,21 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 		return nil, fmt.Errorf("codecs: no array->bytes codec")
 	}
 	c := codecs[i]
+	// The serializer stores the elements the last filter encodes to.
+	stored := dtype
+	if len(p.filters) > 0 {
+		if c.Name != "bytes" && c.Name != "endian" {
+			return nil, fmt.Errorf("codec %s after numcodecs array filters: %w", c.Name, ErrUnsupported)
+		}
+		want := dtype.Size
+		for _, f := range p.filters {
+			if f.decSize() != want {
+				return nil, fmt.Errorf("codec %s decodes to %d-byte elements, want %d", f.name(), f.decSize(), want)
+			}
+			want = f.encSize()
+		}
+		_, stored = flatFilterTypes(p.filters[len(p.filters)-1])
+	}
 	switch c.Name {
 	case "bytes", "endian":
 		var cfg struct {
@@ -163,17 +204,21 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 			switch *cfg.Endian {
 			case "little":
 			case "big":
-				p.big = dtype.swapUnit() > 0
+				if len(p.filters) == 0 {
+					p.big = dtype.swapUnit() > 0
+				} else if stored.swapUnit() > 0 {
+					return nil, fmt.Errorf("codec bytes: big endian after numcodecs array filters: %w", ErrUnsupported)
+				}
 			default:
 				return nil, fmt.Errorf("codec bytes: bad endian %q", *cfg.Endian)
 			}
-		} else if dtype.Size > 1 && dtype.swapUnit() > 0 {
-			return nil, fmt.Errorf("codec bytes: endian is required for %s", dtype)
+		} else if stored.Size > 1 && stored.swapUnit() > 0 {
+			return nil, fmt.Errorf("codec bytes: endian is required for %s", stored)
 		}
 		if dtype.variable() {
 			return nil, fmt.Errorf("codec bytes cannot encode %s", dtype)
 		}
-		p.encSize = p.nelem * dtype.Size
+		p.encSize = p.nelem * stored.Size
 	case "vlen-utf8", "vlen-bytes":
 		if (c.Name == "vlen-utf8") != (dtype.Kind == KindString) || !dtype.variable() {
 			return nil, fmt.Errorf("codec %s on data_type %s", c.Name, dtype)
@@ -216,6 +261,29 @@ func buildV3Pipeline(codecs []CodecInfo, shape []int, dtype DType, fill []byte) 
 		}
 	}
 	return p, nil
+}
+
+// isV3FlatFilter reports whether name is one of numcodecs' array->array codecs in
+// their zarr v3 form, which decode like the v2 filters of the same id.
+func isV3FlatFilter(name string) bool {
+	switch name {
+	case "numcodecs.delta", "numcodecs.fixedscaleoffset", "numcodecs.quantize", "numcodecs.bitround", "numcodecs.astype":
+		return true
+	}
+	return false
+}
+
+// flatFilterTypes returns the element types a filter decodes to and from.
+func flatFilterTypes(f flatFilter) (dec, enc DType) {
+	switch f := f.(type) {
+	case deltaFilter:
+		return f.dtype, f.astype
+	case fsoFilter:
+		return f.dtype, f.astype
+	case castFilter:
+		return f.dtype, f.astype
+	}
+	panic(fmt.Sprintf("zarr: flatFilterTypes: filter %s", f.name()))
 }
 
 func transposeOrder(cfg json.RawMessage, ndim int) ([]int, error) {
