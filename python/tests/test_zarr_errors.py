@@ -216,17 +216,7 @@ def test_bad_command_line(shmloader: str, tmp_path: pathlib.Path, name: str) -> 
 
 @pytest.mark.parametrize(
     "zarr_format",
-    [
-        2,
-        pytest.param(
-            3,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="readers/zarr: zarr.Open of an unconsolidated v3 hierarchy fails as a whole on one malformed "
-                "zarr.json (v2 keeps the error in that node's Node.Err)",
-            ),
-        ),
-    ],
+    [2, 3],
 )
 def test_inspect_reports_bad_array_and_the_rest(shmloader: str, tmp_path: pathlib.Path, zarr_format: int) -> None:
     """One array with broken metadata: inspect still describes the others, names the bad one, exits 1."""

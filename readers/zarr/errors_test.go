@@ -278,3 +278,40 @@ func TestBoxErrors(t *testing.T) {
 		t.Fatal("ReadBox on strings accepted")
 	}
 }
+
+// One malformed zarr.json in a v3 hierarchy without consolidated metadata: Open
+// succeeds, the broken node carries the error (naming its key), the rest opens.
+func TestV3BrokenNodeKeepsTheRest(t *testing.T) {
+	s := NewMemStore("mem")
+	s.Data["zarr.json"] = []byte(`{"zarr_format": 3, "node_type": "group"}`)
+	good := `{"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+		"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+		"chunk_key_encoding": {"name": "default"}, "fill_value": 7,
+		"codecs": [{"name": "bytes"}]}`
+	s.Data["good/zarr.json"] = []byte(good)
+	s.Data["bad/zarr.json"] = []byte(`{"shape": [`)
+	s.Data["bad/sub/zarr.json"] = []byte(good)
+	h, err := Open(s)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	a, err := h.OpenArray("good")
+	if err != nil {
+		t.Fatalf("good: %v", err)
+	}
+	dst := make([]byte, 4)
+	if err := a.ReadBox([]int{0}, []int{4}, dst, nil); err != nil || dst[0] != 7 {
+		t.Fatalf("good: %v %v", dst, err)
+	}
+	if _, err := h.OpenArray("bad/sub"); err != nil {
+		t.Fatalf("bad/sub: %v", err)
+	}
+	n := h.Node("bad")
+	if n == nil || n.Err == nil {
+		t.Fatalf("bad: node %+v, want an error", n)
+	}
+	_, err = h.OpenArray("bad")
+	if err == nil || !strings.Contains(err.Error(), "bad/zarr.json") {
+		t.Fatalf("OpenArray(bad) = %v, want an error naming bad/zarr.json", err)
+	}
+}

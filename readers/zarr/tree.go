@@ -132,7 +132,8 @@ func (h *Hierarchy) add(path string, n *Node) {
 	h.nodes[path] = n
 }
 
-// addBroken records an array whose metadata does not parse.
+// addBroken records an array whose metadata does not parse. (A v3 node whose
+// zarr.json does not parse may be a group; finish lets it keep its children.)
 func (h *Hierarchy) addBroken(p string, attrs []byte, err error) {
 	a, aerr := parseAttrs(attrs)
 	if aerr != nil {
@@ -170,7 +171,7 @@ func (h *Hierarchy) finish() (*Hierarchy, error) {
 			continue
 		}
 		parent := h.nodes[parentOf(p)]
-		if parent.IsArray {
+		if parent.IsArray && parent.Err == nil {
 			return nil, &Error{Store: h.Store.String(), Path: p, Err: fmt.Errorf("node inside array %q", parent.Path)}
 		}
 		parent.Children = append(parent.Children, n)
@@ -291,7 +292,9 @@ func (h *Hierarchy) listV3() error {
 		}
 		z, err := parseZarrJSON(doc)
 		if err != nil {
-			return &Error{Store: h.Store.String(), Key: k, Err: err}
+			// As for v2: the error stays on this node, the rest stays usable.
+			h.addBroken(p, nil, fmt.Errorf("%s: %w", k, err))
+			continue
 		}
 		if z.NodeType == "array" {
 			m, err := v3ArrayMeta(z)
