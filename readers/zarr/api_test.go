@@ -446,3 +446,67 @@ func TestBrokenArrayInHierarchy(t *testing.T) {
 		t.Fatalf("good array: %v %v", got, err)
 	}
 }
+
+// readCountingDir is a DirStore that counts Get and GetRange calls; sized says
+// whether it passes on DirStore's Sizer.
+type readCountingDir struct {
+	*DirStore
+	reads atomic.Int64
+}
+
+func (s *readCountingDir) Get(key string) ([]byte, error) {
+	s.reads.Add(1)
+	return s.DirStore.Get(key)
+}
+
+func (s *readCountingDir) GetRange(key string, off, n int64) ([]byte, error) {
+	s.reads.Add(1)
+	return s.DirStore.GetRange(key, off, n)
+}
+
+type listOnlyStore struct{ s *readCountingDir }
+
+func (s listOnlyStore) String() string                       { return s.s.String() }
+func (s listOnlyStore) Get(key string) ([]byte, error)       { return s.s.Get(key) }
+func (s listOnlyStore) List(prefix string) ([]string, error) { return s.s.List(prefix) }
+func (s listOnlyStore) GetRange(key string, off, n int64) ([]byte, error) {
+	return s.s.GetRange(key, off, n)
+}
+
+// StoredChunks takes sizes from the store's Sizer (stat) and reads no chunk; a
+// store without Sizer gets the count and -1 bytes, still without reading chunks.
+func TestStoredChunksReadsNothing(t *testing.T) {
+	d, err := NewDirStore(filepath.Join("testdata", "v2.zarr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &readCountingDir{DirStore: d}
+	a, err := OpenArray(cs, "i2_blosc_lz4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	filepath.Walk(filepath.Join("testdata", "v2.zarr", "i2_blosc_lz4"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && !strings.HasPrefix(info.Name(), ".") {
+			want += info.Size()
+		}
+		return nil
+	})
+	cs.reads.Store(0)
+	n, size, err := a.StoredChunks()
+	if err != nil || n != 14 || size != want || want == 0 {
+		t.Fatalf("StoredChunks = %d, %d, %v; want 14, %d", n, size, err, want)
+	}
+	if r := cs.reads.Load(); r != 0 {
+		t.Fatalf("StoredChunks made %d reads, want 0", r)
+	}
+	a2, err := OpenArray(listOnlyStore{cs}, "i2_blosc_lz4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.reads.Store(0)
+	n, size, err = a2.StoredChunks()
+	if err != nil || n != 14 || size != -1 || cs.reads.Load() != 0 {
+		t.Fatalf("without Sizer: %d chunks, %d bytes, %v, %d reads; want 14, -1, nil, 0", n, size, err, cs.reads.Load())
+	}
+}

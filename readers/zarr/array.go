@@ -219,8 +219,9 @@ func (a *Array) DecodedBytes() int64 {
 }
 
 // StoredChunks counts the stored chunk objects (shard files for a sharded array) and
-// their total size in bytes, by listing the store. The store must implement Lister;
-// sizes come from Sizer when the store has it (otherwise each object is read).
+// their total size in bytes, by listing the store; no chunk is read. The store must
+// implement Lister; sizes come from Sizer (a stat, a zip directory entry), and bytes
+// is -1 (unknown) for a store that lists but cannot report sizes.
 func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 	l, ok := a.Store.(Lister)
 	if !ok {
@@ -234,21 +235,23 @@ func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 	if err != nil {
 		return 0, 0, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
 	}
+	sz, sized := a.Store.(Sizer)
 	for _, k := range keys {
 		rel := k[len(prefix):]
 		if !a.isChunkKey(rel) {
 			continue
 		}
 		count++
-		if sz, ok := a.Store.(Sizer); ok {
+		if sized {
 			n, err := sz.Size(k)
 			if err != nil {
 				return 0, 0, &Error{Store: a.Store.String(), Path: a.Path, Key: k, Err: err}
 			}
 			bytes += n
-		} else if b, err := a.Store.Get(k); err == nil {
-			bytes += int64(len(b))
 		}
+	}
+	if !sized {
+		bytes = -1
 	}
 	return count, bytes, nil
 }
