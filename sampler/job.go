@@ -47,6 +47,7 @@ type Job struct {
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
+	decodes        decodeQueue // the prefetches in progress, lowest batch first (prefetch.go)
 	maxK           int
 	batches, exmpl uint64
 	segSum         uint64

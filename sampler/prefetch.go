@@ -11,6 +11,63 @@ import (
 // hundred lookups per batch; with a cold one (the first batches, a locality rotation) it turns
 // one reader's sequential decoding into parallel decoding, which is what bounds the time to
 // the first batch.
+//
+// The readers' prefetches share one queue, and every decoding goroutine takes its next chunk
+// from the lowest batch that still has chunks to start: when several readers begin at once
+// (start-up: reader r fills batch r), they all decode batch 0's chunks first, then batch 1's,
+// instead of each decoding its own batch on a share of the cores, which would make batch 0
+// (the one the consumer waits for) as late as the last.
+
+// decodeQueue holds the prefetches in progress, in ascending batch order.
+type decodeQueue struct {
+	mu   sync.Mutex
+	work []*decodeWork
+}
+
+// decodeWork is one prefetch: the missing chunks of one batch.
+type decodeWork struct {
+	g    uint64
+	keys []uint64 // to decode; keys[:next] are started
+	next int
+}
+
+// add queues w in batch order.
+func (q *decodeQueue) add(w *decodeWork) {
+	q.mu.Lock()
+	i := len(q.work)
+	for i > 0 && q.work[i-1].g > w.g {
+		i--
+	}
+	q.work = slices.Insert(q.work, i, w)
+	q.mu.Unlock()
+}
+
+// take returns the next chunk to decode, from the lowest batch that has one left, as long as
+// own (the caller's batch) has chunks left to start; false when it has none.
+func (q *decodeQueue) take(own *decodeWork) (uint64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if own.next == len(own.keys) {
+		return 0, false
+	}
+	for _, w := range q.work {
+		if w.next < len(w.keys) {
+			k := w.keys[w.next]
+			w.next++
+			return k, true
+		}
+	}
+	return 0, false // unreachable: own is queued and has a key left
+}
+
+// remove takes w (every chunk started) out of the queue.
+func (q *decodeQueue) remove(w *decodeWork) {
+	q.mu.Lock()
+	if i := slices.Index(q.work, w); i >= 0 {
+		q.work = slices.Delete(q.work, i, i+1)
+	}
+	q.mu.Unlock()
+}
 
 // has reports whether key is cached (or being loaded).
 func (c *Cache) has(key uint64) bool {
@@ -92,33 +149,32 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 	if workers < 2 || bytes > j.cache.Budget()/2 {
 		return
 	}
-	j.loadParallel(missing, workers)
+	j.loadParallel(g, missing, workers)
 }
 
-// loadParallel decodes the chunks of keys into the cache with workers goroutines.
-func (j *Job) loadParallel(keys []uint64, workers int) {
-	var next sync.Mutex
-	i := 0
+// loadParallel decodes the chunks of keys (batch g's) into the cache with workers goroutines,
+// which start the chunks of lower batches being prefetched by other readers first. It returns
+// when every chunk of keys is decoded (or failed: the gather reports the error and retries).
+func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
+	w := &decodeWork{g: g, keys: keys}
+	j.decodes.add(w)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range workers {
+		wg.Go(func() {
 			for {
-				next.Lock()
-				if i == len(keys) {
-					next.Unlock()
+				k, ok := j.decodes.take(w)
+				if !ok {
 					return
 				}
-				k := keys[i]
-				i++
-				next.Unlock()
 				c := j.srcs[k>>keyShift].data()
 				if e, err := j.cache.acquire(k, c.elems, c.load); err == nil {
 					j.cache.release(e)
-				} // an error is reported by the gather, which retries the load
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
+	j.decodes.remove(w)
+	// Chunks of keys started by other readers' goroutines may still be decoding: the gather's
+	// acquire waits for them (a cache entry exists from the start of its load).
 }

@@ -241,7 +241,7 @@ func (pr *producerRun) run() int {
 		off, n := pr.r.Tensor(i)
 		ev = ev.Str("tensor_"+t.Name, fmt.Sprintf("%s%v @%d (%d bytes)", t.DType, t.Shape, off, n))
 	}
-	ev.Msg("started")
+	ev.Dur("since_exec", time.Since(processStart)).Msg("started")
 
 	cause, readersDone := pr.produce()
 	if !readersDone {

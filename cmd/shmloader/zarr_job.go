@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobatch/gobatch/config"
@@ -52,11 +53,19 @@ func hasZarrSources(cfg *config.Config) bool {
 // heapLimit is the Go heap's soft limit for zarr jobs.
 const heapLimit = 64 << 20
 
+// processStart is when the process began (package initialisation): the start-up timings in
+// the debug log count from it.
+var processStart = time.Now()
+
+// debugBatches is how many of the first fills log their timings at debug level.
+const debugBatches = 4
+
 // zarrJob is a sampler.Job with logging.
 type zarrJob struct {
 	*sampler.Job
 	log   zerolog.Logger
 	start time.Time
+	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
 
 	reported ring.JobCounters // counters already added to the ring (publish)
 }
@@ -106,7 +115,8 @@ func newZarrJob(cfg *config.Config, dataRoot string, f *zarrFlags, log zerolog.L
 	z := &zarrJob{Job: j, log: log, start: time.Now()}
 	ev := log.Info().Str("mode", j.Mode()).Int("t0_candidates", j.Candidates()).
 		Int64("decoded_mb", j.DataBytes()>>20).Int64("cache_mb", j.Cache().Budget()>>20).
-		Int("rank", f.rank).Int("world_size", f.worldSize).Dur("open", time.Since(t))
+		Int("rank", f.rank).Int("world_size", f.worldSize).Dur("open", time.Since(t)).
+		Dur("since_exec", time.Since(processStart))
 	if st := j.Stats(); st.ResidentSegments > 0 {
 		ev = ev.Int("resident_segments", st.ResidentSegments)
 	}
@@ -119,6 +129,22 @@ func newZarrJob(cfg *config.Config, dataRoot string, f *zarrFlags, log zerolog.L
 		}()
 	}
 	return z, nil
+}
+
+// Fill is the job's Fill; the first few calls log, at debug level, when they began and ended
+// (since the process started) and what they decoded, which is where the time to the first
+// batch goes.
+func (z *zarrJob) Fill(batch uint64, tensors [][]byte) error {
+	if z.fills.Add(1) > debugBatches || z.log.GetLevel() > zerolog.DebugLevel {
+		return z.Job.Fill(batch, tensors)
+	}
+	t := time.Now()
+	err := z.Job.Fill(batch, tensors)
+	c := z.Job.Cache().Stats()
+	z.log.Debug().Uint64("batch", batch).Dur("began", t.Sub(processStart)).Dur("fill", time.Since(t)).
+		Dur("since_exec", time.Since(processStart)).Uint64("cache_misses", c.Misses).
+		Dur("decode_time", c.LoadTime).Err(err).Msg("zarr fill")
+	return err
 }
 
 // statsEvery is how often -v logs the sampler's counters.
