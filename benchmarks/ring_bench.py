@@ -47,23 +47,24 @@ def synthetic_config(shape: tuple[int, ...], size: int, dtype: str = "float32",
     }
 
 
-def timed(it: Iterable[Any], n: int, warmup: int, touch: Callable[[Any], None]) -> tuple[float, float]:
-    """Iterates `warmup` then `n` items; returns (seconds for the n items, time to first item)."""
+def timed(it: Iterable[Any], n: int, warmup: int, touch: Callable[[Any], None]) -> tuple[float, float, float]:
+    """Iterates `warmup` then `n` items; returns (seconds for the n items, time to first item,
+    CPU seconds the trainer process itself (all its threads) spent on the n items)."""
     t0 = time.perf_counter()
     first = None
     count = 0
-    start = None
+    start = cpu = None
     for item in it:
         if first is None:
             first = time.perf_counter() - t0
         touch(item)
         count += 1
         if count == warmup:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
         if count == warmup + n:
             break
-    assert start is not None and count == warmup + n, "stream ended early"
-    return time.perf_counter() - start, first or 0.0
+    assert start is not None and cpu is not None and count == warmup + n, "stream ended early"
+    return time.perf_counter() - start, first or 0.0, time.process_time() - cpu
 
 
 # ---------------------------------------------------------------- gobatch
@@ -71,7 +72,7 @@ def timed(it: Iterable[Any], n: int, warmup: int, touch: Callable[[Any], None]) 
 def bench_gobatch_overhead(n: int) -> dict[str, Any]:
     cfg = synthetic_config((1,), 1, "uint8", slots=64)
     with gobatch.Loader(cfg, readers=1) as loader:
-        secs, _ = timed(loader, n, warmup=1000, touch=lambda b: None)
+        secs, _, _ = timed(loader, n, warmup=1000, touch=lambda b: None)
         st = loader.stats()
     return {"name": "gobatch per-batch overhead (1-byte batches)", "batches": n,
             "us_per_batch": secs / n * 1e6, "consumer_wait_s": st.get("consumer_wait_s")}
@@ -92,12 +93,13 @@ def bench_gobatch_big(n: int, readers: int, framework: str = "numpy") -> dict[st
             checked += 1
 
     with gobatch.Loader(cfg, readers=readers, framework=framework) as loader:
-        secs, first = timed(loader, n, warmup=5, touch=touch)
+        secs, first, cpu = timed(loader, n, warmup=5, touch=touch)
         st = loader.stats()
     nbytes = BATCH * int(np.prod(SHAPE)) * 4
     return {"name": f"gobatch {framework} readers={readers}", "batches": n,
             "batches_per_s": n / secs, "MB_per_s": n * nbytes / secs / MB,
-            "first_batch_s": first, "consumer_wait_s": st.get("consumer_wait_s"),
+            "first_batch_s": first, "trainer_cpu_ms": cpu / n * 1e3,
+            "consumer_wait_s": st.get("consumer_wait_s"),
             "producer_wait_s": st.get("producer_wait_s")}
 
 
@@ -138,12 +140,12 @@ def bench_dataloader(n: int, workers: int) -> dict[str, Any]:
     ds = SyntheticDataset((n + 10) * BATCH)
     dl = DataLoader(ds, batch_size=BATCH, num_workers=workers, shuffle=False,
                     persistent_workers=False, prefetch_factor=4 if workers else None)
-    secs, first = timed(iter(dl), n, warmup=3, touch=lambda b: b[:, 0, 0, 0, 0].sum())
+    secs, first, cpu = timed(iter(dl), n, warmup=3, touch=lambda b: b[:, 0, 0, 0, 0].sum())
     nbytes = BATCH * int(np.prod(SHAPE)) * 4
     del torch
     return {"name": f"DataLoader num_workers={workers}", "batches": n,
             "batches_per_s": n / secs, "MB_per_s": n * nbytes / secs / MB,
-            "first_batch_s": first}
+            "first_batch_s": first, "trainer_cpu_ms": cpu / n * 1e3}
 
 
 # ---------------------------------------------------------------- Pipe + pickle
@@ -170,23 +172,24 @@ def bench_pipe(n: int) -> dict[str, Any]:
             except EOFError:
                 return
 
-    secs, first = timed(items(), n, warmup=3, touch=lambda b: b[:, 0, 0, 0, 0].sum())
+    secs, first, cpu = timed(items(), n, warmup=3, touch=lambda b: b[:, 0, 0, 0, 0].sum())
     p.join(timeout=10)
     nbytes = BATCH * int(np.prod(SHAPE)) * 4
     return {"name": "multiprocessing.Pipe + pickle", "batches": n,
             "batches_per_s": n / secs, "MB_per_s": n * nbytes / secs / MB,
-            "first_batch_s": first}
+            "first_batch_s": first, "trainer_cpu_ms": cpu / n * 1e3}
 
 
 def markdown(rows: list[dict[str, Any]], roof: float, best_baseline: float) -> str:
-    out = ["| method | batches/s | MB/s | x roofline | x best baseline | first batch s |",
-           "|---|---:|---:|---:|---:|---:|"]
+    out = ["| method | batches/s | MB/s | x roofline | x best baseline | trainer CPU ms/batch | first batch s |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "MB_per_s" not in r:
             continue
-        out.append("| {} | {:.1f} | {:.0f} | {:.2f} | {:.1f} | {} |".format(
+        out.append("| {} | {:.1f} | {:.0f} | {:.2f} | {:.1f} | {} | {} |".format(
             r["name"], r["batches_per_s"], r["MB_per_s"], r["MB_per_s"] / roof,
             r["MB_per_s"] / best_baseline,
+            "" if r.get("trainer_cpu_ms") is None else f"{r['trainer_cpu_ms']:.2f}",
             "" if r.get("first_batch_s") is None else f"{r['first_batch_s']:.3f}"))
     return "\n".join(out)
 
@@ -218,6 +221,8 @@ def main() -> int:
     print(f"\nper-batch overhead of iterating gobatch: {over['us_per_batch']:.2f} us "
           f"({over['batches']} one-byte batches)")
     print(f"gobatch best / roofline: {best_go / roof:.2f}; gobatch best / best baseline: {best_go / best:.1f}x")
+    print("trainer CPU ms/batch: CPU time of the consuming (training) process itself per batch; "
+          "DataLoader workers=0 builds batches in the trainer, gobatch's producers run in shmloader.")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "overhead": over, "roofline_MB_per_s": roof}, f, indent=2)
