@@ -1,6 +1,8 @@
 package sampler
 
 import (
+	"bytes"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -83,5 +85,43 @@ func TestDecodeQueueConcurrent(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("key %d started %d times", k, n)
 		}
+	}
+}
+
+// Prefetch(0) running while two readers fill batches 0 and 1 (shmloader's start-up) decodes
+// every chunk once and changes no byte of the batches.
+func TestPrefetchDuringFills(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("prefetch decodes in parallel only with GOMAXPROCS >= 2")
+	}
+	ref, _ := newMemJob(t, smallMem, "", Options{})
+	want := fillRange(t, ref, 0, 2, 1)
+	wantMisses := ref.Cache().Stats().Misses
+
+	j, _ := newMemJob(t, smallMem, "", Options{})
+	j.Prefetch(0)
+	if m := j.Cache().Stats().Misses; m == 0 {
+		t.Fatal("Prefetch(0) decoded nothing")
+	}
+	j2, _ := newMemJob(t, smallMem, "", Options{})
+	var wg sync.WaitGroup
+	wg.Go(func() { j2.Prefetch(0) })
+	got := make([][][]byte, 2)
+	for b := range 2 {
+		wg.Go(func() {
+			got[b] = batchBuf(j2)
+			if err := j2.Fill(uint64(b), got[b]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for b := range 2 {
+		if !bytes.Equal(bytes.Join(got[b], nil), want[b]) {
+			t.Fatalf("batch %d differs with a concurrent Prefetch", b)
+		}
+	}
+	if m := j2.Cache().Stats().Misses; m != wantMisses {
+		t.Fatalf("%d chunks decoded with a concurrent Prefetch, %d without", m, wantMisses)
 	}
 }

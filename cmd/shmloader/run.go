@@ -130,6 +130,9 @@ func cmdRun(args []string) int {
 		if err != nil {
 			return usageError("run", fmt.Errorf("%s: %w", f.config, err))
 		}
+		if !f.join {
+			zj.warm(layout.StartBatch) // the first batch's chunks, while the ring is made
+		}
 		p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, zarr: zj, ppid: ppid, pdeathc: pdeathc, sigc: sigc}
 		code := p.run()
 		zj.LogStats()

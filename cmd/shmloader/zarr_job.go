@@ -20,7 +20,7 @@ import (
 // "zarr" source kind with package config.
 //
 // run.go: when hasZarrSources(cfg), newZarrJob (a failure is a configuration error, exit 2),
-// the ring layout from job.layout, and each reader calls job.Fill(slot.Seq(), slot tensors);
+// the ring layout from job.layout, warm (unless --join: the ring's start is not known yet), and each reader calls job.Fill(slot.Seq(), slot tensors);
 // LogStats at exit. The job's cache is never unmapped: readers may still be inside Fill when
 // run returns, and the process exit frees it.
 
@@ -145,6 +145,18 @@ func (z *zarrJob) Fill(batch uint64, tensors [][]byte) error {
 		Dur("since_exec", time.Since(processStart)).Uint64("cache_misses", c.Misses).
 		Dur("decode_time", c.LoadTime).Err(err).Msg("zarr fill")
 	return err
+}
+
+// warm decodes the chunks of batch k (the first this process fills) in the background, while
+// run creates the ring and the consumer attaches: the first batch's decoding then starts at
+// once instead of after that work.
+func (z *zarrJob) warm(batch uint64) {
+	go func() {
+		t := time.Now()
+		z.Prefetch(batch)
+		z.log.Debug().Uint64("batch", batch).Dur("began", t.Sub(processStart)).Dur("prefetch", time.Since(t)).
+			Dur("since_exec", time.Since(processStart)).Msg("zarr warm")
+	}()
 }
 
 // statsEvery is how often -v logs the sampler's counters.
