@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -261,5 +262,45 @@ func TestAttrHelpers(t *testing.T) {
 	}
 	if _, ok := b.AttrFloat("nope"); ok {
 		t.Fatal("missing attribute found")
+	}
+}
+
+// v3 numcodecs.delta before bytes: values are the running sums of the stored
+// deltas; a big-endian bytes codec after a multi-byte filter output is refused.
+func TestV3DeltaFilter(t *testing.T) {
+	z, err := parseZarrJSON([]byte(v3FilterDocs[1])) // int32, delta astype <i1, bytes big
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := v3ArrayMeta(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewMemStore("mem")
+	a, err := newArray(s, "", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["c/0"] = []byte{5, 1, 0xFF, 3}
+	s.Data["c/1"] = []byte{0x80, 0, 0, 1}
+	got := make([]byte, 4*8)
+	if err := a.ReadBox([]int{0}, []int{8}, got, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{5, 6, 5, 8, -128, -128, -128, -127}
+	for i, w := range want {
+		if v := int32(binary.NativeEndian.Uint32(got[4*i:])); v != w {
+			t.Fatalf("element %d = %d, want %d (all %v)", i, v, w, got)
+		}
+	}
+	doc := strings.Replace(v3FilterDocs[1], `"astype":"<i1"`, `"astype":"<i2"`, 1)
+	z, _ = parseZarrJSON([]byte(doc))
+	if m, err := v3ArrayMeta(z); err == nil {
+		_, err = newArray(s, "", m)
+		if !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("big-endian bytes after delta to <i2: %v, want ErrUnsupported", err)
+		}
+	} else if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("big-endian bytes after delta to <i2: %v, want ErrUnsupported", err)
 	}
 }
