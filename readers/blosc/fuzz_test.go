@@ -70,3 +70,30 @@ func checkFuzzResult(t *testing.T, src []byte, size int, serr error, n int, err 
 		t.Fatalf("second decode differs")
 	}
 }
+
+// FuzzUnshuffle checks unshuffle (the SSE2 kernels on amd64, with their Go tails)
+// against the plain one-byte-at-a-time loop, for every typesize and length.
+func FuzzUnshuffle(f *testing.F) {
+	for _, ts := range []byte{2, 8, 4, 3} {
+		for _, n := range []int{0, 1, 15, 16, 17, 33 * int(ts), 1000, 4099} {
+			f.Add(ts, bytes.Repeat([]byte{1, 2, 3, 5, 8, 13, 21}, n/7+1)[:n])
+		}
+	}
+	f.Fuzz(func(t *testing.T, tsb byte, src []byte) {
+		ts := int(tsb%16) + 1
+		got := make([]byte, len(src)+1)
+		got[len(src)] = 0xA5 // sentinel: nothing past the block is written
+		unshuffle(got[:len(src)], src, ts)
+		want := make([]byte, len(src))
+		n := len(src) / ts
+		if ts == 1 || n == 0 {
+			copy(want, src)
+		} else {
+			unshuffleGeneric(want, src, n, ts)
+			copy(want[n*ts:], src[n*ts:])
+		}
+		if !bytes.Equal(got[:len(src)], want) || got[len(src)] != 0xA5 {
+			t.Fatalf("typesize %d, %d bytes: unshuffle differs from the reference", ts, len(src))
+		}
+	})
+}

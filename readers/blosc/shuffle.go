@@ -45,9 +45,12 @@ func spread8(x uint32) uint64 {
 
 // The specialised loops walk the planes by re-slicing, which lets the compiler
 // drop most bounds checks; the scalar tails handle the last n%16 (n%8) elements.
+// On amd64, unshuffle2 and unshuffle8 (shuffle_amd64.go) run SSE2 kernels and
+// finish with these loops; elsewhere (shuffle_other.go) these loops do it all.
 
-func unshuffle2(dst, src []byte, n int) {
-	p0, p1 := src[:n], src[n:2*n]
+// unshuffle2Go interleaves the planes p0 and p1 (n bytes each) into dst.
+func unshuffle2Go(dst, p0, p1 []byte, n int) {
+	p0, p1 = p0[:n], p1[:n]
 	o := dst[:2*n]
 	for len(p0) >= 16 && len(p1) >= 16 && len(o) >= 32 {
 		a0 := binary.LittleEndian.Uint64(p0)
@@ -133,9 +136,10 @@ func transpose8x8(x *[8]uint64) {
 	x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7] = x0, x1, x2, x3, x4, x5, x6, x7
 }
 
-func unshuffle8(dst, src []byte, n int) {
+// unshuffle8Go unshuffles elements from..n-1 of a typesize-8 block.
+func unshuffle8Go(dst, src []byte, n, from int) {
 	var x [8]uint64
-	i := 0
+	i := from
 	for ; i+8 <= n; i += 8 {
 		for j := range x {
 			x[j] = binary.LittleEndian.Uint64(src[j*n+i:])
