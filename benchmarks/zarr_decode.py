@@ -23,9 +23,17 @@ once by CPU time (user+system of every thread of the reader: the honest "per cor
 figure, and robust on a shared machine) and once by wall time. Each table gives the
 ratio to zarr-python. Values are checked against zarr-python's before anything is timed.
 
+``--baseline-shmloader OTHER`` times a second shmloader binary (an older build, say) in the
+same run, so a change is measured against its parent on the same files and the same load.
+
+The Go and Python readers do the same work: read every chunk file, decode it, copy its part
+into a freshly allocated output array (``shmloader read --bench`` allocates the result of
+every read, as ``zarr.Array[...]`` does; the ``.npy`` write after the timed reads is not
+timed, and ``/dev/null`` is its target), no dtype conversion, one thread.
+
 Usage::
 
-    .venv/bin/python benchmarks/zarr_decode.py [--shmloader bin/shmloader] [--repeat 5] [--scale 1.0]
+    .venv/bin/python benchmarks/zarr_decode.py [--shmloader bin/shmloader] [--baseline-shmloader OLD] [--repeat 5] [--scale 1.0]
 """
 
 from __future__ import annotations
@@ -198,6 +206,7 @@ def build_shmloader(tmp: pathlib.Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shmloader", help="shmloader binary (default: go build into a temp dir)")
+    ap.add_argument("--baseline-shmloader", help="a second shmloader binary to time in the same run")
     ap.add_argument("--repeat", type=int, default=5, help="reads per reader; the best is reported")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the leading (time) dimension")
     ap.add_argument("--dir", help="write the arrays here instead of a temp dir (kept)")
@@ -224,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             if not same(got, ref):
                 raise SystemExit(f"{w.name}: shmloader read differs from zarr-python")
             t_go = go_read_timed(exe, path, args.repeat)
+            t_base = go_read_timed(args.baseline_shmloader, path, args.repeat) if args.baseline_shmloader else None
             t_zp = best_of(lambda: read_zarr_python(path), args.repeat)
             t_ts: tuple[float, float] | None = None
             ts_note = "not installed" if ts_read is None else ""
@@ -237,18 +247,23 @@ def main(argv: list[str] | None = None) -> int:
                     if "blosc2" not in str(e).lower():
                         raise
                     ts_note = "n/a (no blosc2 codec)"
-            rows.append((w, nbytes, stored_bytes(path), t_go, t_zp, t_ts, ts_note))
+            rows.append((w, nbytes, stored_bytes(path), t_go, t_base, t_zp, t_ts, ts_note))
             shutil.rmtree(path) if not args.dir else None
 
         mb = 1e6
         for which, label in ((1, "CPU seconds (user+system, all threads of the reader)"), (0, "wall seconds")):
             print(f"\nZarr decode, one core each, best of {args.repeat}, by {label}:")
             print("MB/s of decoded output (ratio vs zarr-python)\n")
-            print("| array | decoded MB | stored ratio | Go shmloader | zarr-python | tensorstore |")
-            print("|---|---:|---:|---:|---:|---:|")
-            for w, nbytes, stored, t_go, t_zp, t_ts, ts_note in rows:
+            base_head = " Go baseline |" if args.baseline_shmloader else ""
+            print(f"| array | decoded MB | stored ratio | Go shmloader |{base_head} zarr-python | tensorstore |")
+            print("|---|---:|---:|---:|" + ("---:|" if args.baseline_shmloader else "") + "---:|---:|")
+            for w, nbytes, stored, t_go, t_base, t_zp, t_ts, ts_note in rows:
                 zp = nbytes / mb / t_zp[which]
                 go = nbytes / mb / t_go[which]
+                base_cell = ""
+                if t_base is not None:
+                    base = nbytes / mb / t_base[which]
+                    base_cell = f" {base:.0f} ({base / zp:.2f}x) |"
                 if t_ts is None:
                     ts_cell = ts_note
                 else:
@@ -256,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                     ts_cell = f"{ts:.0f} ({ts / zp:.2f}x)"
                 print(
                     f"| {w.name} {list(w.shape)} chunks {list(w.chunks)} | {nbytes / mb:.0f} | {nbytes / stored:.2f} "
-                    f"| {go:.0f} ({go / zp:.2f}x) | {zp:.0f} (1.00x) | {ts_cell} |"
+                    f"| {go:.0f} ({go / zp:.2f}x) |{base_cell} {zp:.0f} (1.00x) | {ts_cell} |"
                 )
         versions = []
         for dist in ("numpy", "zarr", "numcodecs", "tensorstore", "blosc2", "ocf-blosc2"):

@@ -145,3 +145,38 @@ func BenchmarkCodecOnly(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeDir reads every array of the stores benchmarks/zarr_decode.py keeps
+// with --dir (GOBATCH_ZARR_DECODE_DIR), whole, into one reused buffer: the work
+// `shmloader read --bench` times, without the process around it.
+//
+//	GOBATCH_ZARR_DECODE_DIR=/tmp/zdb GOMAXPROCS=1 go test -run '^$' -bench DecodeDir -cpuprofile cpu.out ./readers/zarr
+func BenchmarkDecodeDir(b *testing.B) {
+	dir := os.Getenv("GOBATCH_ZARR_DECODE_DIR")
+	if dir == "" {
+		b.Skip("GOBATCH_ZARR_DECODE_DIR not set")
+	}
+	stores, _ := filepath.Glob(filepath.Join(dir, "*.zarr"))
+	for _, s := range stores {
+		b.Run(filepath.Base(s), func(b *testing.B) {
+			h, err := OpenDir(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := h.OpenArray("")
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]uint64, a.Len()*a.DType.Size/8+1)
+			buf := unsafeBytes(dst)[:a.Len()*a.DType.Size]
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := a.ReadBox(a.fullBox(), a.Shape, buf, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
