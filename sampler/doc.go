@@ -52,6 +52,10 @@
 // the normalisation and the NaN policy applied, in memory mapped outside the Go heap within the
 // budget. A gather is then a copy per output row (128 bytes for a 32-pixel crop). Before it
 // gathers, a Fill decodes its batch's missing chunks on all cores (the first batch, rotations).
+// The readers' decodes share one queue served lowest batch first, so that at start-up (reader
+// r fills batch r) every core works on batch 0, the one the consumer waits for, before batch 1;
+// [Job.Prefetch] starts a batch's decodes ahead of its Fill (shmloader does it for the first
+// batch while it creates the ring).
 //
 // When the decoded data is larger than about 90% of the budget, sampling "auto" switches from
 // "random" to "locality": examples are drawn from a resident set of time segments that slides
