@@ -1,4 +1,4 @@
-// Package blosc decodes Blosc chunks in pure Go: Blosc1 chunks as c-blosc (and so
+// Package blosc decodes Blosc chunks in Go, without cgo: Blosc1 chunks as c-blosc (and so
 // numcodecs' "blosc" codec and the zarr v3 "blosc" codec) writes them, and Blosc2
 // chunks as python-blosc2 (and so Open Climate Fix's ocf_blosc2 "blosc2" codec)
 // writes them.
@@ -13,6 +13,10 @@
 // README_CHUNK_FORMAT.rst; BloscLZ is decoded by this package, the other codecs
 // by github.com/pierrec/lz4/v4, github.com/klauspost/compress (zstd, zlib, s2 for
 // Snappy).
+//
+// On amd64 the byte unshuffle for typesizes 2, 4 and 8 runs small SSE2 kernels
+// (shuffle_amd64.s, fuzzed against the portable loops by FuzzUnshuffle); other
+// architectures use the portable loops.
 //
 // Every length and offset read from the input is checked: corrupt input yields an
 // error, never a panic or an out-of-bounds access. Features this package does not

@@ -45,7 +45,7 @@ func spread8(x uint32) uint64 {
 
 // The specialised loops walk the planes by re-slicing, which lets the compiler
 // drop most bounds checks; the scalar tails handle the last n%16 (n%8) elements.
-// On amd64, unshuffle2 and unshuffle8 (shuffle_amd64.go) run SSE2 kernels and
+// On amd64, unshuffle2, unshuffle4 and unshuffle8 (shuffle_amd64.go) run SSE2 kernels and
 // finish with these loops; elsewhere (shuffle_other.go) these loops do it all.
 
 // unshuffle2Go interleaves the planes p0 and p1 (n bytes each) into dst.
@@ -69,10 +69,11 @@ func unshuffle2Go(dst, p0, p1 []byte, n int) {
 	}
 }
 
-func unshuffle4(dst, src []byte, n int) {
+// unshuffle4Go unshuffles elements from..n-1 of a typesize-4 block.
+func unshuffle4Go(dst, src []byte, n, from int) {
 	const m1, m2 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF
-	p0, p1, p2, p3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
-	o := dst[:4*n]
+	p0, p1, p2, p3 := src[from:n], src[n+from:2*n], src[2*n+from:3*n], src[3*n+from:4*n]
+	o := dst[4*from : 4*n]
 	for len(p0) >= 8 && len(p1) >= 8 && len(p2) >= 8 && len(p3) >= 8 && len(o) >= 32 {
 		// Rows a..d are the planes' next 8 bytes. Transposing each 32-bit half as
 		// a 4x4 byte matrix leaves element k in the low half of row k and

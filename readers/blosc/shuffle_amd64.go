@@ -1,13 +1,17 @@
 package blosc
 
-// SSE2 kernels (shuffle_amd64.s) for the two typesizes that dominate: 2 (int16
-// satellite data) and 8 (ocf_blosc2 writes float16 data with typesize 8). The
+// SSE2 kernels (shuffle_amd64.s) for the typesizes that dominate: 2 (int16
+// satellite data), 4 (float32) and 8 (ocf_blosc2 writes float16 data with
+// typesize 8). The
 // wrappers check every length before handing pointers to assembly, and finish
 // the last n%16 elements with the portable loops. FuzzUnshuffle compares them
 // with the portable code.
 
 //go:noescape
 func unshuffle2x16(dst, p0, p1 *byte, groups int)
+
+//go:noescape
+func unshuffle4x16(dst, src *byte, n, groups int)
 
 //go:noescape
 func unshuffle8x16(dst, src *byte, n, groups int)
@@ -31,4 +35,14 @@ func unshuffle8(dst, src []byte, n int) {
 		g = 0
 	}
 	unshuffle8Go(dst, src, n, 16*g)
+}
+
+func unshuffle4(dst, src []byte, n int) {
+	g := n / 16
+	if g > 0 && len(src) >= 4*n && len(dst) >= 4*n {
+		unshuffle4x16(&dst[0], &src[0], n, g)
+	} else {
+		g = 0
+	}
+	unshuffle4Go(dst, src, n, 16*g)
 }

@@ -110,3 +110,45 @@ loop8:
 	JMP   loop8
 done8:
 	RET
+
+// func unshuffle4x16(dst, src *byte, n, groups int)
+// Plane j starts at src + j*n. dst[64g : 64g+64] = the 16 four-byte elements whose
+// bytes are at src[j*n + 16g : +16], j = 0..3: bytes, then 2-byte pairs.
+TEXT ·unshuffle4x16(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ groups+24(FP), CX
+	LEAQ (BX)(BX*2), DX // 3n
+loop4:
+	TESTQ CX, CX
+	JZ    done4
+	MOVOU (SI), X0        // plane 0
+	MOVOU (SI)(BX*1), X1  // plane 1
+	MOVOU (SI)(BX*2), X2  // plane 2
+	MOVOU (SI)(DX*1), X3  // plane 3
+
+	MOVOU X0, X4
+	PUNPCKLBW X1, X0      // bytes 0,1 of elements 0..7
+	PUNPCKHBW X1, X4      // bytes 0,1 of elements 8..15
+	MOVOU X2, X5
+	PUNPCKLBW X3, X2      // bytes 2,3 of elements 0..7
+	PUNPCKHBW X3, X5      // bytes 2,3 of elements 8..15
+
+	MOVOU X0, X1
+	PUNPCKLWL X2, X0      // elements 0..3
+	PUNPCKHWL X2, X1      // elements 4..7
+	MOVOU X4, X3
+	PUNPCKLWL X5, X4      // elements 8..11
+	PUNPCKHWL X5, X3      // elements 12..15
+
+	MOVOU X0, (DI)
+	MOVOU X1, 16(DI)
+	MOVOU X4, 32(DI)
+	MOVOU X3, 48(DI)
+	ADDQ  $16, SI
+	ADDQ  $64, DI
+	DECQ  CX
+	JMP   loop4
+done4:
+	RET
