@@ -313,7 +313,8 @@ def measure(name: str, make: Callable[[], Iterable[dict[str, Any]]], max_batches
             warmup: int = 2) -> Result:
     """Measure one loader.
 
-    ``make()`` builds the loader (its time counts toward the first batch). Then, after
+    ``make()`` builds the loader (its time counts toward the first batch; torch is imported
+    before the clock starts, as a trainer has it loaded already). Then, after
     ``warmup`` batches, up to ``max_batches`` batches or ``max_seconds`` are drawn as fast as
     the consumer can take them (throughput: batches/s, MB/s, CPU s per batch); then, if
     ``step_ms``, up to ``stall_batches`` more batches (bounded by ``max_seconds`` too) with a
@@ -321,6 +322,7 @@ def measure(name: str, make: Callable[[], Iterable[dict[str, Any]]], max_batches
     loader) after each, to measure the data-stall fraction: time waited / wall time.
     """
     r = Result(name=name, step_ms=step_ms)
+    import torch  # noqa: F401  a trainer has torch loaded already: its import is not loader time
     with ProcessMonitor() as mon:
         t_start = time.perf_counter()
         loader = make()
