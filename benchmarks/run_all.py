@@ -52,7 +52,7 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
     ),
     "nowcast": (
         "End to end: nowcast-ref (WORKLOAD.md), gobatch vs DataLoader + xarray",
-        [PY, "benchmarks/nowcast_bench.py"],
+        [PY, "benchmarks/nowcast_bench.py", "--days", "4", "--data", "data/nowcast-d4"],
         [PY, "benchmarks/nowcast_bench.py", "--quick"],
         "gobatch.Loader over presets/nowcast.toml against a DataLoader over an xarray Dataset "
         "sampling the same example (lazy and in RAM; num_workers 0, 1, 2), same files, same run.",
@@ -105,7 +105,8 @@ def main() -> int:
         if p.returncode != 0:
             failed.append(n)
         sections.append(f"## {title}{status}\n\n{what}\n\n```sh\n{shown}\n```\n\n"
-                        f"Output ({secs:.0f} s):\n\n{p.stdout.strip()}\n")
+                        f"Output ({secs:.0f} s, {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}):\n\n"
+                        f"{p.stdout.strip()}\n")
         if n == "nowcast" and (REPO / "benchmarks/out/nowcast_bench.png").exists():
             sections[-1] += "\n(plot: benchmarks/out/nowcast_bench.png, copied to benchmarks/nowcast_bench.png)\n"
             try:
@@ -124,8 +125,18 @@ def main() -> int:
             "Every figure below comes with a baseline measured in the same run on the same data; "
             "this machine is shared and noisy, so read the ratios, not the absolute times.\n"
         )
-        only = "" if not args.only else f"\n(Only the parts {', '.join(names)} were run.)\n"
-        (REPO / "benchmarks/README.md").write_text(head + only + "\n" + "\n".join(sections))
+        readme = REPO / "benchmarks/README.md"
+        if args.only and readme.exists():
+            # Keep the other parts' sections from the last run; replace those run now.
+            old = readme.read_text()
+            kept = {sec.split("\n", 1)[0].split(" (FAILED")[0]: "## " + sec
+                    for sec in old.split("\n## ")[1:]}
+            fresh = {sec.split("\n", 1)[0][3:].split(" (FAILED")[0]: sec for sec in sections}
+            sections = [fresh.get(t) or kept[t] for t, *_ in PARTS.values() if t in fresh or t in kept]
+            head = old.split("\n## ", 1)[0].rstrip() + (
+                f"\n\nThe parts {', '.join(names)} were rerun on {dt.date.today().isoformat()} "
+                f"(machine at that time: {mach}).\n")
+        readme.write_text(head + "\n" + "\n".join(s.rstrip() + "\n" for s in sections))
         print("wrote benchmarks/README.md")
     if failed:
         print("failed parts: " + ", ".join(failed), file=sys.stderr)
