@@ -233,16 +233,7 @@ func (h *Hierarchy) readV3Consolidated(raw json.RawMessage) error {
 			return fmt.Errorf("node %q: %w", p, err)
 		}
 		p = strings.Trim(p, "/")
-		if z.NodeType == "array" {
-			m, err := v3ArrayMeta(z)
-			if err != nil {
-				h.add(p, &Node{IsArray: true, Attrs: z.Attributes, Err: err})
-				continue
-			}
-			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
-		} else {
-			h.add(p, &Node{Attrs: z.Attributes})
-		}
+		h.addV3(p, z)
 	}
 	return nil
 }
@@ -296,16 +287,7 @@ func (h *Hierarchy) listV3() error {
 			h.addBroken(p, nil, fmt.Errorf("%s: %w", k, err))
 			continue
 		}
-		if z.NodeType == "array" {
-			m, err := v3ArrayMeta(z)
-			if err != nil {
-				h.add(p, &Node{IsArray: true, Attrs: z.Attributes, Err: err})
-				continue
-			}
-			h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
-		} else {
-			h.add(p, &Node{Attrs: z.Attributes})
-		}
+		h.addV3(p, z)
 	}
 	return nil
 }
@@ -382,4 +364,19 @@ func (h *Hierarchy) OpenArray(path string) (*Array, error) {
 		return nil, &Error{Store: h.Store.String(), Path: path, Err: n.Err}
 	}
 	return newArray(h.Store, path, n.meta)
+}
+
+// addV3 adds the node of a parsed v3 zarr.json at path p; an array whose metadata is invalid
+// keeps its error on the node, and the rest of the tree stays usable.
+func (h *Hierarchy) addV3(p string, z *zarrJSON) {
+	if z.NodeType != "array" {
+		h.add(p, &Node{Attrs: z.Attributes})
+		return
+	}
+	m, err := v3ArrayMeta(z)
+	if err != nil {
+		h.add(p, &Node{IsArray: true, Attrs: z.Attributes, Err: err})
+		return
+	}
+	h.add(p, &Node{IsArray: true, Attrs: m.attrs, meta: m})
 }
