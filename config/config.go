@@ -22,6 +22,15 @@ type Config struct {
 	Batch   Batch
 	Ring    Ring
 	Sources []Source
+
+	lines lineIndex // where each field is written in File
+}
+
+// Errorf returns a problem with field ("source[2].store") found after parsing, for instance
+// while a source opens its data: the file, the field's line in it (0 when unknown) and the
+// message, like the parser's own errors.
+func (c *Config) Errorf(field, format string, args ...any) *FieldError {
+	return &FieldError{File: c.File, Line: c.lines.find(field), Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Batch is the [batch] table.
@@ -161,7 +170,7 @@ func Parse(file string, data []byte, format Format) (*Config, error) {
 		return nil, c.err()
 	}
 	cfg := build(newTable("", raw, c))
-	cfg.File = file
+	cfg.File, cfg.lines = file, c.lines
 	if err := c.err(); err != nil {
 		return nil, err
 	}

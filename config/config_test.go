@@ -1,4 +1,6 @@
-package config
+// The tests are an external package so that they can parse real source kinds (package
+// sampler registers "synthetic" and "zarr"); the dot import keeps them readable.
+package config_test
 
 import (
 	"errors"
@@ -9,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/sampler"
 )
 
 const good = `# a comment
@@ -60,12 +65,12 @@ func TestParseGood(t *testing.T) {
 			if len(cfg.Sources) != 2 {
 				t.Fatalf("sources: %+v", cfg.Sources)
 			}
-			x := cfg.Sources[0].Spec.(*Synthetic)
+			x := cfg.Sources[0].Spec.(*sampler.Synthetic)
 			if cfg.Sources[0].Name != "x" || cfg.Sources[0].Kind != "synthetic" ||
 				!reflect.DeepEqual(x.Shape, []int{19, 12, 32, 32}) || x.DType != Float32 || x.Delay != 5*time.Millisecond {
 				t.Fatalf("source 0: %+v %+v", cfg.Sources[0], x)
 			}
-			y := cfg.Sources[1].Spec.(*Synthetic)
+			y := cfg.Sources[1].Spec.(*sampler.Synthetic)
 			if len(y.Shape) != 0 || y.DType != Uint8 || y.Delay != 0 || cfg.Sources[1].Index != 1 {
 				t.Fatalf("source 1: %+v", y)
 			}

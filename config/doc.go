@@ -9,7 +9,7 @@
 //
 // Each source kind validates its own keys: the common keys (name, kind) are read here, and the
 // rest of the table is handed to the decoder registered for the kind with [RegisterKind]
-// ("synthetic" is built in). A decoder reads keys through a [Table], which records which keys
+// (package sampler registers "synthetic" and "zarr"). A decoder reads keys through a [Table], which records which keys
 // were read, so that a key nobody read is reported as unknown.
 //
 // Every problem is reported as a [FieldError] naming the file, the line (where it can be found),

@@ -40,7 +40,8 @@ func ParseDType(name string, allowed []DType) (DType, bool) {
 	return 0, false
 }
 
-func dtypeList(ds []DType) string {
+// DTypeList names dtypes for messages: "float32, int64".
+func DTypeList(ds []DType) string {
 	names := make([]string, len(ds))
 	for i, d := range ds {
 		names[i] = d.String()

@@ -1,6 +1,11 @@
-package config
+package config_test
 
-import "testing"
+import (
+	"testing"
+
+	. "github.com/gobatch/gobatch/config"
+	_ "github.com/gobatch/gobatch/sampler" // registers the "zarr" and "synthetic" kinds
+)
 
 // FuzzParse checks that no input makes the parser panic, and that it returns either a config or
 // an error, never both or neither.

@@ -263,8 +263,14 @@ func SetParentDeathSignal(sig unix.Signal, parentPID int) error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
 	}
-	if os.Getppid() != parentPID {
-		return fmt.Errorf("%w (was pid %d, parent is now %d)", ErrParentDied, parentPID, os.Getppid())
+	return ParentGone(parentPID)
+}
+
+// ParentGone returns an error wrapping ErrParentDied when this process's parent is no longer
+// parentPID (it died, and the process was reparented), nil otherwise.
+func ParentGone(parentPID int) error {
+	if now := os.Getppid(); now != parentPID {
+		return fmt.Errorf("%w (was pid %d, parent is now %d)", ErrParentDied, parentPID, now)
 	}
 	return nil
 }
@@ -293,8 +299,8 @@ func (p *Producer) Watch(ctx context.Context, opt WatchOptions) error {
 	defer t.Stop()
 	for {
 		err := p.r.consumerStatus()
-		if err == nil && opt.ParentPID != 0 && os.Getppid() != opt.ParentPID {
-			err = fmt.Errorf("%w (was pid %d)", ErrParentDied, opt.ParentPID)
+		if err == nil && opt.ParentPID != 0 {
+			err = ParentGone(opt.ParentPID)
 		}
 		if err == nil {
 			if e := p.r.errorRecord(); e != nil {

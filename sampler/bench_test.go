@@ -234,7 +234,7 @@ func BenchmarkFill(b *testing.B) {
 				defer wg.Done()
 				buf := batchBuf(j)
 				for k := r; k < n; k += runtime.GOMAXPROCS(0) {
-					if err := j.Fill(from+uint64(k), buf); err != nil {
+					if err := j.Fill(ctx, from+uint64(k), buf); err != nil {
 						b.Error(err)
 						return
 					}
@@ -265,7 +265,7 @@ func BenchmarkFill(b *testing.B) {
 			seq++
 			k := seq
 			mu.Unlock()
-			if err := j.Fill(k, buf); err != nil {
+			if err := j.Fill(ctx, k, buf); err != nil {
 				b.Error(err)
 				return
 			}

@@ -148,7 +148,7 @@ channels = ["A"]
 	}
 	defer j.Close()
 	buf := batchBuf(j)
-	if err := j.Fill(0, buf); err != nil {
+	if err := j.Fill(ctx, 0, buf); err != nil {
 		t.Fatal(err)
 	}
 	// sat2 on the same grid: its 4 x 4 crop starts at nearest - 2 = cy - 2, the centre of the

@@ -29,7 +29,7 @@ func TestFirstBatchTime(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := j.Fill(uint64(r), batchBuf(j)); err != nil {
+				if err := j.Fill(ctx, uint64(r), batchBuf(j)); err != nil {
 					t.Error(err)
 				}
 				done[r] = time.Since(t1)

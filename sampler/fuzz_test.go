@@ -39,7 +39,7 @@ func FuzzJobConfig(f *testing.F) {
 		}
 		defer j.Close()
 		buf := batchBuf(j)
-		if err := j.Fill(3, buf); err != nil {
+		if err := j.Fill(ctx, 3, buf); err != nil {
 			t.Fatalf("accepted config fails to fill: %v", err)
 		}
 	})

@@ -112,7 +112,7 @@ func TestFillMatchesReference(t *testing.T) {
 	buf := batchBuf(j)
 	sawNaN := false
 	for b := uint64(0); b < 40; b++ {
-		if err := j.Fill(b, buf); err != nil {
+		if err := j.Fill(ctx, b, buf); err != nil {
 			t.Fatal(err)
 		}
 		sat, nwp, pv := bytesAsFloat32(buf[0]), bytesAsFloat32(buf[1]), bytesAsFloat32(buf[2])
@@ -147,7 +147,14 @@ func TestFillMatchesReference(t *testing.T) {
 	}
 }
 
+// fillRange fills global batches from..to-1 with readers goroutines.
 func fillRange(t *testing.T, j *Job, from, to uint64, readers int) [][]byte {
+	t.Helper()
+	return fillStream(t, j, Stream{}, from, to, readers)
+}
+
+// fillStream fills batches from..to-1 of stream s with readers goroutines.
+func fillStream(t *testing.T, j *Job, s Stream, from, to uint64, readers int) [][]byte {
 	t.Helper()
 	out := make([][]byte, to-from)
 	var wg sync.WaitGroup
@@ -159,7 +166,7 @@ func fillRange(t *testing.T, j *Job, from, to uint64, readers int) [][]byte {
 			defer wg.Done()
 			buf := batchBuf(j)
 			for b := range next {
-				if err := j.Fill(b, buf); err != nil {
+				if err := j.Fill(ctx, s.Global(b), buf); err != nil {
 					errs <- err
 					return
 				}
@@ -207,8 +214,12 @@ func TestDeterministicAcrossReadersResumeAndDDP(t *testing.T) {
 	// DDP: rank r of 3 produces global batches k*3 + r.
 	seen := map[string]int{}
 	for r := 0; r < 3; r++ {
-		jd, _ := newMemJob(t, smallMem, "", Options{Rank: r, WorldSize: 3})
-		part := fillRange(t, jd, 0, 8, 2)
+		jd, _ := newMemJob(t, smallMem, "", Options{})
+		rank, err := NewStream(r, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := fillStream(t, jd, rank, 0, 8, 2)
 		for k := range part {
 			if !bytes.Equal(part[k], one[k*3+r]) {
 				t.Fatalf("rank %d batch %d is not global batch %d", r, k, k*3+r)
@@ -230,11 +241,11 @@ func TestDeterministicAcrossReadersResumeAndDDP(t *testing.T) {
 func TestFillRejectsWrongBuffers(t *testing.T) {
 	j, _ := newMemJob(t, smallMem, "", Options{})
 	buf := batchBuf(j)
-	if err := j.Fill(0, buf[:3]); err == nil {
+	if err := j.Fill(ctx, 0, buf[:3]); err == nil {
 		t.Error("3 tensors accepted")
 	}
 	buf[1] = buf[1][:10]
-	if err := j.Fill(0, buf); err == nil || !strings.Contains(err.Error(), "nwp") {
+	if err := j.Fill(ctx, 0, buf); err == nil || !strings.Contains(err.Error(), "nwp") {
 		t.Errorf("short tensor: %v", err)
 	}
 }
@@ -254,7 +265,7 @@ func TestDecodeErrorNamesChunk(t *testing.T) {
 	buf := batchBuf(j)
 	var ferr error
 	for b := uint64(0); b < 50 && ferr == nil; b++ {
-		ferr = j.Fill(b, buf)
+		ferr = j.Fill(ctx, b, buf)
 	}
 	if ferr == nil || !strings.Contains(ferr.Error(), "chunk [5 0 1 1]") || !strings.Contains(ferr.Error(), "source[0]") {
 		t.Fatalf("error %v", ferr)
@@ -266,7 +277,7 @@ func memConfigFmt(extra string) string { return strings.Replace(memConfig, "%s",
 func TestDropout(t *testing.T) {
 	j, ds := newMemJob(t, smallMem, "dropout_timedeltas_minutes = [-10]\ndropout_fraction = 1.0", Options{})
 	buf := batchBuf(j)
-	if err := j.Fill(3, buf); err != nil {
+	if err := j.Fill(ctx, 3, buf); err != nil {
 		t.Fatal(err)
 	}
 	sat := bytesAsFloat32(buf[0])
@@ -293,7 +304,7 @@ func TestDropout(t *testing.T) {
 func TestNormaliseAndNaNPolicy(t *testing.T) {
 	j, ds := newMemJob(t, smallMem, "normalise_mean = [0.5, 0, 0, 0]\nnormalise_std = [0.25, 1, 1, 2]\nnan_policy = \"zero\"", Options{})
 	buf := batchBuf(j)
-	if err := j.Fill(0, buf); err != nil {
+	if err := j.Fill(ctx, 0, buf); err != nil {
 		t.Fatal(err)
 	}
 	sat := bytesAsFloat32(buf[0])
@@ -317,13 +328,13 @@ func TestFillAllocatesNothingWhenWarm(t *testing.T) {
 		j, _ := newMemJob(t, smallMem, extra, Options{})
 		buf := batchBuf(j)
 		for b := uint64(0); b < 300; b++ { // warm: every chunk decoded, reader state pooled
-			if err := j.Fill(b, buf); err != nil {
+			if err := j.Fill(ctx, b, buf); err != nil {
 				t.Fatal(err)
 			}
 		}
 		k := uint64(0)
 		allocs := testing.AllocsPerRun(50, func() {
-			if err := j.Fill(k%300, buf); err != nil {
+			if err := j.Fill(ctx, k%300, buf); err != nil {
 				t.Fatal(err)
 			}
 			k++

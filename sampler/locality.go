@@ -59,7 +59,7 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 		r = fit(l.segBytes)
 	}
 	if r < 1 {
-		return nil, fieldErr(j.file, a.Field+".cache_mb",
+		return nil, j.cfg.Errorf(a.Field+".cache_mb",
 			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit with 10%% headroom; expected cache_mb >= %.0f or a smaller segment_steps",
 			budget>>20, l.steps, float64(l.segBytes)/(1<<20), float64(2*l.segBytes)/(1<<20)/0.9+1)
 	}

@@ -76,7 +76,7 @@ func TestLocalityDeterministicAndSameExamples(t *testing.T) {
 	}
 	// The examples are still exact (the draw changes, the example definition does not).
 	buf := batchBuf(a)
-	if err := a.Fill(17, buf); err != nil {
+	if err := a.Fill(ctx, 17, buf); err != nil {
 		t.Fatal(err)
 	}
 	for e := 0; e < 4; e++ {
@@ -136,7 +136,7 @@ func TestLocalityChoosesSegmentLength(t *testing.T) {
 	t.Logf("segments of %d steps, %d resident, %.1f MiB each", l.steps, l.resident, float64(l.segBytes)/(1<<20))
 	buf := batchBuf(j)
 	for b := uint64(0); b < 30; b++ {
-		if err := j.Fill(b, buf); err != nil {
+		if err := j.Fill(ctx, b, buf); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -179,13 +179,13 @@ func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
 	// acquire waits for them (a cache entry exists from the start of its load).
 }
 
-// Prefetch decodes the missing chunks of batch k of this rank's stream (as Fill would before
-// it gathers) and returns when they are in the cache. A process that has other start-up work
-// before its readers can begin (creating the ring) runs it in the background for its first
+// Prefetch implements Source: it decodes the missing chunks of global batch g (as Fill would
+// before it gathers) and returns when they are in the cache. A process that has other start-up
+// work before its readers can begin (creating the ring) runs it in the background for its first
 // batch, so that the decoding overlaps with that work: Fill then finds the chunks present or
 // being decoded, and the readers' own prefetches help with what is left, lowest batch first.
-func (j *Job) Prefetch(batch uint64) {
+func (j *Job) Prefetch(g uint64) {
 	rs := j.state()
 	defer j.putState(rs)
-	j.prefetch(j.Global(batch), rs)
+	j.prefetch(g, rs)
 }

@@ -110,7 +110,7 @@ func TestPrefetchDuringFills(t *testing.T) {
 	for b := range 2 {
 		wg.Go(func() {
 			got[b] = batchBuf(j2)
-			if err := j2.Fill(uint64(b), got[b]); err != nil {
+			if err := j2.Fill(ctx, uint64(b), got[b]); err != nil {
 				t.Error(err)
 			}
 		})

@@ -7,13 +7,11 @@ import "math/bits"
 
 // Purposes of the draws (the first counter after the seed), so that draws never collide.
 const (
-	drawT0       = 1
-	drawY        = 2
-	drawX        = 3
-	drawDropout  = 4 // + 2*source: whether; + 2*source + 1: which timedelta
-	drawSegSlot  = 1000
-	drawSegment  = 1001
-	drawSegRetry = 1002
+	drawT0      = 1
+	drawY       = 2
+	drawX       = 3
+	drawDropout = 4    // + 2*source: whether; + 2*source + 1: which timedelta
+	drawSegment = 1001 // locality: the permutation of segments of a pass
 )
 
 // mix64 is a strong 64-bit finaliser (the SplitMix64 / "mix13" constants).

@@ -1,7 +1,7 @@
 package sampler
 
 import (
-	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 
@@ -89,8 +89,21 @@ func (s *Spec) Example() ([]int, config.DType) {
 	return []int{s.Steps(), len(s.Channels), s.Height, s.Width}, config.Float32
 }
 
-// DefaultCacheMB is the cache budget when the anchor sets none.
-const DefaultCacheMB = 1024
+// The cache budget in MiB: the default when the anchor sets no cache_mb, and the range that
+// cache_mb and an override (Options.CacheMB, shmloader's --cache-mb) must be in.
+const (
+	DefaultCacheMB = 1024
+	MinCacheMB     = 16
+	MaxCacheMB     = 1 << 24
+)
+
+// CheckCacheMB checks an override of the cache budget in MiB (0: no override).
+func CheckCacheMB(mb int64) error {
+	if mb == 0 || (mb >= MinCacheMB && mb <= MaxCacheMB) {
+		return nil
+	}
+	return fmt.Errorf("%d MiB is out of range; expected %d to %d", mb, MinCacheMB, MaxCacheMB)
+}
 
 // Bounds on sizes that keep index arithmetic far from overflow.
 const (
@@ -103,212 +116,231 @@ const (
 func init() { config.RegisterKind("zarr", decodeSpec) }
 
 func decodeSpec(t *config.Table) config.Spec {
-	s := &Spec{Field: t.Path()}
-	ok := true
-	bad := func(key, format string, args ...any) {
-		t.Errorf(key, format, args...)
-		ok = false
+	d := &specDecoder{t: t, s: &Spec{Field: t.Path()}, ok: true}
+	d.storeAndRole()
+	d.timeWindow()
+	d.crop()
+	d.staleness()
+	d.points()
+	d.normalisation()
+	d.dropout()
+	d.anchorKeys()
+	if !d.ok {
+		return nil
 	}
-	var good bool
-	if s.Store, good = t.MustString("store"); !good {
-		ok = false
-	} else if s.Store == "" {
-		bad("store", "empty; expected a path to a Zarr store, relative to the data root")
+	return d.s
+}
+
+// specDecoder reads the keys of one zarr source table into s, one group of keys per method.
+// Every problem is recorded in the table (so the whole file's problems are reported at once);
+// ok turns false when one makes the source unusable.
+type specDecoder struct {
+	t  *config.Table
+	s  *Spec
+	ok bool
+}
+
+// bad records a problem with key.
+func (d *specDecoder) bad(key, format string, args ...any) {
+	d.t.Errorf(key, format, args...)
+	d.ok = false
+}
+
+// mustString reads a required non-empty string; what says what it should hold.
+func (d *specDecoder) mustString(key, what string) string {
+	v, good := d.t.MustString(key)
+	switch {
+	case !good:
+		d.ok = false
+	case v == "":
+		d.bad(key, "empty; expected %s", what)
 	}
-	if s.Variable, good = t.MustString("variable"); !good {
-		ok = false
-	} else if s.Variable == "" {
-		bad("variable", "empty; expected the name of the data array in the store")
+	return v
+}
+
+func (d *specDecoder) mustInt(key string, min, max int64) int64 {
+	v, good := d.t.MustInt(key, min, max)
+	if !good {
+		d.ok = false
 	}
+	return v
+}
+
+// storeAndRole reads where the data is and what role it plays.
+func (d *specDecoder) storeAndRole() {
+	s, t := d.s, d.t
+	s.Store = d.mustString("store", "a path to a Zarr store, relative to the data root")
+	s.Variable = d.mustString("variable", "the name of the data array in the store")
 	s.Role = t.String("role", RoleGrid)
 	switch s.Role {
 	case RoleGrid, RoleNWP, RolePoints:
 	default:
-		bad("role", "unknown role %q; expected one of %s, %s, %s", s.Role, RoleGrid, RoleNWP, RolePoints)
+		d.bad("role", "unknown role %q; expected one of %s, %s, %s", s.Role, RoleGrid, RoleNWP, RolePoints)
 	}
 	s.Anchor = t.Bool("anchor", false)
 	if s.Anchor && s.Role != RoleGrid {
-		bad("anchor", "only a source with role = %q can be the anchor (this one has role %q)", RoleGrid, s.Role)
+		d.bad("anchor", "only a source with role = %q can be the anchor (this one has role %q)", RoleGrid, s.Role)
 	}
+}
 
-	var res int64
-	if res, good = t.MustInt("time_resolution_minutes", 1, maxMinutes); good {
-		s.TimeResolutionMinutes = res
-	} else {
-		ok = false
-	}
+// timeWindow reads the resolution and the window around t0, both in minutes.
+func (d *specDecoder) timeWindow() {
+	s, t := d.s, d.t
+	res, okR := t.MustInt("time_resolution_minutes", 1, maxMinutes)
 	start, okS := t.MustInt("interval_start_minutes", -maxMinutes, maxMinutes)
 	end, okE := t.MustInt("interval_end_minutes", -maxMinutes, maxMinutes)
-	s.IntervalStartMinutes, s.IntervalEndMinutes = start, end
-	if !okS || !okE {
-		ok = false
-	} else if res > 0 {
-		switch {
-		case start%res != 0:
-			bad("interval_start_minutes", "%d is not a multiple of time_resolution_minutes (%d)", start, res)
-		case end%res != 0:
-			bad("interval_end_minutes", "%d is not a multiple of time_resolution_minutes (%d)", end, res)
-		case end < start:
-			bad("interval_end_minutes", "%d is before interval_start_minutes (%d); expected an end >= the start", end, start)
-		case (end-start)/res+1 > maxSteps:
-			bad("interval_end_minutes", "the window has %d steps; expected at most %d", (end-start)/res+1, maxSteps)
-		}
+	s.TimeResolutionMinutes, s.IntervalStartMinutes, s.IntervalEndMinutes = res, start, end
+	if !okR || !okS || !okE {
+		d.ok = false
+		return
 	}
+	switch {
+	case start%res != 0:
+		d.bad("interval_start_minutes", "%d is not a multiple of time_resolution_minutes (%d)", start, res)
+	case end%res != 0:
+		d.bad("interval_end_minutes", "%d is not a multiple of time_resolution_minutes (%d)", end, res)
+	case end < start:
+		d.bad("interval_end_minutes", "%d is before interval_start_minutes (%d); expected an end >= the start", end, start)
+	case (end-start)/res+1 > maxSteps:
+		d.bad("interval_end_minutes", "the window has %d steps; expected at most %d", (end-start)/res+1, maxSteps)
+	}
+}
 
-	if s.Role == RoleGrid || s.Role == RoleNWP {
-		if h, good := t.MustInt("image_size_pixels_height", 1, maxPixels); good {
-			s.Height = int(h)
-		} else {
-			ok = false
-		}
-		if w, good := t.MustInt("image_size_pixels_width", 1, maxPixels); good {
-			s.Width = int(w)
-		} else {
-			ok = false
-		}
-		if !t.Has("channels") {
-			bad("channels", "missing required key; expected an array of channel names, e.g. channels = [\"IR_108\"]")
-		} else {
-			s.Channels = t.Strings("channels")
-			seen := map[string]bool{}
-			for _, c := range s.Channels {
-				if seen[c] {
-					bad("channels", "channel %q is listed twice", c)
-				}
-				seen[c] = true
-			}
-			if len(s.Channels) == 0 {
-				bad("channels", "empty; expected at least one channel name")
-			}
-		}
+// crop reads the image size and the channels of a grid or NWP source.
+func (d *specDecoder) crop() {
+	s, t := d.s, d.t
+	if s.Role != RoleGrid && s.Role != RoleNWP {
+		return
 	}
-	if s.Role == RoleNWP {
-		s.MinStalenessMinutes = t.Int("min_staleness_minutes", 0, 0, maxMinutes)
-		s.MaxStalenessMinutes = t.Int("max_staleness_minutes", 0, 0, maxMinutes)
-		if s.MaxStalenessMinutes > 0 && s.MaxStalenessMinutes < s.MinStalenessMinutes {
-			bad("max_staleness_minutes", "%d is below min_staleness_minutes (%d); expected 0 (no limit) or at least the minimum",
-				s.MaxStalenessMinutes, s.MinStalenessMinutes)
-		}
+	s.Height = int(d.mustInt("image_size_pixels_height", 1, maxPixels))
+	s.Width = int(d.mustInt("image_size_pixels_width", 1, maxPixels))
+	if !t.Has("channels") {
+		d.bad("channels", "missing required key; expected an array of channel names, e.g. channels = [\"IR_108\"]")
+		return
 	}
-	if s.Role == RolePoints {
-		if k, good := t.MustInt("nearest_k", 1, maxK); good {
-			s.NearestK = int(k)
-		} else {
-			ok = false
+	s.Channels = t.Strings("channels")
+	seen := map[string]bool{}
+	for _, c := range s.Channels {
+		if seen[c] {
+			d.bad("channels", "channel %q is listed twice", c)
 		}
-		s.IDsTensor = t.String("ids_tensor", "")
+		seen[c] = true
 	}
+	if len(s.Channels) == 0 {
+		d.bad("channels", "empty; expected at least one channel name")
+	}
+}
 
+// staleness reads how old an NWP run may be at t0.
+func (d *specDecoder) staleness() {
+	s, t := d.s, d.t
+	if s.Role != RoleNWP {
+		return
+	}
+	s.MinStalenessMinutes = t.Int("min_staleness_minutes", 0, 0, maxMinutes)
+	s.MaxStalenessMinutes = t.Int("max_staleness_minutes", 0, 0, maxMinutes)
+	if s.MaxStalenessMinutes > 0 && s.MaxStalenessMinutes < s.MinStalenessMinutes {
+		d.bad("max_staleness_minutes", "%d is below min_staleness_minutes (%d); expected 0 (no limit) or at least the minimum",
+			s.MaxStalenessMinutes, s.MinStalenessMinutes)
+	}
+}
+
+// points reads how many systems a points source gives per example, and their ids' tensor.
+func (d *specDecoder) points() {
+	s, t := d.s, d.t
+	if s.Role != RolePoints {
+		return
+	}
+	s.NearestK = int(d.mustInt("nearest_k", 1, maxK))
+	s.IDsTensor = t.String("ids_tensor", "")
+}
+
+// normalisation reads the NaN policy and the optional per-channel mean and std.
+func (d *specDecoder) normalisation() {
+	s, t := d.s, d.t
 	s.NaNPolicy = t.String("nan_policy", NaNKeep)
 	if s.NaNPolicy != NaNKeep && s.NaNPolicy != NaNZero {
-		bad("nan_policy", "unknown policy %q; expected %q or %q", s.NaNPolicy, NaNKeep, NaNZero)
+		d.bad("nan_policy", "unknown policy %q; expected %q or %q", s.NaNPolicy, NaNKeep, NaNZero)
 	}
-	wantNorm := len(s.Channels)
-	if s.Role == RolePoints {
-		wantNorm = 1
+	s.NormaliseMean = t.Floats("normalise_mean")
+	s.NormaliseStd = t.Floats("normalise_std")
+	if t.Has("normalise_mean") && s.NormaliseMean == nil || t.Has("normalise_std") && s.NormaliseStd == nil {
+		d.ok = false // not an array of numbers (recorded by Floats)
+		return
 	}
-	s.NormaliseMean = floats(t, "normalise_mean", &ok)
-	s.NormaliseStd = floats(t, "normalise_std", &ok)
 	switch {
 	case (s.NormaliseMean == nil) != (s.NormaliseStd == nil):
 		if s.NormaliseMean == nil {
-			bad("normalise_mean", "missing; normalise_std is set, expected both or neither")
+			d.bad("normalise_mean", "missing; normalise_std is set, expected both or neither")
 		} else {
-			bad("normalise_std", "missing; normalise_mean is set, expected both or neither")
+			d.bad("normalise_std", "missing; normalise_mean is set, expected both or neither")
 		}
-	case s.NormaliseMean != nil:
-		for _, k := range []string{"normalise_mean", "normalise_std"} {
-			v := s.NormaliseMean
-			if k == "normalise_std" {
-				v = s.NormaliseStd
-			}
-			if len(v) != wantNorm && wantNorm > 0 {
-				what := "one value per channel"
-				if s.Role == RolePoints {
-					what = "one value"
-				}
-				bad(k, "%d values; expected %d (%s)", len(v), wantNorm, what)
-			}
+		return
+	case s.NormaliseMean == nil:
+		return
+	}
+	want, what := len(s.Channels), "one value per channel"
+	if s.Role == RolePoints {
+		want, what = 1, "one value"
+	}
+	for _, k := range []string{"normalise_mean", "normalise_std"} {
+		v := s.NormaliseMean
+		if k == "normalise_std" {
+			v = s.NormaliseStd
 		}
-		for i, v := range s.NormaliseStd {
-			if !(v > 0) || math.IsInf(v, 0) {
-				bad("normalise_std", "element %d is %v; expected a positive finite number", i, v)
-			}
-		}
-		for i, v := range s.NormaliseMean {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				bad("normalise_mean", "element %d is %v; expected a finite number", i, v)
-			}
+		if len(v) != want && want > 0 {
+			d.bad(k, "%d values; expected %d (%s)", len(v), want, what)
 		}
 	}
+	for i, v := range s.NormaliseStd {
+		if !(v > 0) || math.IsInf(v, 0) {
+			d.bad("normalise_std", "element %d is %v; expected a positive finite number", i, v)
+		}
+	}
+	for i, v := range s.NormaliseMean {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			d.bad("normalise_mean", "element %d is %v; expected a finite number", i, v)
+		}
+	}
+}
 
+// dropout reads the optional dropout of the latest steps.
+func (d *specDecoder) dropout() {
+	s, t := d.s, d.t
 	if t.Has("dropout_timedeltas_minutes") {
 		if v, good := t.MustInts("dropout_timedeltas_minutes", -maxMinutes, 0, 1024); good {
 			s.DropoutTimedeltasMinutes = v
 		} else {
-			ok = false
+			d.ok = false
 		}
 	}
 	s.DropoutFraction = t.Float("dropout_fraction", 0)
 	switch {
 	case !(s.DropoutFraction >= 0 && s.DropoutFraction <= 1):
-		bad("dropout_fraction", "%v is out of range; expected a number in [0, 1]", s.DropoutFraction)
+		d.bad("dropout_fraction", "%v is out of range; expected a number in [0, 1]", s.DropoutFraction)
 	case s.DropoutFraction > 0 && len(s.DropoutTimedeltasMinutes) == 0:
-		bad("dropout_timedeltas_minutes", "missing or empty while dropout_fraction is %v; expected e.g. [-30, -15]", s.DropoutFraction)
+		d.bad("dropout_timedeltas_minutes", "missing or empty while dropout_fraction is %v; expected e.g. [-30, -15]", s.DropoutFraction)
 	case s.DropoutFraction > 0 && s.Role == RoleNWP:
-		bad("dropout_fraction", "dropout of NWP runs is not supported; expected it on a grid or points source")
+		d.bad("dropout_fraction", "dropout of NWP runs is not supported; expected it on a grid or points source")
 	}
-
-	if s.Anchor {
-		s.CacheMB = t.Int("cache_mb", DefaultCacheMB, 16, 1<<24)
-		s.Sampling = t.String("sampling", SampleAuto)
-		switch s.Sampling {
-		case SampleAuto, SampleRandom, SampleLocality:
-		default:
-			bad("sampling", "unknown mode %q; expected %q, %q or %q", s.Sampling, SampleAuto, SampleRandom, SampleLocality)
-		}
-		s.ResidentSegments = int(t.Int("resident_segments", 0, 0, 1<<16))
-		s.SegmentSteps = int(t.Int("segment_steps", 0, 0, 1<<24))
-		s.RotateEveryBatches = int(t.Int("rotate_every_batches", 8, 1, 1<<24))
-	}
-	if !ok {
-		return nil
-	}
-	return s
 }
 
-// floats reads an optional array of numbers.
-func floats(t *config.Table, key string, ok *bool) []float64 {
-	v, present := t.Raw(key)
-	if !present {
-		return nil
+// anchorKeys reads the keys only the anchor has: the cache and the sampling mode of the job.
+func (d *specDecoder) anchorKeys() {
+	s, t := d.s, d.t
+	if !s.Anchor {
+		return
 	}
-	arr, isArr := v.([]any)
-	if !isArr {
-		t.Errorf(key, "expected an array of numbers")
-		*ok = false
-		return nil
+	s.CacheMB = t.Int("cache_mb", DefaultCacheMB, MinCacheMB, MaxCacheMB)
+	s.Sampling = t.String("sampling", SampleAuto)
+	switch s.Sampling {
+	case SampleAuto, SampleRandom, SampleLocality:
+	default:
+		d.bad("sampling", "unknown mode %q; expected %q, %q or %q", s.Sampling, SampleAuto, SampleRandom, SampleLocality)
 	}
-	out := make([]float64, len(arr))
-	for i, e := range arr {
-		switch x := e.(type) {
-		case float64:
-			out[i] = x
-		case int64:
-			out[i] = float64(x)
-		case json.Number:
-			f, err := x.Float64()
-			if err != nil {
-				t.Errorf(key, "element %d: expected a number, got %s", i, x)
-				*ok = false
-			}
-			out[i] = f
-		default:
-			t.Errorf(key, "element %d: expected a number", i)
-			*ok = false
-		}
-	}
-	return out
+	s.ResidentSegments = int(t.Int("resident_segments", 0, 0, 1<<16))
+	s.SegmentSteps = int(t.Int("segment_steps", 0, 0, 1<<24))
+	s.RotateEveryBatches = int(t.Int("rotate_every_batches", 8, 1, 1<<24))
 }
 
 // idsTensor is the name of a points source's id tensor.

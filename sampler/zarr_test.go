@@ -71,7 +71,7 @@ func TestPresetAgainstReadBox(t *testing.T) {
 	box := make([]float32, 19*12*32*32)
 	nan := 0
 	for b := uint64(0); b < 2; b++ {
-		if err := j.Fill(b, buf); err != nil {
+		if err := j.Fill(ctx, b, buf); err != nil {
 			t.Fatal(err)
 		}
 		got := bytesAsFloat32(buf[0])

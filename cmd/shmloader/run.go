@@ -1,27 +1,29 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
+
+// `shmloader run`: one path for every configuration. The flags are checked, the configuration
+// is loaded, sampler.Open opens its sources (one sampler.Source), the ring layout is built from
+// the source's tensors and validated once, the first batch is prefetched while the ring is
+// created or joined (run_ring.go), and reader goroutines fill claimed slots until the stream
+// ends or something stops it (run_produce.go). The source's counters reach the consumer
+// through the ring's job counters (run_stats.go).
 
 func init() {
 	// Keep the main goroutine on the main thread. PR_SET_PDEATHSIG (--memfd) is a property of
@@ -30,24 +32,12 @@ func init() {
 	register("run", "produce batches into a ring: run --config FILE (--ring NAME | --memfd FD)", cmdRun)
 }
 
-// stopGrace is how long run waits for reader goroutines to return after it decided to stop
-// (a reader may be inside a slow read). After that it exits without unmapping.
-const stopGrace = 2 * time.Second
-
 // pdeathSignal is what the kernel sends (PR_SET_PDEATHSIG) when the parent thread exits.
 const pdeathSignal = syscall.SIGUSR2
 
-// signalStop is the stop cause for SIGINT and SIGTERM.
-type signalStop struct{ sig os.Signal }
-
-func (s signalStop) Error() string { return "stopped by " + signame(s.sig) }
-
-func signame(s os.Signal) string {
-	if n, ok := s.(syscall.Signal); ok {
-		return unix.SignalName(n)
-	}
-	return s.String()
-}
+// processStart is when the process began (package initialisation): the start-up timings in
+// the debug log count from it.
+var processStart = time.Now()
 
 type runFlags struct {
 	config   string
@@ -58,6 +48,9 @@ type runFlags struct {
 	startSet bool
 	dataRoot string
 	join     bool
+	rank     int
+	world    int
+	cacheMB  int64
 }
 
 func cmdRun(args []string) int {
@@ -69,7 +62,7 @@ func cmdRun(args []string) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigc)
 
-	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--data-root DIR] [--join]")
+	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--data-root DIR] [--join] [--rank R --world-size W] [--cache-mb MB]")
 	var f runFlags
 	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json)")
 	fs.StringVar(&f.ring, "ring", "", "create the named ring /dev/shm/gobatch-NAME")
@@ -85,35 +78,29 @@ func cmdRun(args []string) int {
 	})
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
+	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
+	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
 	lf := addLogFlags(fs)
-	zf := addZarrFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if err := f.check(fs.Args()); err != nil {
+	stream, err := f.check(fs.Args())
+	if err != nil {
 		return usageError("run", fmt.Errorf("%w (see shmloader run -h)", err))
 	}
 	log, err := lf.logger("run")
 	if err != nil {
 		return usageError("run", err)
 	}
-	var pdeathc chan os.Signal
+	var parent *parentWatch
 	if f.memfd >= 0 {
-		// Exit when the trainer dies, even if it dies while we are busy. The kernel sends the
-		// signal when the parent *thread* that started us exits, also when the rest of the
-		// parent process lives on (a trainer that starts its loader from a helper thread), so
-		// it is a dedicated signal (not SIGTERM) whose handler checks getppid(). Handle it
-		// before asking for it, then check that the parent has not already gone (the signal
-		// would never come).
-		pdeathc = make(chan os.Signal, 4)
-		signal.Notify(pdeathc, pdeathSignal)
-		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(pdeathSignal), 0, 0, 0); err != nil {
-			fmt.Fprintf(os.Stderr, "shmloader run: prctl(PR_SET_PDEATHSIG): %v\n", err)
+		if parent, err = watchParent(ppid); err != nil {
+			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
+			if errors.Is(err, ring.ErrParentDied) {
+				return exitConsumerDied
+			}
 			return exitFailure
-		}
-		if os.Getppid() != ppid {
-			fmt.Fprintln(os.Stderr, "shmloader run: the parent process died during start-up")
-			return exitConsumerDied
 		}
 	}
 
@@ -121,67 +108,56 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	if hasZarrSources(cfg) { // the sampler fills whole batches (zarr_job.go)
-		zj, err := newZarrJob(cfg, f.dataRoot, zf, log)
-		if err != nil {
-			return usageError("run", err)
-		}
-		layout, err := zj.layout(cfg, f.start)
-		if err != nil {
-			return usageError("run", fmt.Errorf("%s: %w", f.config, err))
-		}
-		if !f.join {
-			zj.warm(layout.StartBatch) // the first batch's chunks, while the ring is made
-		}
-		p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, zarr: zj, ppid: ppid, pdeathc: pdeathc, sigc: sigc}
-		code := p.run()
-		zj.LogStats()
-		return code
+	src, err := openSources(cfg, f, stream, log)
+	if err != nil {
+		return usageError("run", err)
 	}
-	layout, err := layoutFor(cfg, f.start)
+	layout, err := layoutFor(cfg, src.Tensors(), f.start)
 	if err != nil {
 		return usageError("run", fmt.Errorf("%s: %w", f.config, err))
 	}
-	fillers := make([]filler, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		if fillers[i], err = newFiller(s, cfg.Batch.Size, sourceOptions{dataRoot: f.dataRoot}); err != nil {
-			return usageError("run", fmt.Errorf("%s: %w", f.config, err))
-		}
+	if !f.join {
+		src.warm(stream.Global(layout.StartBatch)) // the first batch's chunks, while the ring is made
 	}
-
-	if zf.worldSize < 1 || zf.rank < 0 || zf.rank >= zf.worldSize {
-		return usageError("run", fmt.Errorf("--rank %d --world-size %d: expected world size >= 1 and 0 <= rank < world size", zf.rank, zf.worldSize))
-	}
-	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, fillers: fillers, ppid: ppid, pdeathc: pdeathc, sigc: sigc,
-		rank: uint64(zf.rank), worldSize: uint64(zf.worldSize)}
-	return p.run()
+	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, src: src, stream: stream,
+		parent: parent, sigc: sigc}
+	code := p.run()
+	src.logStats()
+	return code
 }
 
-// check validates the flag combination.
-func (f *runFlags) check(rest []string) error {
+// check validates the flag combination and returns the rank's stream.
+func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 	switch {
 	case len(rest) > 0:
-		return fmt.Errorf("unexpected argument %q", rest[0])
+		return sampler.Stream{}, fmt.Errorf("unexpected argument %q", rest[0])
 	case f.config == "":
-		return errors.New("--config FILE is required")
+		return sampler.Stream{}, errors.New("--config FILE is required")
 	case (f.ring == "") == (f.memfd < 0):
-		return errors.New("give exactly one of --ring NAME and --memfd FD")
+		return sampler.Stream{}, errors.New("give exactly one of --ring NAME and --memfd FD")
 	case f.join && f.ring == "":
-		return errors.New("--join needs --ring NAME (a memfd ring has exactly one producer process)")
+		return sampler.Stream{}, errors.New("--join needs --ring NAME (a memfd ring has exactly one producer process)")
 	case f.readers < 1 || f.readers > 1024:
-		return fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
+		return sampler.Stream{}, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
 	}
 	if f.ring != "" {
 		if err := shm.ValidateName(f.ring); err != nil {
-			return fmt.Errorf("--ring: %w", err)
+			return sampler.Stream{}, fmt.Errorf("--ring: %w", err)
 		}
 	}
-	return nil
+	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
+		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
+	}
+	s, err := sampler.NewStream(f.rank, f.world)
+	if err != nil {
+		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
+	}
+	return s, nil
 }
 
-// layoutFor is the ring layout of a configuration: one tensor per source, [size, shape...],
-// and the part of the stream that starts at batch start.
-func layoutFor(cfg *config.Config, start uint64) (ring.Layout, error) {
+// layoutFor is the ring layout of a configuration whose sources make tensors: the slots, the
+// part of the stream that starts at batch start, and the tensors. It is validated here, once.
+func layoutFor(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.Layout, error) {
 	l := ring.Layout{Slots: cfg.Ring.Slots, StartBatch: start, BatchSize: cfg.Batch.Size}
 	if n := cfg.Batch.Batches; n != 0 {
 		if start >= n {
@@ -189,407 +165,57 @@ func layoutFor(cfg *config.Config, start uint64) (ring.Layout, error) {
 		}
 		l.TotalBatches = n - start
 	}
-	for _, t := range cfg.Tensors() {
+	for _, t := range tensors {
 		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape})
 	}
 	return l, l.Validate()
 }
 
-// producerRun is one `shmloader run` process.
-type producerRun struct {
-	log     zerolog.Logger
-	flags   runFlags
-	cfg     *config.Config
-	layout  ring.Layout
-	fillers []filler
-	zarr    *zarrJob // instead of fillers: the sampler fills whole batches
-	// rank and worldSize map this stream's batch k to global batch k*worldSize+rank (synthetic
-	// sources; the sampler maps inside its job).
-	rank, worldSize uint64
-	ppid            int
-	pdeathc         chan os.Signal // pdeathSignal (--memfd); nil otherwise
-	sigc            chan os.Signal // SIGINT, SIGTERM
-
-	seg     *shm.Segment
-	r       *ring.Ring
-	p       *ring.Producer
-	creator bool // this process created the ring (it unlinks a named one at exit)
+// parentWatch ties a --memfd producer to the trainer that started it: the kernel sends
+// pdeathSignal when the parent thread exits, and gone tells whether the parent process did
+// (a trainer may start its loader from a helper thread and live on).
+type parentWatch struct {
+	pid  int
+	sigc chan os.Signal // pdeathSignal
 }
 
-func (pr *producerRun) run() int {
-	if code := pr.attach(); code != exitOK {
-		return code
+// watchParent handles pdeathSignal before asking for it, so that it cannot kill the process,
+// then asks for it (ring.SetParentDeathSignal also checks that the parent has not already gone:
+// the signal would never come).
+func watchParent(pid int) (*parentWatch, error) {
+	p := &parentWatch{pid: pid, sigc: make(chan os.Signal, 4)}
+	signal.Notify(p.sigc, pdeathSignal)
+	if err := ring.SetParentDeathSignal(pdeathSignal, pid); err != nil {
+		return nil, err
 	}
-	unmap := true
-	defer func() {
-		if pr.creator && pr.flags.ring != "" {
-			if err := shm.Unlink(pr.flags.ring); err != nil {
-				pr.log.Warn().Err(err).Msg("unlink")
-			}
-		}
-		if unmap {
-			pr.seg.Close()
-		}
-	}()
-	ev := pr.log.Info().Str("config", pr.flags.config).Int("readers", pr.flags.readers).
-		Int("slots", pr.layout.Slots).Int64("slot_bytes", pr.r.SlotBytes()).Int64("segment_bytes", pr.r.SegmentBytes()).
-		Uint64("start_batch", pr.layout.StartBatch).Uint64("total_batches", pr.layout.TotalBatches).
-		Int("batch_size", pr.layout.BatchSize).Int("producer_entry", pr.p.Entry()).Bool("creator", pr.creator)
-	if pr.flags.ring != "" {
-		ev = ev.Str("ring", pr.flags.ring).Str("path", shm.Path(pr.flags.ring))
-	} else {
-		ev = ev.Int("memfd", pr.flags.memfd)
-	}
-	for i, t := range pr.layout.Tensors {
-		off, n := pr.r.Tensor(i)
-		ev = ev.Str("tensor_"+t.Name, fmt.Sprintf("%s%v @%d (%d bytes)", t.DType, t.Shape, off, n))
-	}
-	ev.Dur("since_exec", time.Since(processStart)).Msg("started")
-
-	cause, readersDone := pr.produce()
-	if !readersDone {
-		unmap = false // a reader may still write into the mapping; the exit unmaps it
-	}
-	st := pr.r.Stats()
-	code := exitCode(cause)
-	pr.log.Info().Int("exit", code).AnErr("cause", cause).Uint64("batches_written", st.BatchesWritten).
-		Uint64("batches_read", st.BatchesRead).Msg("stopped")
-	switch code {
-	case exitOK, exitInterrupted:
-	case exitConsumerDied:
-		fmt.Fprintf(os.Stderr, "shmloader run: %v; stopping\n", cause)
-	default:
-		fmt.Fprintf(os.Stderr, "shmloader run: %v\n", cause)
-	}
-	return code
+	return p, nil
 }
 
-// exitInterrupted is the conventional status after SIGINT (128 + 2).
-const exitInterrupted = 130
-
-func exitCode(cause error) int {
-	var sig signalStop
-	switch {
-	case cause == nil, errors.Is(cause, ring.ErrConsumerClosed):
-		return exitOK
-	case errors.Is(cause, ring.ErrConsumerGone), errors.Is(cause, ring.ErrParentDied):
-		return exitConsumerDied
-	case errors.As(cause, &sig):
-		if sig.sig == os.Interrupt {
-			return exitInterrupted
-		}
-		return exitOK
+// gone returns ring.ErrParentDied (wrapped) when the parent process has exited; nil otherwise
+// and on a nil watch.
+func (p *parentWatch) gone() error {
+	if p == nil {
+		return nil
 	}
-	return exitFailure
+	return ring.ParentGone(p.pid)
 }
 
-// preflight refuses a segment that cannot fit before anything is reserved. fallocate on a
-// tmpfs as large as RAM (the usual /dev/shm) would fill memory up to ENOSPC, and wake the OOM
-// killer, before it fails.
-func preflight(need int64, named bool) error {
-	if named {
-		var st unix.Statfs_t
-		if err := unix.Statfs(shm.Dir, &st); err == nil {
-			if avail := int64(st.Bavail) * int64(st.Bsize); need > avail {
-				return fmt.Errorf("the ring needs %d bytes (%s) of shared memory and %s has %d (%s) free: "+
-					"use fewer or smaller ring slots or batches, or make the mount larger (Docker --shm-size)",
-					need, mb(need), shm.Dir, avail, mb(avail))
-			}
-		}
+// signals returns the channel of pdeathSignal; nil (never ready) on a nil watch.
+func (p *parentWatch) signals() <-chan os.Signal {
+	if p == nil {
+		return nil
 	}
-	if avail, ok := memAvailable(); ok && need > avail {
-		return fmt.Errorf("the ring needs %d bytes (%s) of shared memory, more than the %d (%s) of memory available: "+
-			"use fewer or smaller ring slots or batches", need, mb(need), avail, mb(avail))
-	}
-	return nil
+	return p.sigc
 }
 
-// memAvailable reads MemAvailable from /proc/meminfo.
-func memAvailable() (int64, bool) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
-				return kb << 10, true
-			}
-		}
-	}
-	return 0, false
-}
+// signalStop is the stop cause for SIGINT and SIGTERM.
+type signalStop struct{ sig os.Signal }
 
-// attach creates the segment and the ring (or joins one) and registers this producer.
-func (pr *producerRun) attach() int {
-	f, l := pr.flags, pr.layout
-	var err error
-	if !f.join {
-		if err := preflight(l.SegmentBytes(), f.ring != ""); err != nil {
-			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-			return exitFailure
-		}
-	}
-	switch {
-	case f.join:
-		ctx, cancel := context.WithTimeout(context.Background(), ring.DefaultAttachTimeout)
-		pr.seg, pr.r, err = ring.AttachNamed(ctx, f.ring, true)
-		cancel()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("--join: no ring %q (%s): start its creator first", f.ring, shm.Path(f.ring))
-			}
-			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-			return exitFailure
-		}
-		if err := pr.compatible(); err != nil {
-			pr.seg.Close()
-			return usageError("run", fmt.Errorf("--join %s: %w", f.ring, err))
-		}
-	case f.ring != "":
-		if pr.seg, err = shm.Create(f.ring, l.SegmentBytes()); err != nil {
-			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-			return exitFailure
-		}
-		pr.creator = true
-		if pr.r, err = ring.Create(pr.seg.Bytes(), l, true); err != nil {
-			shm.Unlink(f.ring)
-			pr.seg.Close()
-			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-			return exitFailure
-		}
-	default:
-		if pr.seg, err = shm.FromFD(f.memfd, l.SegmentBytes()); err != nil {
-			fmt.Fprintf(os.Stderr, "shmloader run: --memfd %d: %v\n", f.memfd, err)
-			return exitFailure
-		}
-		pr.creator = true
-		if pr.r, err = ring.Create(pr.seg.Bytes(), l, false); err != nil {
-			pr.seg.Close()
-			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-			return exitFailure
-		}
-	}
-	if pr.p, err = pr.r.NewProducer(f.readers); err != nil {
-		if pr.creator && f.ring != "" {
-			shm.Unlink(f.ring)
-		}
-		pr.seg.Close()
-		fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
-		return exitFailure
-	}
-	return exitOK
-}
+func (s signalStop) Error() string { return "stopped by " + signame(s.sig) }
 
-// compatible refuses to join a ring whose layout differs from the one this configuration makes.
-func (pr *producerRun) compatible() error {
-	if err := pr.r.Compatible(pr.layout); err != nil {
-		return err
+func signame(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		return unix.SignalName(n)
 	}
-	have, want := pr.r.Layout(), pr.layout
-	switch {
-	case have.Slots != want.Slots:
-		return fmt.Errorf("the ring has %d slots, this configuration %d", have.Slots, want.Slots)
-	case have.BatchSize != want.BatchSize:
-		return fmt.Errorf("the ring has batch size %d, this configuration %d", have.BatchSize, want.BatchSize)
-	case pr.flags.startSet && have.StartBatch != want.StartBatch:
-		return fmt.Errorf("the ring starts at batch %d, --start says %d", have.StartBatch, want.StartBatch)
-	case pr.cfg.Batch.Batches != 0 && have.StartBatch+have.TotalBatches != pr.cfg.Batch.Batches,
-		pr.cfg.Batch.Batches == 0 && have.TotalBatches != 0:
-		return fmt.Errorf("the ring's stream ends at batch %d (start %d + total %d), this configuration's at %d (0 = unbounded)",
-			have.StartBatch+have.TotalBatches, have.StartBatch, have.TotalBatches, pr.cfg.Batch.Batches)
-	}
-	pr.layout = have // the ring's own start and total (relevant without --start)
-	return nil
-}
-
-// produce runs the readers, the watchdog and the signal handler until the process must stop.
-// It returns why (nil: the stream is complete and consumed, or this joiner's share is done)
-// and whether every reader goroutine has returned.
-func (pr *producerRun) produce() (cause error, readersDone bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	var opt ring.WatchOptions
-	if pr.flags.memfd >= 0 {
-		opt.ParentPID = pr.ppid
-	}
-	watchc := make(chan error, 1)
-	go func() { watchc <- pr.p.Watch(ctx, opt) }()
-
-	readc := make(chan error, 1)
-	go func() { readc <- pr.readAll(ctx) }()
-
-	publishc := make(chan struct{})
-	if pr.zarr != nil { // the sampler's cache counters, for the consumer's stats
-		go func() {
-			defer close(publishc)
-			t := time.NewTicker(publishEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					pr.zarr.publish(pr.r)
-					return
-				case <-t.C:
-					pr.zarr.publish(pr.r)
-				}
-			}
-		}()
-	} else {
-		close(publishc)
-	}
-
-	var tick <-chan time.Time // polls for "consumer has read everything" once the stream is written
-	streamDone := false
-wait:
-	for {
-		select {
-		case s := <-pr.sigc:
-			cause = signalStop{s}
-			if pr.flags.memfd >= 0 && os.Getppid() != pr.ppid {
-				cause = fmt.Errorf("%w (was pid %d; %s)", ring.ErrParentDied, pr.ppid, signame(s))
-			} else if !streamDone {
-				// Batches this process numbered will never come: tell the consumer why.
-				pr.p.Fail(fmt.Errorf("producer pid %d %v", os.Getpid(), cause))
-			}
-			break wait
-		case <-pr.pdeathc:
-			if os.Getppid() != pr.ppid {
-				cause = fmt.Errorf("%w (was pid %d)", ring.ErrParentDied, pr.ppid)
-				break wait
-			}
-			pr.log.Info().Int("parent", pr.ppid).Msg("the parent thread that started this process exited; the parent process lives on")
-		case err := <-watchc:
-			watchc = nil
-			cause = err
-			break wait
-		case err := <-readc:
-			readersDone = true
-			if err != nil {
-				cause = err
-				break wait
-			}
-			streamDone = true
-			if !pr.creator || pr.consumedAll() {
-				break wait // a joiner leaves once its share is published
-			}
-			// The creator keeps a named segment alive until the consumer has it all.
-			t := time.NewTicker(50 * time.Millisecond)
-			defer t.Stop()
-			tick = t.C
-		case <-tick:
-			if pr.consumedAll() {
-				break wait
-			}
-		}
-	}
-	if errors.Is(cause, ring.ErrConsumerGone) && pr.receivedAll() {
-		cause = nil // it had everything, then exited without closing (seen by the watchdog or a Claim)
-	}
-	cancel()
-	if watchc != nil {
-		<-watchc // the watchdog reads the mapping: it must be gone before the caller unmaps
-	}
-	<-publishc // so does the counter publisher
-	if !readersDone {
-		select {
-		case <-readc:
-			readersDone = true
-		case <-time.After(stopGrace):
-			pr.log.Warn().Dur("after", stopGrace).Msg("readers still busy at exit")
-		}
-	}
-	return cause, readersDone
-}
-
-// consumedAll reports whether the consumer has released every batch of a bounded stream.
-func (pr *producerRun) consumedAll() bool {
-	st := pr.r.Stats()
-	return st.TotalBatches != 0 && st.BatchesRead >= st.TotalBatches
-}
-
-// receivedAll reports whether the consumer has taken every batch of a bounded stream: released
-// them all, or all but those it still holds (a consumer may exit holding the last one).
-func (pr *producerRun) receivedAll() bool {
-	st := pr.r.Stats()
-	held := uint64(0)
-	for _, sl := range st.SlotState {
-		if sl.State == ring.SlotReading {
-			held++
-		}
-	}
-	return st.TotalBatches != 0 && st.BatchesRead+held >= st.TotalBatches
-}
-
-// readAll runs the reader goroutines: each claims a batch, fills every tensor and publishes,
-// until the stream ends (nil) or something stops it (the first error).
-func (pr *producerRun) readAll(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, pr.flags.readers)
-	for i := range errs {
-		wg.Go(func() { errs[i] = pr.readLoop(ctx) })
-	}
-	wg.Wait()
-	// The reader that failed first recorded the error; the others then stopped with a
-	// *ring.ProducerError carrying its text. Report the original.
-	var first error
-	for _, err := range errs {
-		var pe *ring.ProducerError
-		if err != nil && (first == nil || errors.As(first, &pe) && !errors.As(err, &pe)) {
-			first = err
-		}
-	}
-	return first
-}
-
-// globalBatch maps batch k of this rank's stream to global batch k*worldSize + rank.
-func (pr *producerRun) globalBatch(k uint64) uint64 {
-	if pr.worldSize <= 1 {
-		return k
-	}
-	return k*pr.worldSize + pr.rank
-}
-
-func (pr *producerRun) readLoop(ctx context.Context) error {
-	var batch [][]byte // the slot's tensors, for the sampler
-	if pr.zarr != nil {
-		batch = make([][]byte, len(pr.layout.Tensors))
-	}
-	for {
-		w, err := pr.p.Claim(ctx)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if pr.zarr != nil {
-			for i := range batch {
-				batch[i] = w.Tensor(i)
-			}
-			if err := pr.zarr.Fill(w.Seq(), batch); err != nil {
-				if ctx.Err() == nil {
-					w.Abandon(err) // the consumer gets the text
-				}
-				return err
-			}
-		}
-		// Data parallelism: batch k of this rank's stream is global batch k*world_size + rank
-		// (the sampler applies the same rule inside its Fill).
-		global := pr.globalBatch(w.Seq())
-		for i, f := range pr.fillers {
-			if err := f.Fill(ctx, w.Tensor(i), global); err != nil {
-				err = fmt.Errorf("source %q, batch %d: %w", pr.cfg.Sources[i].Name, w.Seq(), err)
-				if ctx.Err() == nil {
-					w.Abandon(err) // the consumer gets the text
-				}
-				return err
-			}
-		}
-		if err := w.Publish(); err != nil {
-			return err
-		}
-	}
+	return s.String()
 }

@@ -14,42 +14,42 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
 
-// failingFiller delegates to a synthetic filler but fails on one batch.
-type failingFiller struct {
-	inner  filler
+// failingSource delegates to the configured sources but fails on one batch, naming the source
+// as a real one would.
+type failingSource struct {
+	sampler.Source
 	failAt uint64
 }
 
-func (f failingFiller) Fill(ctx context.Context, dst []byte, k uint64) error {
-	if k == f.failAt {
-		return errors.New("disk on fire")
+func (f failingSource) Fill(ctx context.Context, g uint64, dst [][]byte) error {
+	if g == f.failAt {
+		return fmt.Errorf("source %q, batch %d: disk on fire", f.Tensors()[0].Name, g)
 	}
-	return f.inner.Fill(ctx, dst, k)
+	return f.Source.Fill(ctx, g, dst)
 }
 
 // newTestRun builds a producerRun over a memfd ring in this process (no child, no signals).
-func newTestRun(t *testing.T, text string, wrap func(filler) filler) *producerRun {
+func newTestRun(t *testing.T, text string, wrap func(sampler.Source) sampler.Source) *producerRun {
 	t.Helper()
 	cfg, err := config.Parse("t.toml", []byte(text), config.TOML)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := layoutFor(cfg, 0)
+	set, err := sampler.Open(cfg, sampler.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := &producerRun{log: zerolog.Nop(), cfg: cfg, layout: l, flags: runFlags{readers: 2, memfd: -1}, creator: true,
-		sigc: make(chan os.Signal)}
-	for _, s := range cfg.Sources {
-		f, err := newFiller(s, cfg.Batch.Size, sourceOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pr.fillers = append(pr.fillers, wrap(f))
+	src := &runSource{Source: wrap(set), log: zerolog.Nop()}
+	l, err := layoutFor(cfg, src.Tensors(), 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	pr := &producerRun{log: zerolog.Nop(), cfg: cfg, layout: l, src: src, flags: runFlags{readers: 2, memfd: -1}, creator: true,
+		sigc: make(chan os.Signal)}
 	if pr.seg, err = shm.CreateMemfd(l.SegmentBytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func startProduce(pr *producerRun) chan produced {
 
 // A source error reaches the consumer as the ring's error record, and the process exits 1.
 func TestRunFillErrorReachesConsumer(t *testing.T) {
-	pr := newTestRun(t, fmt.Sprintf(oneSource, 0), func(f filler) filler { return failingFiller{f, 3} })
+	pr := newTestRun(t, fmt.Sprintf(oneSource, 0), func(s sampler.Source) sampler.Source { return failingSource{s, 3} })
 	c, err := pr.r.NewConsumer()
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestRunFillErrorReachesConsumer(t *testing.T) {
 
 // The creator stays until the consumer has read a bounded stream, then stops with no error.
 func TestRunCreatorWaitsForConsumer(t *testing.T) {
-	pr := newTestRun(t, fmt.Sprintf(oneSource, 5), func(f filler) filler { return f })
+	pr := newTestRun(t, fmt.Sprintf(oneSource, 5), func(s sampler.Source) sampler.Source { return s })
 	c, err := pr.r.NewConsumer()
 	if err != nil {
 		t.Fatal(err)
@@ -176,32 +176,21 @@ func TestLayoutFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := layoutFor(cfg, 4)
+	set, err := sampler.Open(cfg, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := layoutFor(cfg, set.Tensors(), 4)
 	if err != nil || l.StartBatch != 4 || l.TotalBatches != 6 || l.Slots != 2 || l.BatchSize != 2 ||
 		len(l.Tensors) != 1 || l.Tensors[0].DType != ring.Int32 || fmt.Sprint(l.Tensors[0].Shape) != "[2 3]" {
 		t.Fatalf("%+v %v", l, err)
 	}
-	if _, err := layoutFor(cfg, 10); err == nil || !strings.Contains(err.Error(), "--start 10 is past the end") {
+	if _, err := layoutFor(cfg, set.Tensors(), 10); err == nil || !strings.Contains(err.Error(), "--start 10 is past the end") {
 		t.Fatalf("start past the end: %v", err)
 	}
 	cfg.Batch.Batches = 0
-	if l, err := layoutFor(cfg, 1<<40); err != nil || l.TotalBatches != 0 {
+	if l, err := layoutFor(cfg, set.Tensors(), 1<<40); err != nil || l.TotalBatches != 0 {
 		t.Fatalf("unbounded: %+v %v", l, err)
-	}
-}
-
-func TestSyntheticDelayHonoursContext(t *testing.T) {
-	f := newSynthetic(&config.Synthetic{Shape: []int{1}, DType: config.Uint8, Delay: time.Hour}, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	t0 := time.Now()
-	if err := f.Fill(ctx, make([]byte, 1), 0); !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 5*time.Second {
-		t.Fatalf("Fill with a cancelled context: %v after %v", err, time.Since(t0))
-	}
-	f.delay = 30 * time.Millisecond
-	t0 = time.Now()
-	if err := f.Fill(context.Background(), make([]byte, 1), 0); err != nil || time.Since(t0) < 30*time.Millisecond {
-		t.Fatalf("delay: %v after %v", err, time.Since(t0))
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"sort"
 )
 
-// source is one data source of a job: it says whether its window fits at a t0 and gathers one
+// dataSource is one zarr source of a job (a grid, NWP or points role): it says whether its window fits at a t0 and gathers one
 // example's window.
-type source interface {
+type dataSource interface {
 	spec() *Spec
 	data() *chunked
 	// fits reports whether the source's window exists at anchor time t0 (unix seconds); why

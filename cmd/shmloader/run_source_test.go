@@ -6,23 +6,31 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gobatch/gobatch/config"
 	"github.com/rs/zerolog"
+
+	"github.com/gobatch/gobatch/config"
 )
 
-func TestZarrJobLayoutAndFlags(t *testing.T) {
+func TestRunSourcesLayoutAndFlags(t *testing.T) {
 	cfg, err := config.Load("../../presets/nowcast.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasZarrSources(cfg) {
-		t.Fatal("the preset has no zarr sources")
-	}
-	if _, err := newZarrJob(cfg, t.TempDir(), &zarrFlags{rank: 2, worldSize: 2}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "--rank 2") {
+	flags := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, rank: 2, world: 2}
+	if _, err := flags.check(nil); err == nil || !strings.Contains(err.Error(), "--rank 2") {
 		t.Fatalf("rank 2 of 2: %v", err)
 	}
-	_, err = newZarrJob(cfg, t.TempDir(), &zarrFlags{worldSize: 1}, zerolog.Nop())
-	if err == nil || !strings.Contains(err.Error(), "source[0].store") {
+	flags.rank, flags.world, flags.cacheMB = 0, 1, 8
+	if _, err := flags.check(nil); err == nil || !strings.Contains(err.Error(), "--cache-mb: 8 MiB is out of range") {
+		t.Fatalf("--cache-mb 8: %v", err)
+	}
+	flags.cacheMB = 0
+	stream, err := flags.check(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags.dataRoot = t.TempDir()
+	if _, err = openSources(cfg, flags, stream, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "source[0].store") {
 		t.Fatalf("empty data root: %v", err)
 	}
 	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
@@ -32,11 +40,12 @@ func TestZarrJobLayoutAndFlags(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "nowcast.json")); err != nil {
 		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
 	}
-	j, err := newZarrJob(cfg, dir, &zarrFlags{worldSize: 1}, zerolog.Nop())
+	flags.dataRoot = dir
+	src, err := openSources(cfg, flags, stream, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := j.layout(cfg, 5)
+	l, err := layoutFor(cfg, src.Tensors(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler"
+)
+
+// The source side of `shmloader run`: the configured sources as one sampler.Source, with the
+// process's logging around it (start-up facts, the first fills' timings at debug level,
+// progress with -v) and the publication of its counters to the ring's job counters
+// (PROTOCOL.md 2.5a), so that the consumer's stats() shows the cache hit rate and evictions.
+
+// heapLimit is the Go heap's soft limit. The decoded-chunk cache lives outside the Go heap
+// (its own mappings, within cache_mb); what the heap holds is small (coordinates, decode
+// scratch), so keep the collector close to it: the bound is RSS <= cache_mb + 100 MB.
+// GOMEMLIMIT, when set, wins.
+const heapLimit = 64 << 20
+
+// debugBatches is how many of the first fills log their timings at debug level.
+const debugBatches = 4
+
+// publishEvery is how often the source's counters reach the ring.
+const publishEvery = 500 * time.Millisecond
+
+// statsEvery is how often -v logs the source's counters.
+const statsEvery = 10 * time.Second
+
+// runSource is the process's sampler.Source with logging.
+type runSource struct {
+	sampler.Source
+	log   zerolog.Logger
+	start time.Time
+	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
+
+	reported ring.JobCounters // counters already added to the ring (publish)
+}
+
+// openSources opens the configured sources (for zarr: metadata and coordinates only). Its
+// errors are configuration errors (exit status 2).
+func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
+	t := time.Now()
+	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB})
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(heapLimit)
+	}
+	s := &runSource{Source: src, log: log, start: time.Now()}
+	st := src.Stats()
+	ev := log.Info().Int("tensors", len(src.Tensors())).Uint64("rank", stream.Rank).Uint64("world_size", stream.WorldSize).
+		Dur("open", time.Since(t)).Dur("since_exec", time.Since(processStart))
+	if st.Mode != "" {
+		ev = ev.Str("mode", st.Mode).Int("t0_candidates", st.Candidates).Int64("decoded_mb", st.DataBytes>>20).
+			Int64("cache_mb", st.Cache.BudgetBytes>>20)
+		if st.ResidentSegments > 0 {
+			ev = ev.Int("resident_segments", st.ResidentSegments)
+		}
+	}
+	ev.Msg("sources ready")
+	if log.GetLevel() <= zerolog.InfoLevel {
+		go func() { // progress for -v: the counters every statsEvery, until the process exits
+			for range time.Tick(statsEvery) {
+				s.logStats()
+			}
+		}()
+	}
+	return s, nil
+}
+
+// Fill is the source's Fill; the first few calls log, at debug level, when they began and
+// ended (since the process started) and what they decoded, which is where the time to the
+// first batch goes.
+func (s *runSource) Fill(ctx context.Context, g uint64, dst [][]byte) error {
+	if s.fills.Add(1) > debugBatches || s.log.GetLevel() > zerolog.DebugLevel {
+		return s.Source.Fill(ctx, g, dst)
+	}
+	t := time.Now()
+	err := s.Source.Fill(ctx, g, dst)
+	c := s.Stats().Cache
+	s.log.Debug().Uint64("batch", g).Dur("began", t.Sub(processStart)).Dur("fill", time.Since(t)).
+		Dur("since_exec", time.Since(processStart)).Uint64("cache_misses", c.Misses).
+		Dur("decode_time", c.LoadTime).Err(err).Msg("fill")
+	return err
+}
+
+// warm prefetches global batch g (the first this process fills) in the background, while run
+// creates the ring and the consumer attaches: the first batch's decoding then starts at once
+// instead of after that work.
+func (s *runSource) warm(g uint64) {
+	go func() {
+		t := time.Now()
+		s.Prefetch(g)
+		s.log.Debug().Uint64("batch", g).Dur("began", t.Sub(processStart)).Dur("prefetch", time.Since(t)).
+			Dur("since_exec", time.Since(processStart)).Msg("warm")
+	}()
+}
+
+// publishUntil publishes the counters every publishEvery, and once more when ctx ends.
+func (s *runSource) publishUntil(ctx context.Context, r *ring.Ring) {
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.publish(r)
+			return
+		case <-t.C:
+			s.publish(r)
+		}
+	}
+}
+
+// publish adds the counters since the last call to the ring's job counters and stores the
+// gauges. Called from one goroutine.
+func (s *runSource) publish(r *ring.Ring) {
+	st := s.Stats()
+	now := ring.JobCounters{
+		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
+		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
+	}
+	if st.SegmentsSum > 0 {
+		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
+	}
+	last := s.reported
+	r.AddJobCounters(ring.JobCounters{
+		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
+		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
+		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
+		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
+	})
+	s.reported = now
+}
+
+// logStats logs the cache and sampling counters (sources that keep them).
+func (s *runSource) logStats() {
+	st := s.Stats()
+	if st.Mode == "" {
+		return
+	}
+	c := st.Cache
+	ev := s.log.Info().Uint64("batches", st.Batches).Float64("cache_hit_rate", c.HitRate()).
+		Uint64("cache_hits", c.Hits).Uint64("cache_misses", c.Misses).Uint64("cache_evictions", c.Evictions).
+		Uint64("cache_over_budget", c.OverBudget).Int64("cache_resident_mb", c.ResidentBytes>>20).
+		Int64("cache_peak_mb", c.PeakBytes>>20).Dur("decode_time", c.LoadTime).Dur("wait_time", c.WaitTime).
+		Dur("elapsed", time.Since(s.start))
+	if st.Mode == sampler.SampleLocality {
+		ev = ev.Float64("segments_per_batch", st.SegmentsPerBatch).Int("resident_segments", st.ResidentSegments)
+	}
+	ev.Msg("sampler stats")
+}

@@ -1,0 +1,131 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// Draw returns where example e of global batch g comes from: t0 (unix seconds), the anchor
+// time index and the centre pixel (cy, cx). Fill uses exactly these.
+func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
+	ex := example{cut: make([]int64, len(j.srcs))}
+	j.draw(g, e, &ex, nil)
+	return ex.t0, ex.ti, ex.cy, ex.cx
+}
+
+func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
+	ue := uint64(e)
+	if j.loc != nil {
+		ex.ti = j.loc.draw(g, ue, rs)
+	} else {
+		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
+	}
+	ex.t0 = j.anchor.times.value(ex.ti)
+	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
+	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
+	for i, s := range j.srcs {
+		sp := s.spec()
+		ex.cut[i] = math.MaxInt64
+		if sp.DropoutFraction > 0 {
+			si := uint64(i)
+			if unitFloat(hashKey(j.seed, drawDropout+2*si, g, ue)) < sp.DropoutFraction {
+				d := sp.DropoutTimedeltasMinutes[uniform(hashKey(j.seed, drawDropout+2*si+1, g, ue), len(sp.DropoutTimedeltasMinutes))]
+				ex.cut[i] = d * 60
+			}
+		}
+	}
+}
+
+func (j *Job) state() *readerState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n := len(j.free); n > 0 {
+		rs := j.free[n-1]
+		j.free = j.free[:n-1]
+		return rs
+	}
+	return &readerState{
+		pins: pinSet{c: j.cache, limit: 64},
+		sel:  make([]int32, j.maxK), dist: make([]float64, j.maxK),
+		ex: example{cut: make([]int64, len(j.srcs))},
+	}
+}
+
+func (j *Job) putState(rs *readerState) {
+	j.mu.Lock()
+	j.free = append(j.free, rs)
+	j.mu.Unlock()
+}
+
+// Fill implements Source: it writes global batch g into tensors, one byte slice per tensor of
+// Tensors(), each exactly the tensor's size. Several goroutines may fill different batches at
+// once. It stops between examples when ctx ends.
+func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
+	if err := checkTensors(j.tensors, g, tensors); err != nil {
+		return err
+	}
+	rs := j.state()
+	defer j.putState(rs)
+	j.prefetch(g, rs)
+	rs.segs = rs.segs[:0]
+	ns := len(j.srcs)
+	t0s := bytesAsInt64(tensors[ns])
+	xs := bytesAsFloat64(tensors[ns+1])
+	ys := bytesAsFloat64(tensors[ns+2])
+	ex := &rs.ex
+	for e := 0; e < j.size; e++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		j.draw(g, e, ex, rs)
+		if err := j.fillExample(rs, e, tensors); err != nil {
+			return fmt.Errorf("batch %d example %d: %w", g, e, err)
+		}
+		t0s[e] = ex.t0
+		xs[e] = j.anchor.xs[ex.cx]
+		ys[e] = j.anchor.ys[ex.cy]
+	}
+	j.mu.Lock()
+	j.batches++
+	j.exmpl += uint64(j.size)
+	j.segSum += uint64(len(rs.segs))
+	j.mu.Unlock()
+	return nil
+}
+
+// fillExample gathers drawn example rs.ex into row e of every source's tensor, and writes the
+// ids of the systems each points source chose.
+func (j *Job) fillExample(rs *readerState, e int, tensors [][]byte) error {
+	ex := &rs.ex
+	for i, s := range j.srcs {
+		per := int(j.tensors[i].NBytes()) / j.size
+		out := bytesAsFloat32(tensors[i][e*per : (e+1)*per])
+		p, isPoints := s.(*pointSource)
+		if isPoints {
+			if err := p.choose(rs, ex); err != nil {
+				return err
+			}
+		}
+		if err := s.fill(rs, ex, out); err != nil {
+			return err
+		}
+		if isPoints {
+			k := p.s.NearestK
+			ids := bytesAsInt64(tensors[len(j.srcs)+3+j.pointIndex(p)])[e*k : (e+1)*k]
+			for q, sys := range rs.sel[:k] {
+				ids[q] = p.ids[sys]
+			}
+		}
+	}
+	return nil
+}
+
+func (j *Job) pointIndex(p *pointSource) int {
+	for i, q := range j.points {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,142 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gobatch/gobatch/config"
+)
+
+// Source is a batch source: the part of every batch that one kind of configured source makes.
+// shmloader runs every configuration through this one interface (usually the Set that Open
+// returns): it lays the ring out from Tensors, and its reader goroutines call Fill with slot
+// memory, so a source writes its bytes straight into the ring.
+//
+// Sources fill global batches: a batch is a pure function of its global index (and the
+// configuration), whichever process or goroutine fills it. Stream maps a rank's stream to
+// global indices.
+type Source interface {
+	// Tensors are the tensors the source contributes to every batch, in slot order; the first
+	// dimension of each is the batch size.
+	Tensors() []config.Tensor
+	// Fill writes global batch g into dst, one slice per tensor of Tensors, each exactly the
+	// tensor's size. Several goroutines may fill different batches at once. It returns early
+	// with ctx's error when ctx ends.
+	Fill(ctx context.Context, g uint64, dst [][]byte) error
+	// Prefetch prepares what global batch g needs (decoding its chunks) and returns when it is
+	// ready; a source with nothing to prepare returns at once. Used to overlap the first
+	// batch's work with the rest of start-up.
+	Prefetch(g uint64)
+	// Stats returns the source's counters.
+	Stats() Stats
+}
+
+// Stats is a snapshot of a source's counters. Sources without a cache or a sampling mode
+// leave those fields zero.
+type Stats struct {
+	Mode       string // sampling mode (SampleRandom or SampleLocality)
+	Batches    uint64 // batches filled
+	Candidates int    // valid t0 (anchor time indices)
+	DataBytes  int64  // decoded (float32) size of every data array: what the cache would need to hold everything
+	Cache      CacheStats
+	// SegmentsPerBatch is the mean number of distinct time segments the examples of a batch
+	// came from (locality mode; 0 in random mode): the randomness the locality costs.
+	SegmentsPerBatch float64
+	SegmentsSum      uint64 // the sum behind SegmentsPerBatch (over Batches batches)
+	ResidentSegments int
+}
+
+// Set is every source of a configuration as one Source: the tensors of its parts in
+// configuration order.
+type Set struct {
+	parts   []Source
+	first   []int // index in tensors of each part's first tensor
+	tensors []config.Tensor
+}
+
+// Open opens the sources of cfg (for zarr sources: metadata and coordinates only) as one
+// Source. Its errors are configuration errors naming the field at fault.
+func Open(cfg *config.Config, opt Options) (*Set, error) {
+	var parts []Source
+	if hasZarr(cfg) {
+		// The zarr sources are joined into one job (they share each example's t0 and place).
+		j, err := NewJob(cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, j)
+	} else {
+		for i, s := range cfg.Sources {
+			sp, ok := s.Spec.(*Synthetic)
+			if !ok {
+				return nil, cfg.Errorf(fmt.Sprintf("source[%d].kind", i), "kind %q is not supported by this build", s.Kind)
+			}
+			sp.Name = s.Name
+			parts = append(parts, newSynthetic(sp, cfg.Batch.Size))
+		}
+	}
+	return newSet(parts), nil
+}
+
+func hasZarr(cfg *config.Config) bool {
+	for _, s := range cfg.Sources {
+		if _, ok := s.Spec.(*Spec); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func newSet(parts []Source) *Set {
+	s := &Set{parts: parts}
+	for _, p := range parts {
+		s.first = append(s.first, len(s.tensors))
+		s.tensors = append(s.tensors, p.Tensors()...)
+	}
+	return s
+}
+
+// Tensors implements Source.
+func (s *Set) Tensors() []config.Tensor { return s.tensors }
+
+// Fill implements Source: each part fills its own tensors.
+func (s *Set) Fill(ctx context.Context, g uint64, dst [][]byte) error {
+	if len(dst) != len(s.tensors) {
+		return fmt.Errorf("fill batch %d: %d tensors, expected %d", g, len(dst), len(s.tensors))
+	}
+	for i, p := range s.parts {
+		n := len(p.Tensors())
+		if err := p.Fill(ctx, g, dst[s.first[i]:s.first[i]+n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prefetch implements Source.
+func (s *Set) Prefetch(g uint64) {
+	for _, p := range s.parts {
+		p.Prefetch(g)
+	}
+}
+
+// Stats implements Source: the counters of the part that keeps them (the zarr job; a
+// configuration has at most one).
+func (s *Set) Stats() Stats {
+	var st Stats
+	for _, p := range s.parts {
+		if ps := p.Stats(); ps.Mode != "" {
+			st = ps
+		}
+	}
+	return st
+}
+
+// Close releases what the sources hold (the zarr job's cache). No Fill may run afterwards.
+func (s *Set) Close() {
+	for _, p := range s.parts {
+		if j, ok := p.(*Job); ok {
+			j.Close()
+		}
+	}
+}

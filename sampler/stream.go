@@ -1,0 +1,27 @@
+package sampler
+
+import "fmt"
+
+// Stream is one data-parallel rank's share of the global batch stream. It holds the only copy
+// of the rank rule: batch k of the rank's stream is global batch k*WorldSize + Rank. Sources
+// fill global batches (a batch is a pure function of its global index), so the share a rank
+// sees does not depend on how many ranks there are per node or which process fills it.
+type Stream struct {
+	Rank, WorldSize uint64
+}
+
+// NewStream validates a rank and world size: world size >= 1 and 0 <= rank < world size.
+func NewStream(rank, worldSize int) (Stream, error) {
+	if worldSize < 1 || rank < 0 || rank >= worldSize {
+		return Stream{}, fmt.Errorf("rank %d of world size %d: expected world size >= 1 and 0 <= rank < world size", rank, worldSize)
+	}
+	return Stream{Rank: uint64(rank), WorldSize: uint64(worldSize)}, nil
+}
+
+// Global maps batch k of this rank's stream to its global batch index.
+func (s Stream) Global(k uint64) uint64 {
+	if s.WorldSize <= 1 {
+		return k
+	}
+	return k*s.WorldSize + s.Rank
+}
