@@ -69,7 +69,7 @@ func cmdRun(args []string) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigc)
 
-	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--data-root DIR] [--join]")
+	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD)")
 	var f runFlags
 	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json)")
 	fs.StringVar(&f.ring, "ring", "", "create the named ring /dev/shm/gobatch-NAME")
@@ -86,11 +86,12 @@ func cmdRun(args []string) int {
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
 	lf := addLogFlags(fs)
-	zf := addZarrFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	zf := addZarrFlags(fs.FlagSet)
+	pos, code, ok := fs.parse(args)
+	if !ok {
 		return code
 	}
-	if err := f.check(fs.Args()); err != nil {
+	if err := f.check(pos); err != nil {
 		return usageError("run", fmt.Errorf("%w (see shmloader run -h)", err))
 	}
 	log, err := lf.logger("run")
