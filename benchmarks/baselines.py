@@ -1,7 +1,7 @@
 """Shared helpers for the nowcast-ref benchmarks and the demo.
 
 - :class:`XarrayNowcastDataset`: the PyTorch baseline. A map-style ``Dataset`` that samples
-  the nowcast-ref example (WORKLOAD.md steps 1-6) with xarray, as an OCF-style user would
+  the nowcast-ref example (docs/WORKLOAD.md steps 1-6) with xarray, as an OCF-style user would
   write it, either lazily from the Zarr stores (``open_zarr``) or from data loaded into RAM
   first (``.load()``). Example ``k`` is a pure function of ``(seed, k)``.
 - :class:`ProcessMonitor`: samples the RSS/PSS and CPU times of the trainer and all of its
@@ -29,6 +29,16 @@ MB = 1e6
 REPO = Path(__file__).resolve().parents[1]
 
 
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` as logs and benchmarks/README.md print it: relative to the repository when it
+    lies inside it, so that no machine's directory ends up in the committed results."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(REPO))
+    except ValueError:
+        return str(p)
+
+
 def ensure_dataset(out: Path, days: float, pixels: int = 256, seed: int = 0, quiet: bool = False) -> dict:
     """Generate the nowcast-ref stores into ``out`` unless they are already there."""
     import sys
@@ -38,6 +48,11 @@ def ensure_dataset(out: Path, days: float, pixels: int = 256, seed: int = 0, qui
         sys.path.insert(0, tools)
     import gen_nowcast
 
+    # The generator names the directory in its messages; relative to the working directory
+    # (the repository under `make bench`) it is the same directory without a machine's path.
+    out = Path(out)
+    if out.is_absolute() and out.is_relative_to(Path.cwd()):
+        out = out.relative_to(Path.cwd())
     return gen_nowcast.generate(out, days=days, pixels=pixels, seed=seed, quiet=quiet)
 
 

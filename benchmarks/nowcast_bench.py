@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import MB, REPO, Result, ensure_dataset, make_dataloader, measure, memcpy_MBps  # noqa: E402
+from baselines import MB, REPO, Result, ensure_dataset, make_dataloader, measure, memcpy_MBps, shown  # noqa: E402
 
 OUT = REPO / "benchmarks" / "out"
 PRESET = REPO / "presets" / "nowcast.toml"
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (quick)' if q else ''}", flush=True)
     load0 = os.getloadavg()[0]
     small = ensure_dataset(Path(args.data), args.days)
-    batch_bytes = 30_255_872  # WORKLOAD.md: one batch, all tensors (checked against the loaders)
+    batch_bytes = 30_255_872  # docs/WORKLOAD.md: one batch, all tensors (checked against the loaders)
     roof = memcpy_MBps(batch_bytes)
     print(f"  roofline: np.copyto of {batch_bytes / MB:.1f} MB: {roof:.0f} MB/s "
           f"({roof * MB / batch_bytes:.0f} batches/s)", flush=True)
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(cases, roof * MB / batch_bytes, out / "nowcast_bench.png")
     print()
     print(md)
-    print(f"wrote {out / 'nowcast_bench.md'}, .json, .png")
+    print(f"wrote {shown(out / 'nowcast_bench.md')}, .json, .png")
     return 0
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 import gobatch
 
-SHAPE = (19, 12, 32, 32)  # one nowcast-ref satellite example (WORKLOAD.md)
+SHAPE = (19, 12, 32, 32)  # one nowcast-ref satellite example (docs/WORKLOAD.md)
 BATCH = 32
 MB = 1e6
 

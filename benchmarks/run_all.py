@@ -51,7 +51,7 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "Blosc thread) and tensorstore.",
     ),
     "nowcast": (
-        "End to end: nowcast-ref (WORKLOAD.md), gobatch vs DataLoader + xarray",
+        "End to end: nowcast-ref (docs/WORKLOAD.md), gobatch vs DataLoader + xarray",
         [PY, "benchmarks/nowcast_bench.py", "--days", "4", "--data", "data/nowcast-d4"],
         [PY, "benchmarks/nowcast_bench.py", "--quick"],
         "gobatch.Loader over presets/nowcast.toml against a DataLoader over an xarray Dataset "
@@ -101,12 +101,14 @@ def main() -> int:
         p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         secs = time.monotonic() - t
         print(p.stdout, flush=True)
+        # The README is committed: a path inside the repository is written relative to it.
+        output = p.stdout.replace(f"{REPO}{os.sep}", "").replace(str(REPO), ".")
         status = "" if p.returncode == 0 else f" (FAILED: exit status {p.returncode})"
         if p.returncode != 0:
             failed.append(n)
         sections.append(f"## {title}{status}\n\n{what}\n\n```sh\n{shown}\n```\n\n"
                         f"Output ({secs:.0f} s, {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}):\n\n"
-                        f"{p.stdout.strip()}\n")
+                        f"{output.strip()}\n")
         if n == "nowcast" and (REPO / "benchmarks/out/nowcast_bench.png").exists():
             sections[-1] += "\n(plot: benchmarks/out/nowcast_bench.png, copied to benchmarks/nowcast_bench.png)\n"
             try:

@@ -4,7 +4,7 @@
 Writes three arrays (Zarr v2, as the reference workload and OCF store them) into a
 temporary directory and reads each whole array back with every reader, one thread each:
 
-* ``int16-blosc-lz4``: satellite-like smooth int16 (WORKLOAD.md), Blosc lz4 clevel 5,
+* ``int16-blosc-lz4``: satellite-like smooth int16 (docs/WORKLOAD.md), Blosc lz4 clevel 5,
   byte shuffle, chunks (12, 12, 128, 128).
 * ``float32-zstd``: NWP-like float32, Zstd level 3, chunks (1, 16, 10, 32, 32).
 * ``float16-blosc2``: OCF satellite float16, ocf_blosc2 Blosc2(zstd, clevel 5).
@@ -95,7 +95,7 @@ def workloads(scale: float) -> list[Workload]:
 
 
 def smooth(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
-    """Spatially and temporally smooth fields plus a little noise (WORKLOAD.md content)."""
+    """Spatially and temporally smooth fields plus a little noise (docs/WORKLOAD.md content)."""
     rng = np.random.default_rng(seed)
     out = np.empty(shape, dtype=dtype)
     lead = shape[:-2]

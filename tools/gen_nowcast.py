@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the nowcast-ref dataset of docs/WORKLOAD (three Zarr v2 stores).
+"""Generate the nowcast-ref dataset of docs/WORKLOAD.md (three Zarr v2 stores).
 
 Writes ``satellite.zarr``, ``nwp.zarr`` and ``pv.zarr`` under ``--out`` with zarr-python
 (Zarr format 2, consolidated metadata), with exactly the layout of the reference workload:

@@ -5,7 +5,7 @@ Run from the repository root:
 
     .venv/bin/python benchmarks/blosc/bench.py [--samples 10] [--inner 20] [--rounds 3] [--keep DIR]
 
-It writes WORKLOAD-like chunks (smooth fields plus a little noise) with numcodecs
+It writes chunks like those of docs/WORKLOAD.md (smooth fields plus a little noise) with numcodecs
 (c-blosc 1.x) and ocf_blosc2 (python-blosc2 / c-blosc2) into a temporary
 directory, times their single-threaded C decode here (blosc.set_nthreads(1),
 blosc2.set_nthreads(1)), then runs the Go benchmark BenchmarkDecodeFiles on the
@@ -51,7 +51,7 @@ def smooth_field(shape: tuple[int, ...], noise: float, seed: int) -> np.ndarray:
 def make_cases() -> list[tuple[str, str, bytes, bytes]]:
     """(name, format, compressed, raw) for each benchmark chunk."""
     cases = []
-    # Satellite chunk of WORKLOAD.md: int16 (12, 12, 128, 128), Blosc lz4 clevel 5 byte shuffle.
+    # Satellite chunk of docs/WORKLOAD.md: int16 (12, 12, 128, 128), Blosc lz4 clevel 5 byte shuffle.
     sat = (smooth_field((12, 12, 128, 128), 0.001, 1) * 2000).astype("<i2")  # about 1.5x with lz4
     raw = sat.tobytes()
     cases.append(("int16_lz4_shuffle", "blosc1", numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE).encode(sat), raw))

@@ -11,20 +11,21 @@ import (
 )
 
 func init() {
-	register("gc", "remove named rings whose creator is dead: gc [--dry-run]", cmdGC)
+	register("gc", "remove named rings whose creator is dead", cmdGC)
 }
 
 func cmdGC(args []string) int {
-	fl := newFlagSet("gc", "[--dry-run] [--grace D] [--json]")
+	fl := newFlagSet("gc", "")
 	dry := fl.Bool("dry-run", false, "print what would be removed; remove nothing")
 	grace := fl.Duration("grace", 60*time.Second, "age before a segment without a ring header counts as abandoned")
 	asJSON := fl.Bool("json", false, "print the verdict on every segment as JSON lines")
 	lf := addLogFlags(fl)
-	if code, ok := parseFlags(fl, args); !ok {
+	pos, code, ok := fl.parse(args)
+	if !ok {
 		return code
 	}
-	if fl.NArg() > 0 {
-		return usageError("gc", fmt.Errorf("unexpected argument %q (see shmloader gc -h)", fl.Arg(0)))
+	if len(pos) > 0 {
+		return usageError("gc", fmt.Errorf("unexpected argument %q (see shmloader gc -h)", pos[0]))
 	}
 	log, err := lf.logger("gc")
 	if err != nil {

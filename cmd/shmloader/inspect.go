@@ -17,10 +17,10 @@ func init() {
 const inspectSynopsis = "STORE[/GROUP] [--json]"
 
 func cmdInspect(args []string) int {
-	fs := newFlagSet("inspect", inspectSynopsis)
+	fs := newFlagSet("inspect", "STORE[/GROUP]")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")
 	lf := addLogFlags(fs)
-	pos, code, ok := parseArgsAnyOrder(fs, args)
+	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
 	}

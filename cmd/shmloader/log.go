@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -18,7 +17,7 @@ type logFlags struct {
 	format  string
 }
 
-func addLogFlags(fs *flag.FlagSet) *logFlags {
+func addLogFlags(fs *flagSet) *logFlags {
 	l := &logFlags{}
 	fs.BoolVar(&l.verbose, "v", false, "log start-up facts and progress (same as --log-level info)")
 	fs.StringVar(&l.level, "log-level", "", "log level: debug, info, warn, error (default warn)")
@@ -58,27 +57,4 @@ func (l *logFlags) logger(cmd string) (zerolog.Logger, error) {
 func usageError(cmd string, err error) int {
 	fmt.Fprintf(os.Stderr, "shmloader %s: %v\n", cmd, err)
 	return exitUsage
-}
-
-// newFlagSet makes a subcommand's flag set that reports errors instead of exiting, so that the
-// exit status is the project's usage code (2) and -h exits 0.
-func newFlagSet(cmd, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("shmloader "+cmd, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: shmloader %s %s\n\nflags:\n", cmd, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args; it returns (exit code, false) when the command must stop (-h, or a
-// bad flag, which the flag package has already reported).
-func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	return 0, true
 }

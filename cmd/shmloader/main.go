@@ -1,12 +1,27 @@
 // Command shmloader reads training data, assembles batches and writes them into a gobatch
 // shared-memory ring (docs/PROTOCOL.md) that a trainer maps with `import gobatch`.
 //
-// Each subcommand lives in a file of its own (run.go, stat.go, gc.go, inspect.go, read.go, ...).
+// Each verb lives in a file of its own (run.go, stat.go, gc.go, inspect.go, read.go,
+// version.go); flags.go is the one flag parser they share, and it generates each verb's
+// `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
+// list to the generated ones):
 //
-//	shmloader run --config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--join]
-//	shmloader stat NAME [--once] [--json]
-//	shmloader gc [--dry-run]
-//	shmloader version
+//	shmloader run --config FILE (--ring NAME | --memfd FD) [--cache-mb N] [--data-root ROOT]
+//	    [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N] [--start K]
+//	    [-v] [--world-size N]
+//	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
+//	    [--once] [-v]
+//	shmloader gc [--dry-run] [--grace D] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]
+//	shmloader inspect STORE[/GROUP] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]
+//	shmloader read STORE/ARRAY --out FILE.npy [--bench N] [--box BOX] [--cf]
+//	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
+//	shmloader version [--json]
+//
+// run produces batches into a new ring (or, with --join, into an existing named one); stat
+// shows a named ring live; gc removes named rings whose creator died; inspect lists a Zarr
+// store's groups and arrays; read writes a Zarr array, or a box of it, to a .npy file;
+// version prints the build and the ring layout version. Flags may come before or after the
+// positional arguments; `shmloader VERB -h` prints the verb's flags to stdout.
 //
 // Logs go to stderr through zerolog, warnings and errors only unless -v or --log-level says
 // otherwise; a command's failure is one plain line on stderr, and its exit status is one of
@@ -15,6 +30,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 
@@ -40,26 +56,42 @@ func register(name, summary string, run func(args []string) int) {
 	commands[name] = command{summary: summary, run: run}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: shmloader <command> [flags]\n\ncommands:")
+// usage writes the top-level usage: every verb with its summary and its synopsis, which
+// each verb's flag set generates (see describeFlags).
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: shmloader <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		if parts := verbSynopsis(n); parts != nil {
+			fmt.Fprintf(w, "           %s\n", wrapParts(parts, 11, "             "))
+		}
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'shmloader <command> -h' for a command's flags.")
-	fmt.Fprintln(os.Stderr, "Named rings live in /dev/shm; the environment variable GOBATCH_SHM_DIR moves them (tests use a private directory).")
+	fmt.Fprintln(w, "\nRun 'shmloader <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Named rings live in /dev/shm; the environment variable GOBATCH_SHM_DIR moves them (tests use a private directory).")
+}
+
+// verbSynopsis is the synopsis that verb name's flag set generates, learnt by letting the
+// verb register its flags and stopping it at parse.
+func verbSynopsis(name string) []string {
+	var s []string
+	describeFlags = func(fs *flagSet) { s = fs.synopsisParts() }
+	defer func() { describeFlags = nil }()
+	commands[name].run(nil)
+	return s
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		if len(os.Args) < 2 {
-			os.Exit(exitUsage)
-		}
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(exitUsage)
+	}
+	if a := os.Args[1]; a == "-h" || a == "--help" || a == "help" {
+		usage(os.Stdout)
 		return
 	}
 	if d := os.Getenv("GOBATCH_SHM_DIR"); d != "" {
@@ -68,7 +100,7 @@ func main() {
 	c, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "shmloader: unknown command %q\n", os.Args[1])
-		usage()
+		usage(os.Stderr)
 		os.Exit(exitUsage)
 	}
 	os.Exit(c.run(os.Args[2:]))

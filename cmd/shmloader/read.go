@@ -18,14 +18,14 @@ func init() {
 const readSynopsis = "STORE/ARRAY --out FILE.npy [--box START:STOP,...] [--cf]"
 
 func cmdRead(args []string) int {
-	fs := newFlagSet("read", readSynopsis)
+	fs := newFlagSet("read", "STORE/ARRAY --out FILE.npy")
 	out := fs.String("out", "", "the .npy file to write (required; \"-\" for stdout)")
 	box := fs.String("box", "", "the region to read, one START:STOP per dimension, open ends allowed, e.g. 0:10,:,5: (default: the whole array)")
 	cf := fs.Bool("cf", false, "CF-decode: scale_factor, add_offset, _FillValue/missing_value -> NaN, as float32; CF time coordinates as datetime64[ns]")
 	parallel := fs.Int("parallel", 0, "chunks decoded at once (0: GOMAXPROCS)")
 	bench := fs.Int("bench", 0, "benchmark: read the region N times and print each read's seconds to stderr as JSON")
 	lf := addLogFlags(fs)
-	pos, code, ok := parseArgsAnyOrder(fs, args)
+	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
 	}

@@ -62,7 +62,7 @@ func cmdRun(args []string) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigc)
 
-	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD) [--readers N] [--start K] [--data-root DIR] [--join] [--rank R --world-size W] [--cache-mb MB]")
+	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD)")
 	var f runFlags
 	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json)")
 	fs.StringVar(&f.ring, "ring", "", "create the named ring /dev/shm/gobatch-NAME")
@@ -82,10 +82,11 @@ func cmdRun(args []string) int {
 	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
 	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
 	lf := addLogFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	pos, code, ok := fs.parse(args)
+	if !ok {
 		return code
 	}
-	stream, err := f.check(fs.Args())
+	stream, err := f.check(pos)
 	if err != nil {
 		return usageError("run", fmt.Errorf("%w (see shmloader run -h)", err))
 	}
@@ -121,7 +122,7 @@ func cmdRun(args []string) int {
 	}
 	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, src: src, stream: stream,
 		parent: parent, sigc: sigc}
-	code := p.run()
+	code = p.run()
 	src.logStats()
 	return code
 }

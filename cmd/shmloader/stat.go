@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,7 +18,7 @@ import (
 )
 
 func init() {
-	register("stat", "live view of a named ring: stat NAME [--once] [--json]", cmdStat)
+	register("stat", "live view of a named ring: slots, rates, waits, producers, consumer", cmdStat)
 }
 
 // statView is one line of `shmloader stat`: the ring's state now and its rates over the last
@@ -149,41 +148,15 @@ func (v statView) text() string {
 
 func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
-// parseInterspersed parses flags that may come before or after positional arguments
-// (`stat NAME --once`), which package flag alone does not allow.
-func parseInterspersed(fs interface {
-	Parse([]string) error
-	Args() []string
-}, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil // package flag consumed the "--"
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 func cmdStat(args []string) int {
-	fl := newFlagSet("stat", "NAME [--once] [--json] [--interval D]")
+	fl := newFlagSet("stat", "NAME")
 	once := fl.Bool("once", false, "print one snapshot (rates over one interval) and exit")
 	asJSON := fl.Bool("json", false, "print JSON, one object per line")
 	interval := fl.Duration("interval", time.Second, "refresh interval, and the window rates are measured over")
 	lf := addLogFlags(fl)
-	pos, err := parseInterspersed(fl, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := fl.parse(args)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
 		return usageError("stat", fmt.Errorf("want exactly one ring NAME, got %d arguments (see shmloader stat -h)", len(pos)))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -41,15 +40,5 @@ func TestMakeStatView(t *testing.T) {
 	idle := makeStatView("r", cur, ring.Stats{ProducerWaitNs: cur.ProducerWaitNs, ProducerBusyNs: cur.ProducerBusyNs}, time.Second, time.Unix(0, 0))
 	if idle.ProducerWait != -1 || idle.ConsumerWait != -1 || !strings.Contains(idle.text(), "producers - consumer -") {
 		t.Fatalf("idle: %+v", idle)
-	}
-}
-
-func TestParseInterspersed(t *testing.T) {
-	fl := flag.NewFlagSet("x", flag.ContinueOnError)
-	once := fl.Bool("once", false, "")
-	iv := fl.Duration("interval", time.Second, "")
-	pos, err := parseInterspersed(fl, []string{"--interval", "2s", "NAME", "--once", "--", "-odd", "--once"})
-	if err != nil || *once != true || *iv != 2*time.Second || strings.Join(pos, ",") != "NAME,-odd,--once" {
-		t.Fatalf("%v %v %v %v", pos, err, *once, *iv)
 	}
 }

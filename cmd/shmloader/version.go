@@ -50,9 +50,9 @@ func buildVersionInfo() versionInfo {
 }
 
 func cmdVersion(args []string) int {
-	fs := newFlagSet("version", "[--json]")
+	fs := newFlagSet("version", "")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if _, code, ok := fs.parse(args); !ok {
 		return code
 	}
 	v := buildVersionInfo()

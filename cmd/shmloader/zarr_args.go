@@ -2,34 +2,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 )
-
-// parseArgsAnyOrder parses args with fs, allowing flags after positional arguments
-// (`shmloader read STORE/ARRAY --out x.npy`), which the flag package alone does not.
-// A "--" ends flag parsing. It returns the positional arguments, or (exit code, false)
-// as parseFlags does.
-func parseArgsAnyOrder(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	var pos []string
-	for {
-		if code, ok := parseFlags(fs, args); !ok {
-			return nil, code, false
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, 0, true
-		}
-		// fs.Parse consumes a "--" and stops; everything after it is positional.
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), 0, true
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
 
 // errBox is wrapped by every --box error, so callers can report it as a usage error.
 var errBox = errors.New("bad --box")

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,20 +35,6 @@ func TestParseBox(t *testing.T) {
 		if _, _, err := parseBox(box, shape); !errors.Is(err, errBox) {
 			t.Errorf("parseBox(%q) = %v, want an errBox error", box, err)
 		}
-	}
-}
-
-func TestParseArgsAnyOrder(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	out := fs.String("out", "", "")
-	cf := fs.Bool("cf", false, "")
-	pos, _, ok := parseArgsAnyOrder(fs, []string{"a/b", "--out", "x.npy", "--cf", "--", "-c"})
-	if !ok || *out != "x.npy" || !*cf || !reflect.DeepEqual(pos, []string{"a/b", "-c"}) {
-		t.Fatalf("got %v %q %v %v", pos, *out, *cf, ok)
-	}
-	if _, code, ok := parseArgsAnyOrder(fs, []string{"a", "--nope"}); ok || code != exitUsage {
-		t.Fatalf("unknown flag: ok=%v code=%d", ok, code)
 	}
 }
 

@@ -1,4 +1,4 @@
-"""Independent xarray reference for the nowcast-ref sampler (docs: /work/shared/WORKLOAD.md).
+"""Independent xarray reference for the nowcast-ref sampler (docs/WORKLOAD.md).
 
 Given the three stores and one example's reported metadata (``t0`` unix seconds, centre
 ``x``, ``y`` in metres), :meth:`NowcastReference.example` recomputes what the example must
