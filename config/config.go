@@ -300,10 +300,6 @@ func buildSources(top *Table, batchSize int) []Source {
 			t.Errorf("shape", "%d dimensions; expected at most %d (8 with the batch dimension)", len(shape), MaxExampleD)
 			continue
 		}
-		if dt.Size() == 0 {
-			t.Errorf("dtype", "invalid dtype %d", dt)
-			continue
-		}
 		// Bound the batch size in bytes without overflowing.
 		n := int64(dt.Size()) * int64(max(batchSize, 1))
 		for _, d := range shape {

@@ -1,6 +1,11 @@
-// Package sampler builds the nowcasting examples of the reference workload (WORKLOAD.md,
-// nowcast-ref) from aligned Zarr sources and writes whole batches straight into ring slot
-// memory.
+// Package sampler is every batch source behind one interface: [Source] (the tensors it
+// contributes, Fill a global batch into slot memory, Prefetch, Stats). [Open] turns a
+// validated configuration into one [Set]: the zarr sources joined into a [Job], which builds
+// the nowcasting examples of the reference workload (docs/WORKLOAD.md, nowcast-ref) from
+// aligned Zarr stores, or kind = "synthetic" sources, whose values are known from their
+// position (for the ring's tests and benchmarks). Sources fill global batches; [Stream] holds
+// the only copy of the rank rule that maps a data-parallel rank's batch k to global batch
+// k*world_size + rank.
 //
 // # Configuration
 //
@@ -37,7 +42,7 @@
 // global batch g draws its t0 candidate and its centre pixel from a counter-based hash of
 // (seed, g, e), so the stream is a pure function of the configuration and the seed, whatever
 // the number of readers, processes or their timing; rank r of world_size n produces the global
-// batches k*n + r. The anchor crop is taken by index around the centre; other grids and NWP
+// batches k*n + r ([Stream]). The anchor crop is taken by index around the centre; other grids and NWP
 // use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
 // clamped into the grid; NWP takes the latest run old enough and the lead steps
 // floor((t0 + interval_start - init_time) / resolution) onwards; points take the nearest k
