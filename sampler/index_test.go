@@ -80,7 +80,7 @@ func TestNWPRule(t *testing.T) {
 	inits := []int64{0, 180 * min, 360 * min, 540 * min}
 	steps := axis{start: 0, step: 60 * min, n: 16}
 	r := nwpRule{minStale: 60 * min, window: timeWindow{first: -1, n: 4, res: 60 * min}}
-	// WORKLOAD step 4, computed independently: run = latest init <= t0 - 60 min,
+	// docs/WORKLOAD.md step 4, computed independently: run = latest init <= t0 - 60 min,
 	// s = floor((t0 - 60 min - init) / 60 min).
 	for t0m := int64(0); t0m < 800; t0m += 5 {
 		t0 := t0m * min

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// refExample recomputes one example from the whole in-memory arrays, following WORKLOAD.md's
+// refExample recomputes one example from the whole in-memory arrays, following docs/WORKLOAD.md's
 // steps with direct index arithmetic (no chunks, no cache). Sizes are those of memConfig.
 func refExample(ds map[string]*memDataset, ti, cy, cx int) (sat, nwp, pv []float32, ids []int64) {
 	s := ds["satellite.zarr"].arrays

@@ -17,7 +17,7 @@ from fakering import FakeRing
 
 pytestmark = pytest.mark.timeout(120)
 
-# The reference workload's seven tensors (docs: WORKLOAD.md), with small shapes.
+# The reference workload's seven tensors (docs/WORKLOAD.md), with small shapes.
 SPEC = {
     "satellite": ((2, 19, 12, 2, 2), "float32"),
     "nwp": ((2, 4, 10, 2, 2), "float32"),

@@ -1,6 +1,6 @@
 """The nowcast-ref generator (tools/gen_nowcast.py) and the xarray reference (nowcast_ref.py).
 
-These need no Go: they check that the generated stores have exactly the layout of WORKLOAD.md,
+These need no Go: they check that the generated stores have exactly the layout of docs/WORKLOAD.md,
 and that the reference agrees with a second, plain-numpy derivation of the example read from
 the raw Zarr arrays (no xarray, no CF decoding by a library), so that the sampler tests compare
 the Go sampler against something that is itself checked.
@@ -116,7 +116,7 @@ def test_generate_is_deterministic_and_idempotent(tmp_path: Path) -> None:
 
 
 def plain_example(root: Path, i: int, cy: int, cx: int) -> dict[str, np.ndarray]:
-    """The example of WORKLOAD.md steps 3-6 from raw Zarr arrays and index arithmetic only."""
+    """The example of docs/WORKLOAD.md steps 3-6 from raw Zarr arrays and index arithmetic only."""
     sat = zarr.open_group(str(root / "satellite.zarr"), mode="r")
     nwp = zarr.open_group(str(root / "nwp.zarr"), mode="r")
     pv = zarr.open_group(str(root / "pv.zarr"), mode="r")

@@ -171,7 +171,7 @@ def parse_box(box: str, shape: Sequence[int]) -> tuple[slice, ...]:
 
 
 def smooth_int16(shape: Sequence[int], seed: int = 0, noise: float = 20.0) -> np.ndarray:
-    """Satellite-like smooth int16 field plus a little noise (WORKLOAD.md), a few -1 fills."""
+    """Satellite-like smooth int16 field plus a little noise (docs/WORKLOAD.md), a few -1 fills."""
     rng = np.random.default_rng(seed)
     grids = np.meshgrid(*[np.linspace(0, 3, n) for n in shape], indexing="ij")
     field = 8000 + 6000 * np.sin(sum(g * (i + 1) for i, g in enumerate(grids)))
