@@ -117,19 +117,16 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 		j.draw(g, e, ex, nil)
 		for _, s := range j.srcs {
 			var bx box4
-			switch v := s.(type) {
+			found := false
+			switch v := s.(type) { // concrete calls: bx stays on the stack
 			case *gridSource:
-				if !v.box(ex, &bx) {
-					continue
-				}
+				found = v.box(ex, &bx)
 			case *nwpSource:
-				if !v.box(ex, &bx) {
-					continue
-				}
-			default:
-				continue
+				found = v.box(ex, &bx)
 			}
-			keys = addBoxKeys(s.data(), &bx, keys)
+			if found {
+				keys = addBoxKeys(s.data(), &bx, keys)
+			}
 		}
 	}
 	slices.Sort(keys)

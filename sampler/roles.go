@@ -87,11 +87,18 @@ func (g *gridSource) box(ex *example, bx *box4) bool {
 
 func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
 	var bx box4
-	if !g.box(ex, &bx) {
-		return fmt.Errorf("%s: no time window at t0 %d", g.c.what, ex.t0)
+	return gatherBox(rs, g.c, &bx, g.box(ex, &bx), ex, out, "no time window")
+}
+
+// gatherBox gathers box bx of c into out; when the example has no box (found false: t0 was a
+// candidate, so it is a bug) missing says what is missing. The roles compute their boxes with
+// concrete calls, so that bx stays on the stack (Fill allocates nothing).
+func gatherBox(rs *readerState, c *chunked, bx *box4, found bool, ex *example, out []float32, missing string) error {
+	if !found {
+		return fmt.Errorf("%s: %s at t0 %d", c.what, missing, ex.t0)
 	}
 	defer rs.pins.releaseAll()
-	return gather4(&rs.pins, g.c, &bx, out)
+	return gather4(&rs.pins, c, bx, out)
 }
 
 // ---- nwp: (init_time, step, channel, y, x) --------------------------------------------------
@@ -141,11 +148,7 @@ func (n *nwpSource) box(ex *example, bx *box4) bool {
 
 func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
 	var bx box4
-	if !n.box(ex, &bx) {
-		return fmt.Errorf("%s: no run for t0 %d", n.c.what, ex.t0)
-	}
-	defer rs.pins.releaseAll()
-	return gather4(&rs.pins, n.c, &bx, out)
+	return gatherBox(rs, n.c, &bx, n.box(ex, &bx), ex, out, "no run")
 }
 
 // ---- points: (time, system) -----------------------------------------------------------------
