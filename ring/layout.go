@@ -26,7 +26,12 @@ const (
 	HugeAlign              = 2 << 20
 	lapBits                = 30
 	lapMask         uint32 = 1<<lapBits - 1
+	slotStateBits          = 2 // a slot word is (lap << slotStateBits) | st
+	slotStateMask   uint32 = 1<<slotStateBits - 1
 )
+
+// creator_flags bits (offset 116).
+const creatorNamed uint32 = 1 // bit 0: a named segment (else a memfd)
 
 // Header field offsets (PROTOCOL.md section 2).
 const (
@@ -150,7 +155,7 @@ const (
 	errSet     uint32 = 2
 )
 
-func slotWord(lap, st uint32) uint32 { return (lap&lapMask)<<2 | st }
+func slotWord(lap, st uint32) uint32 { return (lap&lapMask)<<slotStateBits | st }
 
 // DType is a tensor element type code of PROTOCOL.md section 2.7.
 type DType uint32

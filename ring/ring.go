@@ -108,7 +108,7 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 	atomic.StoreUint64(r.u64(offCreatorStarttime), starttime)
 	var flags uint32
 	if named {
-		flags = 1
+		flags = creatorNamed
 	}
 	*r.u32(offCreatorFlags) = flags
 	*r.u32(offLayoutVersion) = LayoutVersion
@@ -386,7 +386,7 @@ func (r *Ring) readGeometry() error {
 		g.offsets[t], g.nbytes[t] = off, nb
 	}
 	r.layout, r.g, r.slots = l, g, slotCount
-	r.named = *r.u32(offCreatorFlags)&1 != 0
+	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
 	r.nonce = *r.u64(offNonce)
 	return nil
 }
