@@ -15,17 +15,23 @@ type docField struct {
 	typ string
 }
 
-// readProtocolTables parses the field tables of docs/PROTOCOL.md, keyed by section
-// ("2" for the header, "2.6" registry entry, "2.7" tensor descriptor, "3" slot header).
-func readProtocolTables(t *testing.T) map[string]map[string]docField {
+// docRow is one row of a field table of docs/PROTOCOL.md, with its section ("2" for the header,
+// "2.6" registry entry, "2.7" tensor descriptor, "3" slot header).
+type docRow struct {
+	section, name, meaning string
+	field                  docField
+}
+
+// protocolRows parses the field tables of docs/PROTOCOL.md.
+func protocolRows(t *testing.T) []docRow {
 	t.Helper()
 	f, err := os.Open("../docs/PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	row := regexp.MustCompile("^\\| (\\d+) \\| ([a-z0-9\\[\\]]+) \\| `([a-z_0-9]+)`[^|]*\\|")
-	out := map[string]map[string]docField{}
+	row := regexp.MustCompile("^\\| (\\d+) \\| ([a-z0-9\\[\\]]+) \\| `([a-z_0-9]+)`[^|]*\\|(?: ([^|]*) \\|)?")
+	var out []docRow
 	section := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -47,10 +53,20 @@ func readProtocolTables(t *testing.T) map[string]map[string]docField {
 			continue
 		}
 		off, _ := strconv.Atoi(m[1])
-		if out[section] == nil {
-			out[section] = map[string]docField{}
+		out = append(out, docRow{section: section, name: m[3], meaning: strings.TrimSpace(m[4]), field: docField{off, m[2]}})
+	}
+	return out
+}
+
+// readProtocolTables returns the field tables of docs/PROTOCOL.md keyed by section and field.
+func readProtocolTables(t *testing.T) map[string]map[string]docField {
+	t.Helper()
+	out := map[string]map[string]docField{}
+	for _, r := range protocolRows(t) {
+		if out[r.section] == nil {
+			out[r.section] = map[string]docField{}
 		}
-		out[section][m[3]] = docField{off, m[2]}
+		out[r.section][r.name] = r.field
 	}
 	return out
 }

@@ -10,35 +10,19 @@ import (
 )
 
 // docMeanings returns the last column ("value / meaning") of every field row of
-// docs/PROTOCOL.md, keyed by section ("2", "2.6", "2.7", "3", as readProtocolTables) and field.
+// docs/PROTOCOL.md, keyed by section and field, and the whole document on one line.
 func docMeanings(t *testing.T) (map[string]map[string]string, string) {
 	t.Helper()
 	b, err := os.ReadFile("../docs/PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| \\d+ \\| [a-z0-9\\[\\]]+ \\| `([a-z_0-9]+)`[^|]*\\|(?: ([^|]*) \\|)?")
 	out := map[string]map[string]string{}
-	section := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case strings.HasPrefix(line, "### 2.6"):
-			section = "2.6"
-		case strings.HasPrefix(line, "### 2.7"):
-			section = "2.7"
-		case strings.HasPrefix(line, "### 2."):
-			section = "2"
-		case strings.HasPrefix(line, "## 3."):
-			section = "3"
-		case strings.HasPrefix(line, "### 3.1"):
-			section = ""
+	for _, r := range protocolRows(t) {
+		if out[r.section] == nil {
+			out[r.section] = map[string]string{}
 		}
-		if m := row.FindStringSubmatch(line); m != nil && section != "" {
-			if out[section] == nil {
-				out[section] = map[string]string{}
-			}
-			out[section][m[1]] = strings.TrimSpace(m[2])
-		}
+		out[r.section][r.name] = r.meaning
 	}
 	return out, strings.Join(strings.Fields(string(b)), " ")
 }
