@@ -8,12 +8,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gobatch/gobatch/ring"
 )
 
 // Config is a validated configuration.
@@ -42,13 +43,13 @@ type Batch struct {
 
 // Ring is the [ring] table.
 type Ring struct {
-	Slots int // batches in flight, 1..1024 (default 4)
+	Slots int // batches in flight, 1..MaxSlots (default 4)
 }
 
 // Source is one [[source]] table: a tensor of every batch.
 type Source struct {
 	Index int    // position in the file, 0-based
-	Name  string // tensor name: 1..31 bytes of [A-Za-z0-9_], unique
+	Name  string // tensor name: ring.TensorNameRule, unique
 	Kind  string // a registered kind
 	Spec  Spec   // the kind's decoded keys
 }
@@ -67,14 +68,11 @@ type Tensor struct {
 	Shape []int // [batch.size, example shape...]
 }
 
-// NBytes is the tensor's size in bytes.
-func (t Tensor) NBytes() int64 {
-	n := int64(t.DType.Size())
-	for _, d := range t.Shape {
-		n *= int64(d)
-	}
-	return n
-}
+// NBytes is the tensor's size in bytes, by the ring's rule (product(shape) x itemsize).
+func (t Tensor) NBytes() int64 { return t.Ring().Nbytes() }
+
+// Ring is the tensor as a ring layout describes it.
+func (t Tensor) Ring() ring.Tensor { return ring.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape} }
 
 // Tensors lists the tensors of a batch in source order.
 func (c *Config) Tensors() []Tensor {
@@ -86,12 +84,12 @@ func (c *Config) Tensors() []Tensor {
 	return out
 }
 
-// Limits shared with docs/PROTOCOL.md.
+// Limits of docs/PROTOCOL.md, as the ring declares them (the only declaration).
 const (
-	MaxSlots    = 1024
-	MaxSources  = 32 // tensor_count
-	MaxExampleD = 7  // ndim <= 8 including the batch dimension
-	MaxNameLen  = 31
+	MaxSlots    = ring.MaxSlots
+	MaxSources  = ring.MaxTensors  // tensor_count
+	MaxExampleD = ring.MaxDims - 1 // ndim <= MaxDims including the batch dimension
+	MaxNameLen  = ring.MaxTensorName
 	// MaxBatchBytes bounds one batch (all tensors) so that size arithmetic cannot overflow;
 	// far beyond any shared-memory segment.
 	MaxBatchBytes = 1 << 40
@@ -246,8 +244,6 @@ func build(top *Table) *Config {
 	return cfg
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
 func buildSources(top *Table, batchSize int) []Source {
 	tables := top.Tables("source")
 	if tables == nil {
@@ -271,8 +267,8 @@ func buildSources(top *Table, batchSize int) []Source {
 		s := Source{Index: i}
 		if name, ok := t.MustString("name"); ok {
 			switch {
-			case len(name) == 0 || len(name) > MaxNameLen || !validName.MatchString(name):
-				t.Errorf("name", "invalid name %q; expected 1 to %d characters of A-Z, a-z, 0-9 and _", name, MaxNameLen)
+			case ring.ValidateTensorName(name) != nil:
+				t.Errorf("name", "invalid name %q; expected %s", name, ring.TensorNameRule)
 			case names[name] > 0:
 				t.Errorf("name", "duplicate name %q; source[%d] has it already", name, names[name]-1)
 			default:
@@ -297,7 +293,7 @@ func buildSources(top *Table, batchSize int) []Source {
 		}
 		shape, dt := s.Spec.Example()
 		if len(shape) > MaxExampleD {
-			t.Errorf("shape", "%d dimensions; expected at most %d (8 with the batch dimension)", len(shape), MaxExampleD)
+			t.Errorf("shape", "%d dimensions; expected at most %d (%d with the batch dimension)", len(shape), MaxExampleD, ring.MaxDims)
 			continue
 		}
 		// Bound the batch size in bytes without overflowing.

@@ -24,49 +24,13 @@
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
-_Static_assert(sizeof(void *) == 8, "gobatch needs a 64-bit build");
+_Static_assert(sizeof(void *) == GB_WORD_BYTES, "gobatch needs a 64-bit build (word_bytes)");
 
-/* ---- layout (PROTOCOL.md sections 2 and 3) ---- */
-#define MAGIC 0x3148435441424F47ull
-#define HEADER_BYTES 8192u
-#define SLOT_HEADER_BYTES 128u
-#define ENDIAN_CHECK 0x01020304u
-#define WORD_BYTES 8u
-#define MAX_SLOTS 1024u
-#define ERROR_TEXT_MAX 1024u
-#define REGISTRY_ENTRIES 32u
-
-enum {
-    H_MAGIC = 0, H_LAYOUT_VERSION = 8, H_HEADER_BYTES = 12, H_SLOT_HEADER_BYTES = 16,
-    H_ENDIAN_CHECK = 20, H_STATE = 24, H_WORD_BYTES = 28, H_SEGMENT_BYTES = 32,
-    H_SLOT_COUNT = 40, H_TENSOR_COUNT = 44, H_SLOT_STRIDE = 48, H_SLOT_BYTES = 56,
-    H_PAYLOAD_OFFSET = 64, H_SLOT_HEADERS_OFFSET = 72, H_START_BATCH = 80,
-    H_TOTAL_BATCHES = 88, H_BATCH_SIZE = 96, H_PAYLOAD_ALIGN = 100, H_NONCE = 104,
-    H_CREATOR_PID = 112, H_CREATOR_FLAGS = 116, H_CREATOR_STARTTIME = 120,
-    H_NEXT_CLAIM = 128,
-    H_BATCHES_WRITTEN = 192, H_BYTES_WRITTEN = 200, H_PRODUCER_WAIT_NS = 208,
-    H_PRODUCER_BUSY_NS = 216,
-    H_CONSUMER_STATE = 256, H_CONSUMER_PID = 260, H_CONSUMER_STARTTIME = 264,
-    H_BATCHES_READ = 272, H_CONSUMER_WAIT_NS = 280, H_BYTES_READ = 288,
-    H_CONSUMER_HEARTBEAT = 296,
-    H_ERROR_STATE = 320, H_ERROR_LEN = 324, H_ERROR_PRODUCER = 328, H_ERROR_TEXT = 384,
-    H_CACHE_HITS = 1408, H_CACHE_MISSES = 1416, H_CACHE_EVICTIONS = 1424, H_CACHE_BYTES = 1432,
-    H_CACHE_BUDGET = 1440, H_SEGMENTS_SUM = 1448, H_SEGMENTS_BATCHES = 1456,
-    H_REGISTRY = 2048, H_TENSORS = 4096,
-};
-enum { R_STATE = 0, R_PID = 4, R_STARTTIME = 8 };
-enum { T_NAME = 0, T_DTYPE = 32, T_NDIM = 36, T_SHAPE = 40, T_OFFSET = 104, T_NBYTES = 112 };
-enum { S_STATE = 0, S_WAITERS = 4, S_SEQ = 8 };
-
-enum { RING_INITIALISING = 0, RING_READY = 1 };
-enum { CONSUMER_NONE = 0, CONSUMER_CLAIMING = 1, CONSUMER_ATTACHED = 2, CONSUMER_CLOSED = 3 };
-enum { PROD_FREE = 0, PROD_CLAIMING = 1, PROD_ACTIVE = 2, PROD_DONE = 3, PROD_FAILED = 4 };
-enum { ERR_NONE = 0, ERR_WRITING = 1, ERR_SET = 2 };
-enum { ST_FREE = 0, ST_WRITING = 1, ST_READY = 2, ST_READING = 3 };
-#define LAP_MASK 0x3FFFFFFFu
-#define SLOT_WORD(lap, st) ((((lap) & LAP_MASK) << 2) | (uint32_t)(st))
-
-#define WAIT_SLICE_NS 100000000ll /* a futex wait never sleeps longer than 100 ms */
+/* ---- layout: every protocol number comes from gobatch_protocol.h, which `go generate ./ring`
+ * writes from package ring (held to docs/PROTOCOL.md by ring's tests); none is written here. */
+#define SLOT_WORD(lap, st) ((((lap) & GB_LAP_MASK) << GB_SLOT_STATE_BITS) | (uint32_t)(st))
+#define TENSOR_FIELD(t, field) (GB_TENSOR_BASE + GB_TENSOR_STRIDE * (t) + (field))
+#define ENTRY_FIELD(e, field) (GB_REGISTRY_BASE + GB_REGISTRY_STRIDE * (e) + (field))
 
 struct gb_ring {
     unsigned char *base; /* control mapping: header and slot headers, read-write */
@@ -190,9 +154,9 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
         snprintf(err, errlen, "fstat of the ring segment failed: %s", strerror(errno));
         return NULL;
     }
-    if (st.st_size < (off_t)HEADER_BYTES) {
+    if (st.st_size < (off_t)GB_HEADER_BYTES) {
         snprintf(err, errlen, "not a gobatch segment: too small (%lld bytes, a ring has at least %u)",
-                 (long long)st.st_size, HEADER_BYTES);
+                 (long long)st.st_size, GB_HEADER_BYTES);
         return NULL;
     }
     gb_ring *r = calloc(1, sizeof *r);
@@ -206,7 +170,7 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
         free(r);
         return NULL;
     }
-    void *p = mmap(NULL, HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    void *p = mmap(NULL, GB_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
     if (p == MAP_FAILED) {
         snprintf(err, errlen, "mmap of the ring header failed: %s", strerror(errno));
         close(r->fd);
@@ -214,7 +178,7 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
         return NULL;
     }
     r->base = p;
-    r->map_len = HEADER_BYTES;
+    r->map_len = GB_HEADER_BYTES;
     r->g.file_bytes = (uint64_t)st.st_size;
     r->owner_pid = getpid();
     return r;
@@ -222,21 +186,21 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
 
 /* Step 2. Returns GB_OK or GB_EPROTO with the field and both values named. */
 static int check_identity(gb_ring *r) {
-    uint64_t magic = ld64(r, H_MAGIC);
-    if (magic != MAGIC)
+    uint64_t magic = ld64(r, GB_H_MAGIC);
+    if (magic != GB_MAGIC)
         return fail(r, GB_EPROTO, "not a gobatch segment: magic 0x%016llx, expected 0x%016llx",
-                    (unsigned long long)magic, (unsigned long long)MAGIC);
+                    (unsigned long long)magic, (unsigned long long)GB_MAGIC);
     static const struct { const char *name; size_t off; uint32_t want; } f[] = {
-        {"layout_version", H_LAYOUT_VERSION, GB_LAYOUT_VERSION},
-        {"header_bytes", H_HEADER_BYTES, HEADER_BYTES},
-        {"slot_header_bytes", H_SLOT_HEADER_BYTES, SLOT_HEADER_BYTES},
-        {"endian_check", H_ENDIAN_CHECK, ENDIAN_CHECK},
-        {"word_bytes", H_WORD_BYTES, WORD_BYTES},
+        {"layout_version", GB_H_LAYOUT_VERSION, GB_LAYOUT_VERSION},
+        {"header_bytes", GB_H_HEADER_BYTES, GB_HEADER_BYTES},
+        {"slot_header_bytes", GB_H_SLOT_HEADER_BYTES, GB_SLOT_HEADER_BYTES},
+        {"endian_check", GB_H_ENDIAN_CHECK, GB_ENDIAN_CHECK},
+        {"word_bytes", GB_H_WORD_BYTES, GB_WORD_BYTES},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         uint32_t v = ld32(r, f[i].off);
         if (v != f[i].want) {
-            if (f[i].off == H_ENDIAN_CHECK)
+            if (f[i].off == GB_H_ENDIAN_CHECK)
                 return fail(r, GB_EPROTO, "incompatible gobatch ring: endian_check 0x%08x, this build reads 0x%08x",
                             v, f[i].want);
             return fail(r, GB_EPROTO, "incompatible gobatch ring: %s %u, this build reads %u", f[i].name, v,
@@ -246,7 +210,7 @@ static int check_identity(gb_ring *r) {
     return GB_OK;
 }
 
-static const uint32_t itemsize[13] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
+static const uint32_t itemsize[GB_DTYPE_MAX + 1] = GB_DTYPE_ITEMSIZES; /* by dtype code */
 
 static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
@@ -254,41 +218,41 @@ static bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_ad
 /* Step 4, after the acquire load of state == READY. Copies the geometry into r->g. */
 static int check_geometry(gb_ring *r) {
     gb_geometry *g = &r->g;
-    g->segment_bytes = ld64(r, H_SEGMENT_BYTES);
-    g->slot_count = ld32(r, H_SLOT_COUNT);
-    g->tensor_count = ld32(r, H_TENSOR_COUNT);
-    g->slot_stride = ld64(r, H_SLOT_STRIDE);
-    g->slot_bytes = ld64(r, H_SLOT_BYTES);
-    g->payload_offset = ld64(r, H_PAYLOAD_OFFSET);
-    uint64_t sho = ld64(r, H_SLOT_HEADERS_OFFSET);
-    g->start_batch = ld64(r, H_START_BATCH);
-    g->total_batches = ld64(r, H_TOTAL_BATCHES);
-    g->batch_size = ld32(r, H_BATCH_SIZE);
-    g->payload_align = ld32(r, H_PAYLOAD_ALIGN);
-    g->nonce = ld64(r, H_NONCE);
-    g->creator_pid = ld32(r, H_CREATOR_PID);
-    g->creator_flags = ld32(r, H_CREATOR_FLAGS);
-    g->creator_starttime = ld64(r, H_CREATOR_STARTTIME);
+    g->segment_bytes = ld64(r, GB_H_SEGMENT_BYTES);
+    g->slot_count = ld32(r, GB_H_SLOT_COUNT);
+    g->tensor_count = ld32(r, GB_H_TENSOR_COUNT);
+    g->slot_stride = ld64(r, GB_H_SLOT_STRIDE);
+    g->slot_bytes = ld64(r, GB_H_SLOT_BYTES);
+    g->payload_offset = ld64(r, GB_H_PAYLOAD_OFFSET);
+    uint64_t sho = ld64(r, GB_H_SLOT_HEADERS_OFFSET);
+    g->start_batch = ld64(r, GB_H_START_BATCH);
+    g->total_batches = ld64(r, GB_H_TOTAL_BATCHES);
+    g->batch_size = ld32(r, GB_H_BATCH_SIZE);
+    g->payload_align = ld32(r, GB_H_PAYLOAD_ALIGN);
+    g->nonce = ld64(r, GB_H_NONCE);
+    g->creator_pid = ld32(r, GB_H_CREATOR_PID);
+    g->creator_flags = ld32(r, GB_H_CREATOR_FLAGS);
+    g->creator_starttime = ld64(r, GB_H_CREATOR_STARTTIME);
     struct stat st;
     if (fstat(r->fd, &st) != 0) return fail(r, GB_ESYS, "fstat of the ring segment failed: %s", strerror(errno));
     g->file_bytes = (uint64_t)st.st_size;
 
 #define BAD(...) fail(r, GB_EPROTO, "corrupt gobatch ring: " __VA_ARGS__)
-    if (g->slot_count < 1 || g->slot_count > MAX_SLOTS)
-        return BAD("slot_count %u (must be 1 .. %u)", g->slot_count, MAX_SLOTS);
+    if (g->slot_count < 1 || g->slot_count > GB_MAX_SLOTS)
+        return BAD("slot_count %u (must be 1 .. %u)", g->slot_count, GB_MAX_SLOTS);
     if (g->tensor_count < 1 || g->tensor_count > GB_MAX_TENSORS)
         return BAD("tensor_count %u (must be 1 .. %u)", g->tensor_count, GB_MAX_TENSORS);
-    if (g->payload_align != 4096u && g->payload_align != 2097152u)
-        return BAD("payload_align %u (must be 4096 or 2097152)", g->payload_align);
+    if (g->payload_align != GB_SMALL_ALIGN && g->payload_align != GB_HUGE_ALIGN)
+        return BAD("payload_align %u (must be %u or %u)", g->payload_align, GB_SMALL_ALIGN, GB_HUGE_ALIGN);
     if (g->payload_offset % g->payload_align)
         return BAD("payload_offset %llu is not a multiple of payload_align %u",
                    (unsigned long long)g->payload_offset, g->payload_align);
     if (g->slot_stride % g->payload_align)
         return BAD("slot_stride %llu is not a multiple of payload_align %u", (unsigned long long)g->slot_stride,
                    g->payload_align);
-    if (sho != HEADER_BYTES)
-        return BAD("slot_headers_offset %llu (must be %u)", (unsigned long long)sho, HEADER_BYTES);
-    uint64_t headers_end = sho + (uint64_t)g->slot_count * SLOT_HEADER_BYTES;
+    if (sho != GB_HEADER_BYTES)
+        return BAD("slot_headers_offset %llu (must be %u)", (unsigned long long)sho, GB_HEADER_BYTES);
+    uint64_t headers_end = sho + (uint64_t)g->slot_count * GB_SLOT_HEADER_BYTES;
     if (g->payload_offset < headers_end)
         return BAD("payload_offset %llu is below the end of the slot headers %llu",
                    (unsigned long long)g->payload_offset, (unsigned long long)headers_end);
@@ -306,39 +270,42 @@ static int check_geometry(gb_ring *r) {
                    (unsigned long long)g->segment_bytes);
 
     for (uint32_t t = 0; t < g->tensor_count; t++) {
-        const unsigned char *d = r->base + H_TENSORS + 128u * t;
+        const unsigned char *d = r->base + TENSOR_FIELD(t, 0);
         gb_tensor *x = &r->tensors[t];
         memset(x, 0, sizeof *x);
         size_t len = 0;
-        while (len < 32 && d[T_NAME + len]) len++;
-        if (len == 0 || len > 31) return BAD("tensor %u: name is %s", t, len ? "not NUL-terminated" : "empty");
+        while (len < GB_TENSOR_NAME_BYTES && d[GB_T_NAME + len]) len++;
+        if (len == 0 || len > GB_MAX_TENSOR_NAME) return BAD("tensor %u: name is %s", t, len ? "not NUL-terminated" : "empty");
         for (size_t k = 0; k < len; k++) {
-            unsigned char c = d[T_NAME + k];
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
-                return BAD("tensor %u: name has byte 0x%02x at %zu (allowed: A-Z a-z 0-9 _)", t, c, k);
+            unsigned char c = d[GB_T_NAME + k];
+            if (!GB_TENSOR_NAME_CHAR(c))
+                return BAD("tensor %u: name has byte 0x%02x at %zu (allowed: " GB_TENSOR_NAME_CHARS ")", t, c, k);
         }
-        for (size_t k = len; k < 32; k++)
-            if (d[T_NAME + k]) return BAD("tensor %u: name padding is not NUL", t);
-        memcpy(x->name, d + T_NAME, len);
+        for (size_t k = len; k < GB_TENSOR_NAME_BYTES; k++)
+            if (d[GB_T_NAME + k]) return BAD("tensor %u: name padding is not NUL", t);
+        memcpy(x->name, d + GB_T_NAME, len);
         for (uint32_t u = 0; u < t; u++)
             if (strcmp(r->tensors[u].name, x->name) == 0)
                 return BAD("tensor %u: name '%s' repeats tensor %u", t, x->name, u);
-        x->dtype = ld32(r, H_TENSORS + 128u * t + T_DTYPE);
-        x->ndim = ld32(r, H_TENSORS + 128u * t + T_NDIM);
-        x->offset = ld64(r, H_TENSORS + 128u * t + T_OFFSET);
-        x->nbytes = ld64(r, H_TENSORS + 128u * t + T_NBYTES);
-        if (x->dtype < 1 || x->dtype > 12) return BAD("tensor '%s': dtype code %u (must be 1 .. 12)", x->name, x->dtype);
+        x->dtype = ld32(r, TENSOR_FIELD(t, GB_T_DTYPE));
+        x->ndim = ld32(r, TENSOR_FIELD(t, GB_T_NDIM));
+        x->offset = ld64(r, TENSOR_FIELD(t, GB_T_OFFSET));
+        x->nbytes = ld64(r, TENSOR_FIELD(t, GB_T_NBYTES));
+        if (x->dtype < GB_DTYPE_MIN || x->dtype > GB_DTYPE_MAX)
+            return BAD("tensor '%s': dtype code %u (must be %u .. %u)", x->name, x->dtype, GB_DTYPE_MIN, GB_DTYPE_MAX);
         if (x->ndim < 1 || x->ndim > GB_MAX_DIMS)
             return BAD("tensor '%s': ndim %u (must be 1 .. %u)", x->name, x->ndim, GB_MAX_DIMS);
         uint64_t n = itemsize[x->dtype];
         bool ok = true;
         for (uint32_t k = 0; k < GB_MAX_DIMS; k++) {
-            x->shape[k] = ld64(r, H_TENSORS + 128u * t + T_SHAPE + 8u * k);
+            x->shape[k] = ld64(r, TENSOR_FIELD(t, GB_T_SHAPE) + sizeof(uint64_t) * k);
             if (k < x->ndim) ok = ok && mul_ok(n, x->shape[k], &n);
         }
         if (!ok || n != x->nbytes)
             return BAD("tensor '%s': nbytes %llu != product(shape) x itemsize", x->name, (unsigned long long)x->nbytes);
-        if (x->offset % 64) return BAD("tensor '%s': offset %llu is not a multiple of 64", x->name, (unsigned long long)x->offset);
+        if (x->offset % GB_TENSOR_ALIGN)
+            return BAD("tensor '%s': offset %llu is not a multiple of %u", x->name, (unsigned long long)x->offset,
+                       GB_TENSOR_ALIGN);
         uint64_t end;
         if (!add_ok(x->offset, x->nbytes, &end) || end > g->slot_bytes)
             return BAD("tensor '%s': offset %llu + nbytes %llu exceeds slot_bytes %llu", x->name,
@@ -355,7 +322,7 @@ static int check_geometry(gb_ring *r) {
 
 /* Maps the header and every slot header (the control region), replacing the header mapping. */
 static int map_control(gb_ring *r) {
-    size_t len = HEADER_BYTES + (size_t)r->g.slot_count * SLOT_HEADER_BYTES; /* <= payload_offset <= file size */
+    size_t len = GB_HEADER_BYTES + (size_t)r->g.slot_count * GB_SLOT_HEADER_BYTES; /* <= payload_offset <= file size */
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
     if (p == MAP_FAILED) return fail(r, GB_ESYS, "mmap of the ring's slot headers failed: %s", strerror(errno));
     munmap(r->base, r->map_len);
@@ -368,11 +335,11 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
     if (!r) return GB_ECLOSED;
     if (r->ready) return GB_OK;
     int64_t deadline = now_ns() + (int64_t)(budget_ms > 0 ? budget_ms : 0) * 1000000ll;
-    _Atomic uint32_t *state = a32(r, H_STATE);
+    _Atomic uint32_t *state = a32(r, GB_H_STATE);
     for (;;) {
         uint32_t s = atomic_load_explicit(state, memory_order_seq_cst);
-        uint64_t magic = ld64(r, H_MAGIC);
-        if (s == RING_READY) {
+        uint64_t magic = ld64(r, GB_H_MAGIC);
+        if (s == GB_RING_READY) {
             int rc = check_identity(r);
             if (rc == GB_OK) rc = check_geometry(r);
             if (rc == GB_OK) rc = map_control(r);
@@ -389,13 +356,13 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
             int rc = check_identity(r);
             if (rc != GB_OK) return rc;
         }
-        if (s != RING_INITIALISING)
+        if (s != GB_RING_INITIALISING)
             return fail(r, GB_EPROTO, "corrupt gobatch ring: state %u (must be 0 INITIALISING or 1 READY)", s);
-        if (magic == MAGIC) {
-            uint32_t pid = ld32(r, H_CREATOR_PID);
-            uint64_t start = ld64(r, H_CREATOR_STARTTIME);
+        if (magic == GB_MAGIC) {
+            uint32_t pid = ld32(r, GB_H_CREATOR_PID);
+            uint64_t start = ld64(r, GB_H_CREATOR_STARTTIME);
             if (pid != 0 && start != 0 && !gb_process_alive(pid, start) &&
-                atomic_load_explicit(state, memory_order_seq_cst) != RING_READY)
+                atomic_load_explicit(state, memory_order_seq_cst) != GB_RING_READY)
                 return fail(r, GB_ECREATOR, "the ring's creator (pid %u) died before the ring became ready", pid);
         }
         int64_t left = deadline - now_ns();
@@ -413,16 +380,16 @@ int gb_register(gb_ring *r) {
     pid_t self = getpid();
     uint64_t start = gb_process_starttime((uint32_t)self);
     if (start == 0) return fail(r, GB_ESYS, "cannot read /proc/%d/stat for this process's start time", (int)self);
-    uint32_t expect = CONSUMER_NONE;
-    if (!atomic_compare_exchange_strong_explicit(a32(r, H_CONSUMER_STATE), &expect, CONSUMER_CLAIMING,
+    uint32_t expect = GB_CONSUMER_NONE;
+    if (!atomic_compare_exchange_strong_explicit(a32(r, GB_H_CONSUMER_STATE), &expect, GB_CONSUMER_CLAIMING,
                                                  memory_order_seq_cst, memory_order_seq_cst)) {
-        static const char *names[] = {"NONE", "CLAIMING", "ATTACHED", "CLOSED"};
-        return fail(r, GB_EBUSY, "the ring already has a consumer, pid %u (consumer_state %s)", ld32(r, H_CONSUMER_PID),
-                    expect < 4 ? names[expect] : "?");
+        static const char *names[] = GB_CONSUMER_NAMES;
+        return fail(r, GB_EBUSY, "the ring already has a consumer, pid %u (consumer_state %s)", ld32(r, GB_H_CONSUMER_PID),
+                    expect < sizeof names / sizeof names[0] ? names[expect] : "?");
     }
-    atomic_store_explicit(a32(r, H_CONSUMER_PID), (uint32_t)self, memory_order_relaxed);
-    atomic_store_explicit(a64(r, H_CONSUMER_STARTTIME), start, memory_order_relaxed);
-    atomic_store_explicit(a32(r, H_CONSUMER_STATE), CONSUMER_ATTACHED, memory_order_seq_cst);
+    atomic_store_explicit(a32(r, GB_H_CONSUMER_PID), (uint32_t)self, memory_order_relaxed);
+    atomic_store_explicit(a64(r, GB_H_CONSUMER_STARTTIME), start, memory_order_relaxed);
+    atomic_store_explicit(a32(r, GB_H_CONSUMER_STATE), GB_CONSUMER_ATTACHED, memory_order_seq_cst);
     r->registered = true;
     r->owner_pid = self;
     r->j = 0;
@@ -432,32 +399,32 @@ int gb_register(gb_ring *r) {
 /* ---- consuming (sections 3.3 - 3.5) ---- */
 
 static _Atomic uint32_t *slot_word(const gb_ring *r, uint32_t slot, size_t off) {
-    return a32(r, HEADER_BYTES + (size_t)slot * SLOT_HEADER_BYTES + off);
+    return a32(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + off);
 }
 
 static void release_held(gb_ring *r) {
     if (!r->held) return;
-    atomic_fetch_add_explicit(a64(r, H_BATCHES_READ), 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(a64(r, H_BYTES_READ), r->g.slot_bytes, memory_order_relaxed);
-    _Atomic uint32_t *w = slot_word(r, r->held_slot, S_STATE);
-    atomic_store_explicit(w, SLOT_WORD(r->held_lap + 1, ST_FREE), memory_order_seq_cst);
-    if (atomic_load_explicit(slot_word(r, r->held_slot, S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
+    atomic_fetch_add_explicit(a64(r, GB_H_BATCHES_READ), 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(a64(r, GB_H_BYTES_READ), r->g.slot_bytes, memory_order_relaxed);
+    _Atomic uint32_t *w = slot_word(r, r->held_slot, GB_S_STATE);
+    atomic_store_explicit(w, SLOT_WORD(r->held_lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
+    if (atomic_load_explicit(slot_word(r, r->held_slot, GB_S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
     r->held = false;
     r->j++;
 }
 
 /* 3.5 step 1: a published error record fails the wait. GB_OK when there is none. */
 static int error_check(gb_ring *r) {
-    if (atomic_load_explicit(a32(r, H_ERROR_STATE), memory_order_seq_cst) == ERR_SET) {
-        uint32_t len = ld32(r, H_ERROR_LEN);
-        uint32_t who = ld32(r, H_ERROR_PRODUCER);
-        if (len > ERROR_TEXT_MAX) len = ERROR_TEXT_MAX;
-        char text[ERROR_TEXT_MAX + 1];
-        memcpy(text, r->base + H_ERROR_TEXT, len);
+    if (atomic_load_explicit(a32(r, GB_H_ERROR_STATE), memory_order_seq_cst) == GB_ERROR_SET) {
+        uint32_t len = ld32(r, GB_H_ERROR_LEN);
+        uint32_t who = ld32(r, GB_H_ERROR_PRODUCER);
+        if (len > GB_MAX_ERROR_TEXT) len = GB_MAX_ERROR_TEXT;
+        char text[GB_MAX_ERROR_TEXT + 1];
+        memcpy(text, r->base + GB_H_ERROR_TEXT, len);
         text[len] = 0;
-        if (who >= 1 && who <= REGISTRY_ENTRIES)
+        if (who >= 1 && who <= GB_MAX_PRODUCERS)
             return fail(r, GB_EPRODUCER, "producer pid %u failed: %s",
-                        ld32(r, H_REGISTRY + 64u * (who - 1) + R_PID), text);
+                        ld32(r, ENTRY_FIELD(who - 1, GB_R_PID)), text);
         return fail(r, GB_EPRODUCER, "a producer failed: %s", text);
     }
     return GB_OK;
@@ -468,17 +435,17 @@ static int liveness_checks(gb_ring *r) {
     int rc = error_check(r);
     if (rc != GB_OK) return rc;
     bool any_live = false;
-    for (uint32_t e = 0; e < REGISTRY_ENTRIES; e++) {
-        size_t off = H_REGISTRY + 64u * e;
-        uint32_t st = atomic_load_explicit(a32(r, off + R_STATE), memory_order_seq_cst);
-        if (st != PROD_ACTIVE && st != PROD_CLAIMING) continue;
+    for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
+        size_t off = ENTRY_FIELD(e, 0);
+        uint32_t st = atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst);
+        if (st != GB_ENTRY_ACTIVE && st != GB_ENTRY_CLAIMING) continue;
         any_live = true;
-        uint32_t pid = atomic_load_explicit(a32(r, off + R_PID), memory_order_seq_cst);
-        uint64_t start = atomic_load_explicit(a64(r, off + R_STARTTIME), memory_order_seq_cst);
+        uint32_t pid = atomic_load_explicit(a32(r, off + GB_R_PID), memory_order_seq_cst);
+        uint64_t start = atomic_load_explicit(a64(r, off + GB_R_STARTTIME), memory_order_seq_cst);
         /* A CLAIMING entry may not have its pid and start time written yet: judge it once both are. */
-        if (st == PROD_CLAIMING && (pid == 0 || start == 0)) continue;
+        if (st == GB_ENTRY_CLAIMING && (pid == 0 || start == 0)) continue;
         if (!gb_process_alive(pid, start) &&
-            atomic_load_explicit(a32(r, off + R_STATE), memory_order_seq_cst) == st)
+            atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst) == st)
             return fail(r, GB_EDEAD, "producer pid %u died", pid);
     }
     if (!any_live) {
@@ -489,14 +456,14 @@ static int liveness_checks(gb_ring *r) {
         return fail(r, GB_ETRUNC, "all producers finished before batch %llu",
                     (unsigned long long)(r->g.start_batch + r->j));
     }
-    atomic_fetch_add_explicit(a64(r, H_CONSUMER_HEARTBEAT), 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(a64(r, GB_H_CONSUMER_HEARTBEAT), 1, memory_order_relaxed);
     return GB_OK;
 }
 
 static int bad_slot_state(gb_ring *r, uint32_t slot, uint32_t v, uint32_t lap) {
-    static const char *st[] = {"FREE", "WRITING", "READY", "READING"};
+    static const char *st[] = GB_SLOT_NAMES;
     return fail(r, GB_EPROTO, "protocol error: slot %u is %s(lap %u) while the consumer waits for batch %llu (READY(lap %u))",
-                slot, st[v & 3], v >> 2, (unsigned long long)(r->g.start_batch + r->j), lap);
+                slot, st[v & GB_SLOT_STATE_MASK], v >> GB_SLOT_STATE_BITS, (unsigned long long)(r->g.start_batch + r->j), lap);
 }
 
 int gb_next(gb_ring *r, int budget_ms) {
@@ -507,11 +474,11 @@ int gb_next(gb_ring *r, int budget_ms) {
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
 
     uint32_t slot = (uint32_t)(r->j % r->g.slot_count);
-    uint32_t lap = (uint32_t)((r->j / r->g.slot_count) & LAP_MASK);
-    uint32_t want = SLOT_WORD(lap, ST_READY);
-    uint32_t free_now = SLOT_WORD(lap, ST_FREE), writing = SLOT_WORD(lap, ST_WRITING);
-    _Atomic uint32_t *w = slot_word(r, slot, S_STATE);
-    _Atomic uint32_t *waiters = slot_word(r, slot, S_WAITERS);
+    uint32_t lap = (uint32_t)((r->j / r->g.slot_count) & GB_LAP_MASK);
+    uint32_t want = SLOT_WORD(lap, GB_SLOT_READY);
+    uint32_t free_now = SLOT_WORD(lap, GB_SLOT_FREE), writing = SLOT_WORD(lap, GB_SLOT_WRITING);
+    _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
+    _Atomic uint32_t *waiters = slot_word(r, slot, GB_S_WAITERS);
 
     uint32_t v = atomic_load_explicit(w, memory_order_seq_cst);
     if (v != want) {
@@ -527,7 +494,7 @@ int gb_next(gb_ring *r, int budget_ms) {
             bool interrupted = false;
             atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
             v = atomic_load_explicit(w, memory_order_seq_cst);
-            if (v != want && left > 0) interrupted = futex_wait(w, v, left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS);
+            if (v != want && left > 0) interrupted = futex_wait(w, v, left < GB_WAIT_SLICE_NS ? left : GB_WAIT_SLICE_NS);
             atomic_fetch_sub_explicit(waiters, 1, memory_order_seq_cst);
             v = atomic_load_explicit(w, memory_order_seq_cst);
             if (v == want) {
@@ -547,15 +514,15 @@ int gb_next(gb_ring *r, int budget_ms) {
                 break;
             }
         }
-        atomic_fetch_add_explicit(a64(r, H_CONSUMER_WAIT_NS), (uint64_t)(now_ns() - t0), memory_order_relaxed);
+        atomic_fetch_add_explicit(a64(r, GB_H_CONSUMER_WAIT_NS), (uint64_t)(now_ns() - t0), memory_order_relaxed);
         if (rc != GB_OK) return rc;
     }
     /* v == READY(lap), loaded seq_cst (an acquire): the payload and seq are visible. */
-    atomic_store_explicit(w, SLOT_WORD(lap, ST_READING), memory_order_seq_cst);
+    atomic_store_explicit(w, SLOT_WORD(lap, GB_SLOT_READING), memory_order_seq_cst);
     r->held = true;
     r->held_slot = slot;
     r->held_lap = lap;
-    uint64_t seq = atomic_load_explicit(a64(r, HEADER_BYTES + (size_t)slot * SLOT_HEADER_BYTES + S_SEQ),
+    uint64_t seq = atomic_load_explicit(a64(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + GB_S_SEQ),
                                         memory_order_relaxed);
     if (seq != r->g.start_batch + r->j)
         return fail(r, GB_EPROTO, "protocol error: slot %u holds batch %llu, expected batch %llu", slot,
@@ -582,8 +549,8 @@ void gb_close(gb_ring *r) {
     if (!r) return;
     if (r->registered && getpid() == r->owner_pid) {
         release_held(r);
-        atomic_store_explicit(a32(r, H_CONSUMER_STATE), CONSUMER_CLOSED, memory_order_seq_cst);
-        for (uint32_t s = 0; s < r->g.slot_count; s++) futex_wake_all(slot_word(r, s, S_STATE));
+        atomic_store_explicit(a32(r, GB_H_CONSUMER_STATE), GB_CONSUMER_CLOSED, memory_order_seq_cst);
+        for (uint32_t s = 0; s < r->g.slot_count; s++) futex_wake_all(slot_word(r, s, GB_S_STATE));
     }
     gb_discard(r);
 }
@@ -605,26 +572,26 @@ int gb_tensor_get(const gb_ring *r, uint32_t index, gb_tensor *out) {
 int gb_stats(gb_ring *r, gb_stats_t *out) {
     if (!r || !r->ready) return GB_ECLOSED;
     memset(out, 0, sizeof *out);
-    out->batches_written = ld64(r, H_BATCHES_WRITTEN);
-    out->bytes_written = ld64(r, H_BYTES_WRITTEN);
-    out->producer_wait_ns = ld64(r, H_PRODUCER_WAIT_NS);
-    out->producer_busy_ns = ld64(r, H_PRODUCER_BUSY_NS);
-    out->batches_read = ld64(r, H_BATCHES_READ);
-    out->consumer_wait_ns = ld64(r, H_CONSUMER_WAIT_NS);
-    out->bytes_read = ld64(r, H_BYTES_READ);
-    out->consumer_heartbeat = ld64(r, H_CONSUMER_HEARTBEAT);
+    out->batches_written = ld64(r, GB_H_BATCHES_WRITTEN);
+    out->bytes_written = ld64(r, GB_H_BYTES_WRITTEN);
+    out->producer_wait_ns = ld64(r, GB_H_PRODUCER_WAIT_NS);
+    out->producer_busy_ns = ld64(r, GB_H_PRODUCER_BUSY_NS);
+    out->batches_read = ld64(r, GB_H_BATCHES_READ);
+    out->consumer_wait_ns = ld64(r, GB_H_CONSUMER_WAIT_NS);
+    out->bytes_read = ld64(r, GB_H_BYTES_READ);
+    out->consumer_heartbeat = ld64(r, GB_H_CONSUMER_HEARTBEAT);
     out->next_index = r->g.start_batch + r->j + (r->held ? 1 : 0);
-    out->cache_hits = ld64(r, H_CACHE_HITS);
-    out->cache_misses = ld64(r, H_CACHE_MISSES);
-    out->cache_evictions = ld64(r, H_CACHE_EVICTIONS);
-    out->cache_bytes = ld64(r, H_CACHE_BYTES);
-    out->cache_budget = ld64(r, H_CACHE_BUDGET);
-    out->segments_sum = ld64(r, H_SEGMENTS_SUM);
-    out->segments_batches = ld64(r, H_SEGMENTS_BATCHES);
-    for (uint32_t e = 0; e < REGISTRY_ENTRIES; e++) {
-        uint32_t st = atomic_load_explicit(a32(r, H_REGISTRY + 64u * e + R_STATE), memory_order_seq_cst);
-        if (st != PROD_FREE) out->producers_total++;
-        if (st == PROD_ACTIVE || st == PROD_CLAIMING) out->producers_active++;
+    out->cache_hits = ld64(r, GB_H_CACHE_HITS);
+    out->cache_misses = ld64(r, GB_H_CACHE_MISSES);
+    out->cache_evictions = ld64(r, GB_H_CACHE_EVICTIONS);
+    out->cache_bytes = ld64(r, GB_H_CACHE_BYTES);
+    out->cache_budget = ld64(r, GB_H_CACHE_BUDGET);
+    out->segments_sum = ld64(r, GB_H_SEGMENTS_SUM);
+    out->segments_batches = ld64(r, GB_H_SEGMENTS_BATCHES);
+    for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
+        uint32_t st = atomic_load_explicit(a32(r, ENTRY_FIELD(e, GB_R_STATE)), memory_order_seq_cst);
+        if (st != GB_ENTRY_FREE) out->producers_total++;
+        if (st == GB_ENTRY_ACTIVE || st == GB_ENTRY_CLAIMING) out->producers_active++;
     }
     return GB_OK;
 }

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_LAYOUT_VERSION 1u
-#define GB_MAX_TENSORS 32u
-#define GB_MAX_DIMS 8u
+/* The protocol's numbers (GB_LAYOUT_VERSION, GB_MAX_TENSORS, GB_MAX_DIMS, offsets, states,
+ * dtype codes), generated from package ring by `go generate ./ring`. */
+#include "gobatch_protocol.h"
 
 /* Return codes. gb_next returns a slot index (>= 0) on success. */
 enum {
@@ -60,7 +60,7 @@ typedef struct gb_geometry {
 
 /* One validated tensor descriptor (section 2.7); name is NUL-terminated. */
 typedef struct gb_tensor {
-    char name[32];
+    char name[GB_TENSOR_NAME_BYTES];
     uint32_t dtype;
     uint32_t ndim;
     uint64_t shape[GB_MAX_DIMS];

@@ -2,7 +2,11 @@
 // layout version 1): layout computation and validation, the creator's initialisation, the
 // attacher's checks, producers, a consumer, futex waits, liveness and the error record.
 //
-// The C consumer in pybind/ implements the same document; the two share no code.
+// The C consumer in pybind/ implements the same document; the two share no code, only the
+// numbers: Spec lists this package's constants as data, its tests hold them to the document,
+// and `go generate ./ring` (internal/protogen) writes pybind/gobatch_protocol.h and
+// python/gobatch/_protocol.py from them. The limits and the tensor name rule (MaxSlots,
+// MaxTensors, MaxDims, ValidateTensorName) are declared here only; config refers to them.
 //
 // A ring lives in memory mapped by package shm:
 //
@@ -17,7 +21,8 @@
 //	}
 //
 // An attacher maps the whole file and calls Open, which validates every field before it
-// uses an offset. A joining producer checks Compatible and calls NewProducer; a consumer
+// uses an offset. A joining producer asks JoinLayout (the whole --join decision: tensor
+// table, slots, batch size, start, stream end) and calls NewProducer; a consumer
 // calls NewConsumer, then Next / Release in a loop and Close.
 //
 // Claim takes a batch number with one fetch-add and waits on that batch's slot; it holds no

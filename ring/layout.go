@@ -17,6 +17,8 @@ const (
 	MaxSlots               = 1024
 	MaxTensors             = 32
 	MaxDims                = 8
+	MaxTensorName          = 31 // bytes of a tensor name; the descriptor's name field is one more (NUL)
+	TensorNameBytes        = MaxTensorName + 1
 	MaxProducers           = 32
 	MaxErrorText           = 1024
 	TensorAlign            = 64
@@ -24,7 +26,12 @@ const (
 	HugeAlign              = 2 << 20
 	lapBits                = 30
 	lapMask         uint32 = 1<<lapBits - 1
+	slotStateBits          = 2 // a slot word is (lap << slotStateBits) | st
+	slotStateMask   uint32 = 1<<slotStateBits - 1
 )
+
+// creator_flags bits (offset 116).
+const creatorNamed uint32 = 1 // bit 0: a named segment (else a memfd)
 
 // Header field offsets (PROTOCOL.md section 2).
 const (
@@ -148,7 +155,7 @@ const (
 	errSet     uint32 = 2
 )
 
-func slotWord(lap, st uint32) uint32 { return (lap&lapMask)<<2 | st }
+func slotWord(lap, st uint32) uint32 { return (lap&lapMask)<<slotStateBits | st }
 
 // DType is a tensor element type code of PROTOCOL.md section 2.7.
 type DType uint32
@@ -229,9 +236,16 @@ type Layout struct {
 // them cannot overflow int64 (2^52 bytes = 4 PiB, far beyond any machine's shared memory).
 const maxSegment = 1 << 52
 
-func validTensorName(s string) error {
-	if len(s) < 1 || len(s) > 31 {
-		return fmt.Errorf("name %q: length %d, want 1 to 31 bytes", s, len(s))
+// TensorNameRule says in words what ValidateTensorName accepts (PROTOCOL.md 2.7), for
+// messages of callers that validate names before a layout exists (config).
+const TensorNameRule = "1 to 31 characters of [A-Za-z0-9_]"
+
+// ValidateTensorName checks a tensor name against PROTOCOL.md 2.7: 1 to MaxTensorName bytes of
+// [A-Za-z0-9_]. It is the only implementation of the rule; config and the generated C and
+// Python tables (ring/internal/protogen) derive theirs from it.
+func ValidateTensorName(s string) error {
+	if len(s) < 1 || len(s) > MaxTensorName {
+		return fmt.Errorf("name %q: length %d, want 1 to %d bytes", s, len(s), MaxTensorName)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -256,7 +270,7 @@ func (l Layout) Validate() error {
 	seen := make(map[string]bool, len(l.Tensors))
 	var total uint64
 	for i, t := range l.Tensors {
-		if err := validTensorName(t.Name); err != nil {
+		if err := ValidateTensorName(t.Name); err != nil {
 			return fmt.Errorf("ring layout: tensor %d: %w", i, err)
 		}
 		if seen[t.Name] {

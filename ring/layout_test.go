@@ -15,17 +15,23 @@ type docField struct {
 	typ string
 }
 
-// readProtocolTables parses the field tables of docs/PROTOCOL.md, keyed by section
-// ("2" for the header, "2.6" registry entry, "2.7" tensor descriptor, "3" slot header).
-func readProtocolTables(t *testing.T) map[string]map[string]docField {
+// docRow is one row of a field table of docs/PROTOCOL.md, with its section ("2" for the header,
+// "2.6" registry entry, "2.7" tensor descriptor, "3" slot header).
+type docRow struct {
+	section, name, meaning string
+	field                  docField
+}
+
+// protocolRows parses the field tables of docs/PROTOCOL.md.
+func protocolRows(t *testing.T) []docRow {
 	t.Helper()
 	f, err := os.Open("../docs/PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	row := regexp.MustCompile("^\\| (\\d+) \\| ([a-z0-9\\[\\]]+) \\| `([a-z_0-9]+)`[^|]*\\|")
-	out := map[string]map[string]docField{}
+	row := regexp.MustCompile("^\\| (\\d+) \\| ([a-z0-9\\[\\]]+) \\| `([a-z_0-9]+)`[^|]*\\|(?: ([^|]*) \\|)?")
+	var out []docRow
 	section := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -47,53 +53,35 @@ func readProtocolTables(t *testing.T) map[string]map[string]docField {
 			continue
 		}
 		off, _ := strconv.Atoi(m[1])
-		if out[section] == nil {
-			out[section] = map[string]docField{}
-		}
-		out[section][m[3]] = docField{off, m[2]}
+		out = append(out, docRow{section: section, name: m[3], meaning: strings.TrimSpace(m[4]), field: docField{off, m[2]}})
 	}
 	return out
 }
 
-// TestOffsetsMatchProtocol holds every field offset of the code to docs/PROTOCOL.md, in both
+// readProtocolTables returns the field tables of docs/PROTOCOL.md keyed by section and field.
+func readProtocolTables(t *testing.T) map[string]map[string]docField {
+	t.Helper()
+	out := map[string]map[string]docField{}
+	for _, r := range protocolRows(t) {
+		if out[r.section] == nil {
+			out[r.section] = map[string]docField{}
+		}
+		out[r.section][r.name] = r.field
+	}
+	return out
+}
+
+// TestOffsetsMatchProtocol holds every field offset of the code (Spec) to docs/PROTOCOL.md, in both
 // directions: a field added, moved or retyped on either side fails here.
 func TestOffsetsMatchProtocol(t *testing.T) {
-	code := map[string]map[string]docField{
-		"2": {
-			"magic": {offMagic, "u64"}, "layout_version": {offLayoutVersion, "u32"}, "header_bytes": {offHeaderBytes, "u32"},
-			"slot_header_bytes": {offSlotHeaderBytes, "u32"}, "endian_check": {offEndianCheck, "u32"}, "state": {offState, "u32"},
-			"word_bytes": {offWordBytes, "u32"}, "segment_bytes": {offSegmentBytes, "u64"}, "slot_count": {offSlotCount, "u32"},
-			"tensor_count": {offTensorCount, "u32"}, "slot_stride": {offSlotStride, "u64"}, "slot_bytes": {offSlotBytes, "u64"},
-			"payload_offset": {offPayloadOffset, "u64"}, "slot_headers_offset": {offSlotHeadersOffset, "u64"},
-			"start_batch": {offStartBatch, "u64"}, "total_batches": {offTotalBatches, "u64"}, "batch_size": {offBatchSize, "u32"},
-			"payload_align": {offPayloadAlign, "u32"}, "nonce": {offNonce, "u64"}, "creator_pid": {offCreatorPID, "u32"},
-			"creator_flags": {offCreatorFlags, "u32"}, "creator_starttime": {offCreatorStarttime, "u64"},
-			"next_claim":      {offNextClaim, "u64"},
-			"batches_written": {offBatchesWritten, "u64"}, "bytes_written": {offBytesWritten, "u64"},
-			"producer_wait_ns": {offProducerWaitNs, "u64"}, "producer_busy_ns": {offProducerBusyNs, "u64"},
-			"consumer_state": {offConsumerState, "u32"}, "consumer_pid": {offConsumerPID, "u32"},
-			"consumer_starttime": {offConsumerStarttime, "u64"}, "batches_read": {offBatchesRead, "u64"},
-			"consumer_wait_ns": {offConsumerWaitNs, "u64"}, "bytes_read": {offBytesRead, "u64"},
-			"consumer_heartbeat": {offConsumerHeartbeat, "u64"},
-			"error_state":        {offErrorState, "u32"}, "error_len": {offErrorLen, "u32"}, "error_producer": {offErrorProducer, "u32"},
-			"error_text": {offErrorText, "bytes[1024]"},
-			"cache_hits": {offCacheHits, "u64"}, "cache_misses": {offCacheMisses, "u64"},
-			"cache_evictions": {offCacheEvictions, "u64"}, "cache_bytes": {offCacheBytes, "u64"},
-			"cache_budget": {offCacheBudget, "u64"}, "segments_sum": {offSegmentsSum, "u64"},
-			"segments_batches": {offSegmentsBatches, "u64"},
-		},
-		"2.6": {
-			"state": {regState, "u32"}, "pid": {regPID, "u32"}, "starttime": {regStarttime, "u64"},
-			"heartbeat": {regHeartbeat, "u64"}, "batches": {regBatches, "u64"}, "writers": {regWriters, "u32"},
-		},
-		"2.7": {
-			"name": {tdName, "bytes[32]"}, "dtype": {tdDType, "u32"}, "ndim": {tdNdim, "u32"},
-			"shape": {tdShape, "u64[8]"}, "offset": {tdOffset, "u64"}, "nbytes": {tdNbytes, "u64"},
-		},
-		"3": {
-			"state": {shState, "u32"}, "waiters": {shWaiters, "u32"}, "seq": {shSeq, "u64"}, "owner": {shOwner, "u32"},
-			"flags": {shFlags, "u32"}, "nbytes": {shNbytes, "u64"}, "publish_ns": {shPublishNs, "u64"},
-		},
+	// The code's side is Spec, the same table the C header and the Python module are
+	// generated from (ring/internal/protogen).
+	code := map[string]map[string]docField{}
+	for _, r := range Spec().Regions {
+		code[r.Section] = map[string]docField{}
+		for _, f := range r.Fields {
+			code[r.Section][f.Name] = docField{f.Offset, f.Type}
+		}
 	}
 	doc := readProtocolTables(t)
 	for sec, fields := range code {

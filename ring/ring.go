@@ -108,7 +108,7 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 	atomic.StoreUint64(r.u64(offCreatorStarttime), starttime)
 	var flags uint32
 	if named {
-		flags = 1
+		flags = creatorNamed
 	}
 	*r.u32(offCreatorFlags) = flags
 	*r.u32(offLayoutVersion) = LayoutVersion
@@ -130,7 +130,7 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 	*r.u64(offNonce) = r.nonce
 	for t, ten := range l.Tensors {
 		d := uint64(offTensorTable + t*tensorStride)
-		copy(mem[d+tdName:d+tdName+32], ten.Name)
+		copy(mem[d+tdName:d+tdName+TensorNameBytes], ten.Name)
 		*r.u32(d + tdDType) = uint32(ten.DType)
 		*r.u32(d + tdNdim) = uint32(len(ten.Shape))
 		for k, s := range ten.Shape {
@@ -330,16 +330,16 @@ func (r *Ring) readGeometry() error {
 	for t := uint64(0); t < tensorCount; t++ {
 		d := offTensorTable + t*tensorStride
 		field := func(f string) string { return fmt.Sprintf("tensor[%d].%s", t, f) }
-		raw := r.mem[d+tdName : d+tdName+32]
+		raw := r.mem[d+tdName : d+tdName+TensorNameBytes]
 		n := bytes.IndexByte(raw, 0)
 		if n < 0 {
-			return headerErr(field("name"), "not NUL-terminated within 32 bytes")
+			return headerErr(field("name"), "not NUL-terminated within %d bytes", TensorNameBytes)
 		}
 		if bytes.IndexFunc(raw[n:], func(c rune) bool { return c != 0 }) >= 0 {
 			return headerErr(field("name"), "bytes after the NUL are not zero")
 		}
 		name := string(raw[:n])
-		if err := validTensorName(name); err != nil {
+		if err := ValidateTensorName(name); err != nil {
 			return headerErr(field("name"), "%v", err)
 		}
 		if names[name] {
@@ -386,7 +386,7 @@ func (r *Ring) readGeometry() error {
 		g.offsets[t], g.nbytes[t] = off, nb
 	}
 	r.layout, r.g, r.slots = l, g, slotCount
-	r.named = *r.u32(offCreatorFlags)&1 != 0
+	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
 	r.nonce = *r.u64(offNonce)
 	return nil
 }

@@ -79,8 +79,8 @@ func (r *Ring) Stats() Stats {
 	s.SlotState = make([]SlotInfo, r.slots)
 	for i := range s.SlotState {
 		v := atomic.LoadUint32(r.slotState(uint64(i)))
-		s.SlotState[i] = SlotInfo{Lap: v >> 2, State: v & 3}
-		if v&3 == SlotReady || v&3 == SlotReading {
+		s.SlotState[i] = SlotInfo{Lap: v >> slotStateBits, State: v & slotStateMask}
+		if st := v & slotStateMask; st == SlotReady || st == SlotReading {
 			s.Full++
 		}
 	}

@@ -167,7 +167,7 @@ func layoutFor(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.
 		l.TotalBatches = n - start
 	}
 	for _, t := range tensors {
-		l.Tensors = append(l.Tensors, ring.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape})
+		l.Tensors = append(l.Tensors, t.Ring())
 	}
 	return l, l.Validate()
 }

@@ -78,10 +78,14 @@ func (pr *producerRun) attach() int {
 			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
 			return exitFailure
 		}
-		if err := pr.compatible(); err != nil {
+		// The ring decides whether this configuration can join it, and its own layout (start
+		// and total) is the one to fill.
+		joined, err := pr.r.JoinLayout(pr.layout, pr.flags.startSet, pr.cfg.Batch.Batches)
+		if err != nil {
 			pr.seg.Close()
 			return usageError("run", fmt.Errorf("--join %s: %w", f.ring, err))
 		}
+		pr.layout = joined
 	case f.ring != "":
 		if pr.seg, err = shm.Create(f.ring, l.SegmentBytes()); err != nil {
 			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
@@ -115,26 +119,4 @@ func (pr *producerRun) attach() int {
 		return exitFailure
 	}
 	return exitOK
-}
-
-// compatible refuses to join a ring whose layout differs from the one this configuration makes.
-func (pr *producerRun) compatible() error {
-	if err := pr.r.Compatible(pr.layout); err != nil {
-		return err
-	}
-	have, want := pr.r.Layout(), pr.layout
-	switch {
-	case have.Slots != want.Slots:
-		return fmt.Errorf("the ring has %d slots, this configuration %d", have.Slots, want.Slots)
-	case have.BatchSize != want.BatchSize:
-		return fmt.Errorf("the ring has batch size %d, this configuration %d", have.BatchSize, want.BatchSize)
-	case pr.flags.startSet && have.StartBatch != want.StartBatch:
-		return fmt.Errorf("the ring starts at batch %d, --start says %d", have.StartBatch, want.StartBatch)
-	case pr.cfg.Batch.Batches != 0 && have.StartBatch+have.TotalBatches != pr.cfg.Batch.Batches,
-		pr.cfg.Batch.Batches == 0 && have.TotalBatches != 0:
-		return fmt.Errorf("the ring's stream ends at batch %d (start %d + total %d), this configuration's at %d (0 = unbounded)",
-			have.StartBatch+have.TotalBatches, have.StartBatch, have.TotalBatches, pr.cfg.Batch.Batches)
-	}
-	pr.layout = have // the ring's own start and total (relevant without --start)
-	return nil
 }

@@ -11,11 +11,10 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from ._protocol import LAYOUT_VERSION, MAX_DIMS, TENSOR_NAME_BYTES
 from .errors import GobatchError
 
-LAYOUT_VERSION = 1
-
-# Return codes of gobatch.h.
+# Return codes of gobatch.h (tests/test_protocol_sync.py holds them to the header's enum).
 OK = 0
 TIMEOUT = -1
 END = -2
@@ -59,10 +58,10 @@ class Tensor(ctypes.Structure):
     """gb_tensor: one validated tensor descriptor (PROTOCOL.md 2.7)."""
 
     _fields_ = [
-        ("name", ctypes.c_char * 32),
+        ("name", ctypes.c_char * TENSOR_NAME_BYTES),
         ("dtype", _u32),
         ("ndim", _u32),
-        ("shape", _u64 * 8),
+        ("shape", _u64 * MAX_DIMS),
         ("offset", _u64),
         ("nbytes", _u64),
     ]

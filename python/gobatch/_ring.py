@@ -16,29 +16,18 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 import numpy as np
 
 from . import _clib as _lib
+from . import _protocol as _proto
 from .errors import GobatchError, LoaderError, RingError
 
-__all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR"]
+__all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
 
-SHM_DIR = "/dev/shm"
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+SHM_DIR = _proto.DEFAULT_SHM_DIR
+_SHM_DIR_ENV = "GOBATCH_SHM_DIR"  # moves named rings, as it does for shmloader
+_NAME_RE = re.compile(rf"^[{_proto.SEGMENT_NAME_CHARS}]{{1,{_proto.SEGMENT_NAME_MAX}}}$")
 _POLL_MS = 100  # the longest a C call blocks: Python handles Ctrl-C at least this often
 
-# PROTOCOL.md 2.7 dtype codes.
-_DTYPES: Dict[int, np.dtype] = {
-    1: np.dtype(np.bool_),
-    2: np.dtype(np.int8),
-    3: np.dtype(np.uint8),
-    4: np.dtype("<i2"),
-    5: np.dtype("<u2"),
-    6: np.dtype("<i4"),
-    7: np.dtype("<u4"),
-    8: np.dtype("<i8"),
-    9: np.dtype("<u8"),
-    10: np.dtype("<f2"),
-    11: np.dtype("<f4"),
-    12: np.dtype("<f8"),
-}
+# PROTOCOL.md 2.7 dtype codes -> little-endian NumPy dtypes (the protocol's byte order).
+_DTYPES: Dict[int, np.dtype] = {code: np.dtype(name).newbyteorder("<") for code, (name, _) in _proto.DTYPES.items()}
 
 Batch = Dict[str, Any]
 
@@ -494,15 +483,24 @@ def _unlink_if_same(path: str, fd_or_id: "int | Tuple[int, int]") -> None:
         pass
 
 
+def shm_dir() -> str:
+    """The directory of named rings: ``$GOBATCH_SHM_DIR`` when set (as for ``shmloader``), else
+    :data:`SHM_DIR` (``/dev/shm``)."""
+    return os.environ.get(_SHM_DIR_ENV) or SHM_DIR
+
+
 def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Ring:
     """Attach as the consumer of the named ring ``/dev/shm/gobatch-NAME`` that a standalone
-    ``shmloader run --ring NAME`` created. Waits at most ``timeout`` seconds for it to be READY.
+    ``shmloader run --ring NAME`` created (in ``$GOBATCH_SHM_DIR`` instead of ``/dev/shm`` when
+    that is set, as shmloader does). Waits at most ``timeout`` seconds for it to be READY.
 
     Raises :class:`RingError` when there is no such ring, it is not a compatible gobatch ring, or
     it already has a consumer."""
     if not _NAME_RE.match(name):
-        raise ValueError(f"invalid ring name {name!r}: 1 to 200 characters of [A-Za-z0-9._-]")
-    path = os.path.join(SHM_DIR, f"gobatch-{name}")
+        raise ValueError(
+            f"invalid ring name {name!r}: 1 to {_proto.SEGMENT_NAME_MAX} characters of [{_proto.SEGMENT_NAME_CHARS}]"
+        )
+    path = os.path.join(shm_dir(), _proto.SEGMENT_PREFIX + name)
     label = f"ring {name!r}"
     deadline = time.monotonic() + timeout
     while True:

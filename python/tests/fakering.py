@@ -19,28 +19,11 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-MAGIC = 0x3148435441424F47
-HEADER = 8192
-SLOT_HDR = 128
-DTYPE_CODES = {
-    "bool": 1, "int8": 2, "uint8": 3, "int16": 4, "uint16": 5, "int32": 6, "uint32": 7,
-    "int64": 8, "uint64": 9, "float16": 10, "float32": 11, "float64": 12,
-}
-FIELDS = {  # name: (offset, struct format)
-    "magic": (0, "<Q"), "layout_version": (8, "<I"), "header_bytes": (12, "<I"),
-    "slot_header_bytes": (16, "<I"), "endian_check": (20, "<I"), "state": (24, "<I"),
-    "word_bytes": (28, "<I"), "segment_bytes": (32, "<Q"), "slot_count": (40, "<I"),
-    "tensor_count": (44, "<I"), "slot_stride": (48, "<Q"), "slot_bytes": (56, "<Q"),
-    "payload_offset": (64, "<Q"), "slot_headers_offset": (72, "<Q"), "start_batch": (80, "<Q"),
-    "total_batches": (88, "<Q"), "batch_size": (96, "<I"), "payload_align": (100, "<I"),
-    "nonce": (104, "<Q"), "creator_pid": (112, "<I"), "creator_flags": (116, "<I"),
-    "creator_starttime": (120, "<Q"), "next_claim": (128, "<Q"),
-    "batches_written": (192, "<Q"), "bytes_written": (200, "<Q"),
-    "consumer_state": (256, "<I"), "consumer_pid": (260, "<I"), "consumer_starttime": (264, "<Q"),
-    "batches_read": (272, "<Q"), "consumer_wait_ns": (280, "<Q"), "bytes_read": (288, "<Q"),
-    "consumer_heartbeat": (296, "<Q"),
-    "error_state": (320, "<I"), "error_len": (324, "<I"), "error_producer": (328, "<I"),
-}
+from gobatch import _protocol as P
+
+# Every protocol number comes from the module generated from package ring (go generate ./ring).
+DTYPE_CODES = {name: code for code, (name, _) in P.DTYPES.items()}
+FIELDS = P.HEADER_FIELDS  # name: (offset, struct format)
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98}[platform.machine()]
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -78,14 +61,14 @@ class FakeRing:
         offset = 0
         self.tensors = []
         for name, (shape, dt) in tensors.items():
-            offset = round_up(offset, 64)
+            offset = round_up(offset, P.TENSOR_ALIGN)
             nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
             self.tensors.append((name, tuple(shape), dt, offset, nbytes))
             offset += nbytes
         self.slot_bytes = offset
-        self.align = 2097152 if offset >= 2097152 else 4096
+        self.align = P.HUGE_ALIGN if offset >= P.HUGE_ALIGN else P.SMALL_ALIGN
         self.stride = round_up(max(offset, 1), self.align)
-        self.payload_offset = round_up(HEADER + slots * SLOT_HDR, self.align)
+        self.payload_offset = round_up(P.SLOT_BASE + slots * P.SLOT_STRIDE, self.align)
         self.slots = slots
         self.segment_bytes = self.payload_offset + slots * self.stride
         os.posix_fallocate(fd, 0, self.segment_bytes + extra_bytes)
@@ -93,20 +76,20 @@ class FakeRing:
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
         pid = os.getpid()
         self.set(
-            magic=MAGIC, layout_version=1, header_bytes=HEADER, slot_header_bytes=SLOT_HDR,
-            endian_check=0x01020304, word_bytes=8, segment_bytes=self.segment_bytes, slot_count=slots,
+            magic=P.MAGIC, layout_version=P.LAYOUT_VERSION, header_bytes=P.HEADER_BYTES,
+            slot_header_bytes=P.SLOT_HEADER_BYTES, endian_check=P.ENDIAN_CHECK, word_bytes=P.WORD_BYTES,
+            segment_bytes=self.segment_bytes, slot_count=slots,
             tensor_count=len(self.tensors), slot_stride=self.stride, slot_bytes=self.slot_bytes,
-            payload_offset=self.payload_offset, slot_headers_offset=HEADER, start_batch=start_batch,
+            payload_offset=self.payload_offset, slot_headers_offset=P.SLOT_BASE, start_batch=start_batch,
             total_batches=total_batches, batch_size=batch_size, payload_align=self.align,
-            nonce=0x1234, creator_pid=pid, creator_flags=1 if named else 0,
+            nonce=0x1234, creator_pid=pid, creator_flags=P.CREATOR_NAMED if named else 0,
             creator_starttime=starttime(pid),
         )
         for t, (name, shape, dt, off, nbytes) in enumerate(self.tensors):
-            d = 4096 + 128 * t
-            self.mm[d : d + 32] = name.encode().ljust(32, b"\0")
-            struct.pack_into("<II", self.mm, d + 32, DTYPE_CODES[dt], len(shape))
-            struct.pack_into("<8Q", self.mm, d + 40, *(list(shape) + [0] * (8 - len(shape))))
-            struct.pack_into("<QQ", self.mm, d + 104, off, nbytes)
+            self.set_tensor(
+                t, name=name.encode(), dtype=DTYPE_CODES[dt], ndim=len(shape), offset=off, nbytes=nbytes,
+                **{f"shape{k}": n for k, n in enumerate(shape)},
+            )
         self.register_producer(0, pid, starttime(pid))
         self.start_batch = start_batch
         if ready:
@@ -114,43 +97,53 @@ class FakeRing:
 
     # ---- raw access ----
 
+    def _put(self, base: int, table: Dict[str, Tuple[int, str]], name: str, value: object) -> None:
+        off, fmt = table[name]
+        struct.pack_into(fmt, self.mm, base + off, value)
+
+    def _get(self, base: int, table: Dict[str, Tuple[int, str]], name: str) -> int:
+        off, fmt = table[name]
+        return struct.unpack_from(fmt, self.mm, base + off)[0]
+
     def set(self, **fields: int) -> None:
         for name, value in fields.items():
-            off, fmt = FIELDS[name]
-            struct.pack_into(fmt, self.mm, off, value)
+            self._put(0, FIELDS, name, value)
 
     def get(self, name: str) -> int:
-        off, fmt = FIELDS[name]
-        return struct.unpack_from(fmt, self.mm, off)[0]
+        return self._get(0, FIELDS, name)
 
     def set_tensor(self, t: int, **fields: int) -> None:
-        d = 4096 + 128 * t
-        offs = {"dtype": (32, "<I"), "ndim": (36, "<I"), "offset": (104, "<Q"), "nbytes": (112, "<Q")}
+        """Writes fields of tensor descriptor t; ``name`` takes bytes, ``shapeK`` sets dimension K."""
+        d = P.TENSOR_BASE + P.TENSOR_STRIDE * t
         for name, value in fields.items():
             if name == "name":
-                self.mm[d : d + 32] = bytes(value).ljust(32, b"\0")  # type: ignore[arg-type]
+                self._put(d, P.TENSOR_FIELDS, "name", bytes(value))  # type: ignore[arg-type]  # "32s" NUL-pads
             elif name.startswith("shape"):
-                struct.pack_into("<Q", self.mm, d + 40 + 8 * int(name[5:]), value)
+                struct.pack_into("<Q", self.mm, d + P.TENSOR_FIELDS["shape"][0] + 8 * int(name[5:]), value)
             else:
-                off, fmt = offs[name]
-                struct.pack_into(fmt, self.mm, d + off, value)
+                self._put(d, P.TENSOR_FIELDS, name, value)
 
-    def register_producer(self, entry: int, pid: int, start: int, state: int = 2) -> None:
-        e = 2048 + 64 * entry
-        struct.pack_into("<IIQ", self.mm, e, state, pid, start)
+    def register_producer(self, entry: int, pid: int, start: int, state: int = P.ENTRY_ACTIVE) -> None:
+        e = P.REGISTRY_BASE + P.REGISTRY_STRIDE * entry
+        self._put(e, P.REGISTRY_FIELDS, "state", state)
+        self._put(e, P.REGISTRY_FIELDS, "pid", pid)
+        self._put(e, P.REGISTRY_FIELDS, "starttime", start)
 
     def producer_state(self, entry: int, state: int) -> None:
-        struct.pack_into("<I", self.mm, 2048 + 64 * entry, state)
+        self._put(P.REGISTRY_BASE + P.REGISTRY_STRIDE * entry, P.REGISTRY_FIELDS, "state", state)
+
+    def _slot(self, slot: int) -> int:
+        return P.SLOT_BASE + P.SLOT_STRIDE * slot
 
     def slot_state(self, slot: int) -> int:
-        return struct.unpack_from("<I", self.mm, HEADER + SLOT_HDR * slot)[0]
+        return self._get(self._slot(slot), P.SLOT_FIELDS, "state")
 
     def _wake(self, off: int) -> None:
         _libc.syscall(SYS_FUTEX, ctypes.c_void_p(self.base + off), 1, 0x7FFFFFFF, None, None, 0)
 
     def make_ready(self) -> None:
-        self.set(state=1)
-        self._wake(24)
+        self.set(state=P.RING_READY)
+        self._wake(FIELDS["state"][0])
 
     # ---- producing ----
 
@@ -165,24 +158,31 @@ class FakeRing:
         """Writes batch j (every element = value, default j) and makes it READY. The slot must
         be FREE on batch j's lap."""
         slot, lap = j % self.slots, j // self.slots
+
+        def word(st: int) -> int:  # PROTOCOL.md 3: (lap << 2) | st
+            return ((lap & P.LAP_MASK) << P.SLOT_STATE_BITS) | st
+
         st = self.slot_state(slot)
-        assert st == (lap << 2), f"slot {slot} is {st:#x}, not FREE(lap {lap})"
-        h = HEADER + SLOT_HDR * slot
-        struct.pack_into("<I", self.mm, h, (lap << 2) | 1)
+        assert st == word(P.SLOT_FREE), f"slot {slot} is {st:#x}, not FREE(lap {lap})"
+        h, S = self._slot(slot), P.SLOT_FIELDS
+        self._put(h, S, "state", word(P.SLOT_WRITING))
         for n, *_ in self.tensors:
             self.payload(slot, n)[...] = j if value is None else value
-        struct.pack_into("<QII", self.mm, h + 8, self.start_batch + j if seq is None else seq, 1, 0)
-        struct.pack_into("<Q", self.mm, h + 24, self.slot_bytes)
-        struct.pack_into("<I", self.mm, h, (lap << 2) | 2)
-        if struct.unpack_from("<I", self.mm, h + 4)[0]:
-            self._wake(h)
+        self._put(h, S, "seq", self.start_batch + j if seq is None else seq)
+        self._put(h, S, "owner", 1)  # registry entry 0
+        self._put(h, S, "flags", 0)
+        self._put(h, S, "nbytes", self.slot_bytes)
+        self._put(h, S, "state", word(P.SLOT_READY))
+        if self._get(h, S, "waiters"):
+            self._wake(h + S["state"][0])
 
     def set_error(self, text: str, producer: int = 1) -> None:
         raw = text.encode()
-        self.mm[384 : 384 + len(raw)] = raw
-        self.set(error_len=len(raw), error_producer=producer, error_state=2)
+        off = FIELDS["error_text"][0]
+        self.mm[off : off + len(raw)] = raw
+        self.set(error_len=len(raw), error_producer=producer, error_state=P.ERROR_SET)
         for s in range(self.slots):
-            self._wake(HEADER + SLOT_HDR * s)
+            self._wake(self._slot(s) + P.SLOT_FIELDS["state"][0])
 
     def close(self) -> None:
         del self.base
