@@ -43,24 +43,29 @@ func (a *Array) CF() CFInfo {
 	return c
 }
 
-// cfParams is CFInfo reduced to what the converter needs.
-type cfParams struct {
-	scale, offset float64
-	masks         []float64
+// CFParams are the numbers CF decoding applies to a raw value v: NaN when v equals
+// one of Masks, else v*Scale+Offset, computed in float64 (as xarray does) and then
+// rounded to the output type.
+type CFParams struct {
+	Scale, Offset float64
+	Masks         []float64
 }
 
-func (c *CFInfo) params() *cfParams {
-	p := &cfParams{scale: c.ScaleFactor, offset: c.AddOffset}
+// Params reduces c to the numbers CF decoding needs. Masks are the _FillValue and
+// missing_value values without duplicates and without NaN (a NaN raw value reads as
+// NaN anyway).
+func (c *CFInfo) Params() CFParams {
+	p := CFParams{Scale: c.ScaleFactor, Offset: c.AddOffset}
 	for _, v := range append(append([]float64(nil), c.FillValues...), c.MissingValues...) {
 		if math.IsNaN(v) {
 			continue // NaN raw values stay NaN
 		}
 		dup := false
-		for _, m := range p.masks {
+		for _, m := range p.Masks {
 			dup = dup || m == v
 		}
 		if !dup {
-			p.masks = append(p.masks, v)
+			p.Masks = append(p.Masks, v)
 		}
 	}
 	return p
@@ -373,7 +378,7 @@ func (a *Array) readTimes(absolute bool) ([]int64, error) {
 			base = cf.Epoch.UnixNano()
 		}
 		un := int64(cf.TimeUnit)
-		masks := cf.params().masks
+		masks := cf.Params().Masks
 		if a.DType.Kind == KindFloat {
 			f := make([]float64, n)
 			if err := a.ReadBox(all, a.Shape, float64Bytes(f), &ReadOptions{Out: Float64}); err != nil {

@@ -75,12 +75,12 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 		return fail(fmt.Errorf("ReadBox on a %s array (use ReadStrings): %w", a.DType, ErrUnsupported))
 	}
 	out := a.OutElem(&o)
-	var cfp *cfParams
+	var cfp *CFParams
 	if o.CF {
 		if a.cf.Err != nil {
 			return fail(fmt.Errorf("CF decoding: %w", a.cf.Err))
 		}
-		cfp = a.cfp
+		cfp = &a.cfp
 		if a.cf.Unsigned {
 			src = unsignedOf(src)
 		}
