@@ -320,32 +320,44 @@ func unitNanos(unit string, scale int64) (int64, bool) {
 // "<unit> since <time>". Missing values (NaT, _FillValue, missing_value, NaN) read as
 // NaT. Use time.Unix(0, v) to get a time.Time.
 func (a *Array) ReadTimes() ([]int64, error) {
-	return a.readTimes(true)
+	return a.ReadBoxTimes(a.fullBox(), a.Shape)
 }
 
 // ReadDurations reads the whole array as durations in nanoseconds: timedelta64
 // arrays, or numeric arrays with a CF time unit ("hours"). Missing values read as NaT.
 func (a *Array) ReadDurations() ([]int64, error) {
-	return a.readTimes(false)
+	return a.ReadBoxDurations(a.fullBox(), a.Shape)
 }
 
-func (a *Array) readTimes(absolute bool) ([]int64, error) {
+// ReadBoxTimes is ReadTimes for the box [start, stop) (C order).
+func (a *Array) ReadBoxTimes(start, stop []int) ([]int64, error) {
+	return a.readTimes(true, start, stop)
+}
+
+// ReadBoxDurations is ReadDurations for the box [start, stop) (C order).
+func (a *Array) ReadBoxDurations(start, stop []int) ([]int64, error) {
+	return a.readTimes(false, start, stop)
+}
+
+func (a *Array) readTimes(absolute bool, start, stop []int) ([]int64, error) {
 	fail := func(err error) ([]int64, error) {
-		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+		return nil, a.fail(err)
 	}
 	if a.cf.Err != nil && a.DType.Kind != KindDatetime && a.DType.Kind != KindTimedelta {
 		return fail(a.cf.Err)
 	}
-	n := a.Len()
+	n, err := a.boxLen(start, stop)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int64, n)
-	all := a.fullBox()
 	switch {
 	case (absolute && a.DType.Kind == KindDatetime) || (!absolute && a.DType.Kind == KindTimedelta):
 		un, ok := unitNanos(a.DType.Unit, a.DType.UnitScale)
 		if !ok {
 			return fail(fmt.Errorf("datetime unit %q has no fixed length: %w", a.DType.Unit, ErrUnsupported))
 		}
-		if err := a.ReadBox(all, a.Shape, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
+		if err := a.ReadBox(start, stop, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
 			return nil, err
 		}
 		for i, v := range out {
@@ -381,7 +393,7 @@ func (a *Array) readTimes(absolute bool) ([]int64, error) {
 		masks := cf.Params().Masks
 		if a.DType.Kind == KindFloat {
 			f := make([]float64, n)
-			if err := a.ReadBox(all, a.Shape, float64Bytes(f), &ReadOptions{Out: Float64}); err != nil {
+			if err := a.ReadBox(start, stop, float64Bytes(f), &ReadOptions{Out: Float64}); err != nil {
 				return nil, err
 			}
 			for i, v := range f {
@@ -397,7 +409,7 @@ func (a *Array) readTimes(absolute bool) ([]int64, error) {
 			}
 			return out, nil
 		}
-		if err := a.ReadBox(all, a.Shape, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
+		if err := a.ReadBox(start, stop, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
 			return nil, err
 		}
 		for i, v := range out {
