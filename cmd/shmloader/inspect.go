@@ -30,7 +30,7 @@ func cmdInspect(args []string) int {
 	if _, err := lf.logger("inspect"); err != nil {
 		return usageError("inspect", err)
 	}
-	h, under, err := openHierarchyPath(pos[0])
+	h, under, err := zarr.OpenNodePath(pos[0])
 	if err != nil {
 		return failure("inspect", err)
 	}

@@ -41,7 +41,7 @@ func cmdRead(args []string) int {
 	if err != nil {
 		return usageError("read", err)
 	}
-	a, err := openArrayPath(pos[0])
+	a, err := zarr.OpenArrayPath(pos[0])
 	if err != nil {
 		return failure("read", err)
 	}
