@@ -8,10 +8,11 @@ import (
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
-// OpenZarr opens the Zarr store (directory) at path: its hierarchy from the consolidated
-// metadata when present. Nothing but metadata is read.
+// OpenZarr opens the Zarr store at path (a directory or a zip archive, opened by
+// readers/zarr): its hierarchy from the consolidated metadata when present. Nothing but
+// metadata is read.
 func OpenZarr(path string) (Dataset, error) {
-	h, err := zarr.OpenDir(path)
+	h, err := zarr.OpenPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("open zarr store %s: %w", path, err)
 	}
