@@ -265,18 +265,6 @@ func unsignedOf(e Elem) Elem {
 	return e
 }
 
-// nextIndex advances idx in C order within [lo, hi); false when done.
-func nextIndex(idx, lo, hi []int) bool {
-	for d := len(idx) - 1; d >= 0; d-- {
-		idx[d]++
-		if idx[d] < hi[d] {
-			return true
-		}
-		idx[d] = lo[d]
-	}
-	return false
-}
-
 type boxRead struct {
 	a           *Array
 	start, stop []int
