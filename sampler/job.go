@@ -41,6 +41,7 @@ type Job struct {
 	seed uint64
 
 	srcs   []dataSource
+	stores []string // the store each source reads, as opened
 	anchor *gridSource
 	points []*pointSource
 
@@ -154,13 +155,14 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 	}
 	for _, sp := range specs {
 		if sp == anchor {
-			j.srcs = append(j.srcs, j.anchor)
+			j.srcs, j.stores = append(j.srcs, j.anchor), append(j.stores, ds.String())
 			continue
 		}
 		ds, err := o.dataset(sp)
 		if err != nil {
 			return err
 		}
+		j.stores = append(j.stores, ds.String())
 		var src dataSource
 		switch sp.Role {
 		case RoleGrid:
