@@ -301,8 +301,8 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.mode = SampleLocality
 		}
 	}
-	if j.mode != SampleLocality {
-		return nil
+	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
+		return nil // epochs refuse locality (chooseOrder): say that, not how small the cache is
 	}
 	var err error
 	j.loc, err = newLocality(j, a)
