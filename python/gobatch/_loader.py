@@ -515,9 +515,17 @@ class Loader(Ring):
                              f"{self._order!r}); set [batch] order = {ORDER_EPOCHS!r} to iterate epochs")
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self._check_open()
         if epoch == self._epoch and self._unbegun():
             return
         self._restart(start=None, epoch=epoch)
+
+    def _check_open(self) -> None:
+        """A closed (or foreign) loader is not restarted for another epoch."""
+        if self._foreign:
+            raise self._foreign_error()
+        if self.closed:
+            raise self._closed_error()
 
     def _unbegun(self) -> bool:
         """No ``for`` or ``next`` has taken a batch since the loader was placed."""
@@ -536,6 +544,7 @@ class Loader(Ring):
         stream read to its end."""
         if self._order != ORDER_EPOCHS:
             return super().__iter__()
+        self._check_open()
         if not self._unbegun():
             self._restart(start=None, epoch=self._epoch + 1)
         self._began = True

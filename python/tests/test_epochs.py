@@ -204,6 +204,34 @@ def test_epoch_misuse_is_refused(data: Path) -> None:
     with gobatch.Loader(preset(), data_root=data) as loader:
         with pytest.raises(ValueError, match="streams without epochs"):
             loader.set_epoch(1)
+    loader = gobatch.Loader(epochs_cfg(), data_root=data)
+    loader.close()
+    with pytest.raises(gobatch.LoaderError, match="is closed"):
+        loader.set_epoch(1)
+    with pytest.raises(gobatch.LoaderError, match="is closed"):
+        iter(loader)
+
+
+def test_standalone_ring_streams_epoch_after_epoch(data: Path, tmp_path: Path, ring_name: str) -> None:
+    """Without --epoch (a named ring), an epochs stream runs epoch after epoch in one process:
+    the same batches as the Loader's epochs, one per child."""
+    cfg = epochs_cfg()
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        n = len(loader)
+        whole = run_epoch(loader) + run_epoch(loader)
+    path = write_config(tmp_path / "epochs.json", cfg)
+    proc = run_shmloader(["run", "--config", str(path), "--data-root", str(data), "--ring", ring_name],
+                         stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}") or proc.poll() is not None, 30, "ring file")
+        with gobatch.attach(ring_name, timeout=30) as ring:
+            assert ring.total_batches is None
+            got = [copied(b) for _, b in zip(range(2 * n), ring)]
+        assert same(got, whole)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_finished_bounded_stream_raises_when_iterated_again(tmp_path: Path, ring_name: str) -> None:
