@@ -247,3 +247,32 @@ func TestStreamEpochSplit(t *testing.T) {
 		}
 	}
 }
+
+func TestEpochsFillAllocatesNothingWhenWarm(t *testing.T) {
+	j := newEpochsJob(t, "", Options{})
+	buf := batchBuf(j)
+	for b := uint64(0); b < 300; b++ { // several epochs: every chunk decoded, reader state pooled
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := uint64(0)
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := j.Fill(ctx, k%300, buf); err != nil {
+			t.Fatal(err)
+		}
+		k++
+	})
+	if allocs != 0 {
+		t.Errorf("epochs: %.1f allocations per warm Fill", allocs)
+	}
+}
+
+func BenchmarkPermutationAt(b *testing.B) {
+	p := newPermutation(123456789, 7, 3) // a sample space of 10^8 and more: O(1) memory
+	var sink uint64
+	for i := 0; i < b.N; i++ {
+		sink += p.at(uint64(i) % 123456789)
+	}
+	_ = sink
+}

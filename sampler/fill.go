@@ -44,7 +44,8 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 
 // drawEpochs places example e of global batch g in epochs order (epochs.go): its sample's t0
 // candidate, and a centre drawn from (epoch, sample), so that the same sample has a new
-// centre in every epoch whatever batch it falls in.
+// centre in every epoch whatever batch it falls in. (With site-anchored examples the sample's
+// location, s mod locations, will name the site and replace the drawn centre.)
 func (j *Job) drawEpochs(g, e uint64, ex *example) {
 	epoch, s := j.epochs.sample(j.seed, g, e)
 	ex.ti = int(j.cands[s/j.epochs.locations])
