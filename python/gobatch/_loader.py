@@ -85,7 +85,7 @@ class _Identity(NamedTuple):
     order: str  # [batch] order: ORDER_STREAM or ORDER_EPOCHS
 
 
-_TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\s\"]+?)\s*\]")
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]")  # [table] or [[array]]
 _ORDER_RE = re.compile(r"""^\s*order\s*=\s*["']([^"']*)["']""")
 
 
@@ -93,11 +93,9 @@ def _toml_order(text: str) -> Optional[str]:
     """[batch] order of a TOML file, read line by line: for Pythons without tomllib (< 3.11)."""
     table = ""
     for line in text.splitlines():
-        m = _TABLE_RE.match(line)
-        if m and not line.lstrip().startswith("[["):
-            table = m.group(1).strip()
-        elif line.lstrip().startswith("[["):
-            table = "[[array]]"
+        header = _HEADER_RE.match(line)
+        if header:
+            table = header.group(2) if header.group(1) == "[" else ""
         elif table == "batch" and (m := _ORDER_RE.match(line)):
             return m.group(1)
     return None

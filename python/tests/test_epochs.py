@@ -269,3 +269,20 @@ def test_finished_bounded_stream_raises_when_iterated_again(tmp_path: Path, ring
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_toml_order_without_tomllib() -> None:
+    """The line reader Pythons before 3.11 use for [batch] order agrees with tomllib."""
+    import tomllib
+
+    from gobatch._loader import _toml_order
+
+    cases = [
+        '[batch]\nsize = 4\norder = "epochs"\n',
+        "[ batch ] # the batch\nseed = 1\n  order = 'stream'\n[ring]\nslots = 2\n",
+        '[batch]\nsize = 4\n[[source]]\norder = "epochs"\n',
+        '[ring]\norder = "epochs"\n[batch]\nsize = 1\n',
+        (REPO / "presets" / "nowcast.toml").read_text(),
+    ]
+    for text in cases:
+        assert _toml_order(text) == tomllib.loads(text).get("batch", {}).get("order"), text
