@@ -40,7 +40,7 @@
 // source's window fits: a config with none is refused, saying which source rejects how many)
 // and the location range (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of
 // global batch g draws its t0 candidate and its centre pixel from a counter-based hash of
-// (seed, g, e), so the stream is a pure function of the configuration and the seed, whatever
+// (seed, g, e) (or takes them from the epoch's permutation, below), so the stream is a pure function of the configuration and the seed, whatever
 // the number of readers, processes or their timing; rank r of world_size n produces the global
 // batches k*n + r ([Stream]). The anchor crop is taken by index around the centre; other grids and NWP
 // use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
@@ -49,6 +49,17 @@
 // systems by euclidean distance (ties to the lower index) in ascending id order. The batch's
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids.
+//
+// # Epochs
+//
+// With [batch] order = "epochs" the stream is a sequence of epochs instead of independent
+// draws. An epoch is a seeded permutation of the sample space (the t0 candidates; each sample
+// gets its centre pixel from a hash of (seed, epoch, sample)), computed counter-based in O(1)
+// memory (epochs.go). Global batch g lies in epoch g / B, where B is floor(samples / size)
+// rounded down to a multiple of the world size (drop-last, [Stream.Epoch]), so rank r's
+// stream batch k is in epoch k / (B / world_size) on every rank and the ranks see disjoint
+// samples of each epoch. Epochs need the decoded data in the cache: they are refused with
+// locality sampling, naming the anchor's sampling or cache_mb key.
 //
 // # Cache and sampling modes
 //

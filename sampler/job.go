@@ -19,6 +19,10 @@ type Options struct {
 	CacheMB int64
 	// Open opens a store; default: the Zarr reader (OpenZarr).
 	Open func(path string) (Dataset, error)
+	// Stream is the rank the job fills batches for. Batches are global whatever it is, but
+	// with order = "epochs" the epoch length is rounded down to a multiple of the world size
+	// (Stream.Epoch); the zero value is world size 1.
+	Stream Stream
 }
 
 // withDefaults fills the defaults in.
@@ -51,7 +55,8 @@ type Job struct {
 	tensors        []config.Tensor
 	cache          *Cache
 	loc            *locality
-	dataBytes      int64 // decoded size of every source's data array
+	epochs         *epochs // order = "epochs"; nil: the endless stream of independent draws
+	dataBytes      int64   // decoded size of every source's data array
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
@@ -88,6 +93,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	if err := j.chooseMode(anchor, opt.CacheMB); err != nil {
+		return nil, err
+	}
+	if err := j.chooseOrder(anchor, opt.Stream); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -295,11 +303,31 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.mode = SampleLocality
 		}
 	}
-	if j.mode != SampleLocality {
-		return nil
+	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
+		return nil // epochs refuse locality (chooseOrder): say that, not how small the cache is
 	}
 	var err error
 	j.loc, err = newLocality(j, a)
+	return err
+}
+
+// chooseOrder sets up epochs when [batch] order asks for them. Locality sampling draws each
+// batch from the segments resident at the time, which a permutation of the whole sample space
+// does not respect, so epochs are refused when the data does not fit in the cache.
+func (j *Job) chooseOrder(a *Spec, s Stream) error {
+	if j.cfg.Batch.Order != config.OrderEpochs {
+		return nil
+	}
+	if j.mode == SampleLocality {
+		if a.Sampling == SampleLocality {
+			return j.cfg.Errorf(a.Field+".sampling", "%q cannot be combined with [batch] order = %q (an epoch permutes the whole sample space; locality draws from the resident time segments); expected sampling = %q or order = %q",
+				SampleLocality, config.OrderEpochs, SampleRandom, config.OrderStream)
+		}
+		return j.cfg.Errorf(a.Field+".cache_mb", "%d MB holds less than the %.0f MB of decoded data (with 10%% headroom), which means locality sampling, and [batch] order = %q needs all of it in the cache; expected cache_mb >= %d (or --cache-mb), or order = %q",
+			j.cache.Budget()>>20, float64(j.dataBytes)/(1<<20), config.OrderEpochs, j.dataBytes*10/9>>20+1, config.OrderStream)
+	}
+	var err error
+	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), 1, j.size, s)
 	return err
 }
 
@@ -327,7 +355,10 @@ func (j *Job) Close() { j.cache.Close() }
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {
 	j.mu.Lock()
-	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes}
+	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream}
+	if j.epochs != nil {
+		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
+	}
 	if j.batches > 0 && j.loc != nil {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)
 		s.SegmentsSum = j.segSum

@@ -7,8 +7,8 @@
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--cache-mb N] [--data-root ROOT]
-//	    [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N] [--start K]
-//	    [-v] [--world-size N]
+//	    [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N]
+//	    [--start K] [-v] [--world-size N]
 //	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
 //	    [--once] [-v]
 //	shmloader gc [--dry-run] [--grace D] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]

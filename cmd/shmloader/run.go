@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -46,6 +47,8 @@ type runFlags struct {
 	readers  int
 	start    uint64
 	startSet bool
+	epoch    uint64 // --epoch: this ring's stream is that epoch only (order = "epochs")
+	epochSet bool
 	dataRoot string
 	join     bool
 	rank     int
@@ -74,6 +77,14 @@ func cmdRun(args []string) int {
 			return fmt.Errorf("want a batch number >= 0")
 		}
 		f.start, f.startSet = k, true
+		return nil
+	})
+	fs.Func("epoch", "with [batch] order = \"epochs\": produce epoch `E` of this rank's stream only, from its first batch or from --start, which must lie in it (gobatch.Loader runs one epoch per ring)", func(s string) error {
+		e, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an epoch number >= 0")
+		}
+		f.epoch, f.epochSet = e, true
 		return nil
 	})
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
@@ -113,7 +124,7 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	layout, err := layoutFor(cfg, src.Tensors(), f.start)
+	layout, err := streamLayout(cfg, src.Tensors(), f, src.Stats())
 	if err != nil {
 		return usageError("run", fmt.Errorf("%s: %w", f.config, err))
 	}
@@ -169,6 +180,37 @@ func layoutFor(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.
 	for _, t := range tensors {
 		l.Tensors = append(l.Tensors, t.Ring())
 	}
+	return l, l.Validate()
+}
+
+// streamLayout is layoutFor for the part of the stream the flags ask for: from --start, or
+// with --epoch E exactly epoch E of this rank's stream (stream batches E*n .. (E+1)*n - 1 for
+// n batches per epoch), from its first batch or from --start inside it.
+func streamLayout(cfg *config.Config, tensors []config.Tensor, f runFlags, st sampler.Stats) (ring.Layout, error) {
+	if !f.epochSet {
+		return layoutFor(cfg, tensors, f.start)
+	}
+	if st.Order != config.OrderEpochs {
+		return ring.Layout{}, fmt.Errorf("--epoch %d needs [batch] order = %q; this configuration's order is %q", f.epoch, config.OrderEpochs, cfg.Batch.Order)
+	}
+	n := st.EpochBatches
+	if f.epoch >= math.MaxUint64/n { // (epoch+1)*n must not overflow
+		return ring.Layout{}, fmt.Errorf("--epoch %d: its batches are past the largest stream index", f.epoch)
+	}
+	first, end := f.epoch*n, (f.epoch+1)*n
+	start := first
+	if f.startSet {
+		if f.start < first || f.start >= end {
+			return ring.Layout{}, fmt.Errorf("--start %d is not in --epoch %d, whose batches are %d .. %d of this rank's stream (%d per epoch); expected --start in that range, or --epoch %d",
+				f.start, f.epoch, first, end-1, n, f.start/n)
+		}
+		start = f.start
+	}
+	l, err := layoutFor(cfg, tensors, start)
+	if err != nil {
+		return l, err
+	}
+	l.TotalBatches = end - start
 	return l, l.Validate()
 }
 

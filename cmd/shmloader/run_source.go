@@ -48,7 +48,7 @@ type runSource struct {
 // errors are configuration errors (exit status 2).
 func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
 	t := time.Now()
-	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB})
+	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream})
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,9 @@ func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zero
 			Int64("cache_mb", st.Cache.BudgetBytes>>20)
 		if st.ResidentSegments > 0 {
 			ev = ev.Int("resident_segments", st.ResidentSegments)
+		}
+		if st.Order == config.OrderEpochs {
+			ev = ev.Str("order", st.Order).Uint64("samples", st.Samples).Uint64("epoch_batches", st.EpochBatches)
 		}
 	}
 	ev.Msg("sources ready")
