@@ -5,8 +5,8 @@ import "github.com/gobatch/gobatch/config"
 // Plan describes what a configuration's sources would do, found at start-up without filling a
 // batch or starting a ring: the dry run that `shmloader plan` prints and gobatch.plan returns.
 type Plan struct {
-	Sources []SourcePlan    `json:"sources"`
-	Tensors []config.Tensor `json:"tensors"`
+	Sources []SourcePlan `json:"sources"`
+	Tensors []TensorPlan `json:"tensors"`
 	// BatchBytes is the size of one batch (every tensor).
 	BatchBytes int64 `json:"batch_bytes"`
 
@@ -17,6 +17,21 @@ type Plan struct {
 	Centres      int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
 	DecodedBytes int64  `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes   int64  `json:"cache_bytes,omitempty"`   // the cache budget
+
+	// Order is the batch order (config.OrderStream or config.OrderEpochs); with epochs,
+	// Samples is the sample space one epoch permutes and EpochBatches the rank's batches per
+	// epoch.
+	Order        string `json:"order"`
+	Samples      uint64 `json:"samples,omitempty"`
+	EpochBatches uint64 `json:"epoch_batches,omitempty"`
+}
+
+// TensorPlan is one tensor of a batch in a Plan.
+type TensorPlan struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"` // numpy's name
+	Shape []int  `json:"shape"` // [batch.size, ...]
+	Bytes int64  `json:"bytes"`
 }
 
 // SourcePlan is one configured source in a Plan.
@@ -36,8 +51,9 @@ type SourcePlan struct {
 
 // Plan implements the dry run for every part of the set.
 func (s *Set) Plan() Plan {
-	p := Plan{Tensors: s.tensors}
+	p := Plan{Order: config.OrderStream}
 	for _, t := range s.tensors {
+		p.Tensors = append(p.Tensors, TensorPlan{Name: t.Name, DType: t.DType.String(), Shape: t.Shape, Bytes: t.NBytes()})
 		p.BatchBytes += t.NBytes()
 	}
 	for _, part := range s.parts {
@@ -56,6 +72,9 @@ func (j *Job) plan(p *Plan) {
 	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.n
 	p.Centres = j.ny * j.nx
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()
+	if st := j.Stats(); st.Order == config.OrderEpochs {
+		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches
+	}
 	for i, s := range j.srcs {
 		sp, c := s.spec(), s.data()
 		p.Sources = append(p.Sources, SourcePlan{

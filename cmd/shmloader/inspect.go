@@ -14,7 +14,6 @@ func init() {
 	register("inspect", "show a Zarr store's groups and arrays: dims, shape, chunks, dtype, codecs, sizes", cmdInspect)
 }
 
-
 func cmdInspect(args []string) int {
 	fs := newFlagSet("inspect", "STORE[/GROUP]")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")

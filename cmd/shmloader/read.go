@@ -15,7 +15,6 @@ func init() {
 	register("read", "read a Zarr array (or a box of it) into a .npy file", cmdRead)
 }
 
-
 func cmdRead(args []string) int {
 	fs := newFlagSet("read", "STORE/ARRAY --out FILE.npy")
 	out := fs.String("out", "", "the .npy file to write (required; \"-\" for stdout)")

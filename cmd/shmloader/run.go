@@ -49,11 +49,35 @@ type runFlags struct {
 	startSet bool
 	epoch    uint64 // --epoch: this ring's stream is that epoch only (order = "epochs")
 	epochSet bool
-	dataRoot string
 	join     bool
+	sourceFlags
+}
+
+// sourceFlags are the flags that say how the configured sources open: shared by run and plan.
+type sourceFlags struct {
+	dataRoot string
 	rank     int
 	world    int
 	cacheMB  int64
+}
+
+func addSourceFlags(fs *flagSet, f *sourceFlags) {
+	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
+	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
+	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
+}
+
+// check validates the source flags and returns the rank's stream.
+func (f *sourceFlags) check() (sampler.Stream, error) {
+	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
+		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
+	}
+	s, err := sampler.NewStream(f.rank, f.world)
+	if err != nil {
+		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
+	}
+	return s, nil
 }
 
 func cmdRun(args []string) int {
@@ -87,11 +111,8 @@ func cmdRun(args []string) int {
 		f.epoch, f.epochSet = e, true
 		return nil
 	})
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
-	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
-	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
+	addSourceFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -120,7 +141,7 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	src, err := openSources(cfg, f, stream, log)
+	src, err := openSources(cfg, f.sourceFlags, stream, log)
 	if err != nil {
 		return usageError("run", err)
 	}
@@ -157,14 +178,7 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 			return sampler.Stream{}, fmt.Errorf("--ring: %w", err)
 		}
 	}
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
-	}
-	s, err := sampler.NewStream(f.rank, f.world)
-	if err != nil {
-		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
-	}
-	return s, nil
+	return f.sourceFlags.check()
 }
 
 // layoutFor is the ring layout of a configuration whose sources make tensors: the slots, the

@@ -46,7 +46,7 @@ type runSource struct {
 
 // openSources opens the configured sources (for zarr: metadata and coordinates only). Its
 // errors are configuration errors (exit status 2).
-func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
+func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
 	t := time.Now()
 	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream})
 	if err != nil {

@@ -12,6 +12,7 @@ ring of a standalone ``shmloader run --ring NAME``. The protocol is docs/PROTOCO
 from __future__ import annotations
 
 from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
+from ._plan import plan
 from ._ring import Ring, TensorSpec, attach
 from .errors import ConfigError, GobatchError, LoaderError, RingError, StreamEndedError
 
@@ -20,6 +21,7 @@ __all__ = [
     "Ring",
     "TensorSpec",
     "attach",
+    "plan",
     "shmloader_path",
     "GobatchError",
     "LoaderError",
