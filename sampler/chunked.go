@@ -127,31 +127,72 @@ func (c *chunked) storeIndex(idx, dst []int) []int {
 	return dst
 }
 
-// transposeChunk writes src (a chunk in store order) into dst in canonical order: a walk of
-// dst in C order whose last axis reads src with stride tstride[last] (a plain copy when 1).
+// transposeChunk writes src (a chunk in store order) into dst in canonical order. tstride is
+// the stride in src of each canonical axis. When the last canonical axis is contiguous in src
+// too, every row is a copy. Otherwise (channel last: x is strided, channel contiguous) the walk
+// goes by tiles of 16 values of the last axis by every value of the axis that src holds
+// contiguously, so that the strided reads of a tile stay in the L1 cache while each output row
+// is written in order.
 func transposeChunk(dst, src []float32, chunks, tstride []int) {
 	n := len(chunks)
+	var dstr [8]int // C-order strides of dst; canonical roles have at most 5 axes
+	st := 1
+	for d := n - 1; d >= 0; d-- {
+		dstr[d] = st
+		st *= chunks[d]
+	}
 	last, ls := chunks[n-1], tstride[n-1]
-	var pos [8]int // canonical roles have at most 5 axes
-	off := 0       // src offset of pos
-	for o := 0; o < len(dst); o += last {
-		row := dst[o : o+last]
-		if ls == 1 {
-			copy(row, src[off:off+last])
-		} else {
-			for i, s := 0, off; i < last; i, s = i+1, s+ls {
+	k := -1 // the canonical axis src holds contiguously, when it is not the last
+	for d := 0; d < n-1; d++ {
+		if tstride[d] == 1 && chunks[d] > 1 {
+			k = d
+		}
+	}
+	if ls == 1 || k < 0 {
+		k = -1 // rows: a copy (ls 1) or a strided read each
+	}
+	const tile = 16
+	var pos [8]int
+	dOff, sOff := 0, 0
+	for {
+		switch {
+		case k >= 0:
+			kn, kd := chunks[k], dstr[k]
+			for x0 := 0; x0 < last; x0 += tile {
+				x1 := min(x0+tile, last)
+				for kk := 0; kk < kn; kk++ {
+					row := dst[dOff+kk*kd+x0 : dOff+kk*kd+x1]
+					for i, s := 0, sOff+kk+x0*ls; i < len(row); i, s = i+1, s+ls {
+						row[i] = src[s]
+					}
+				}
+			}
+		case ls == 1:
+			copy(dst[dOff:dOff+last], src[sOff:sOff+last])
+		default:
+			row := dst[dOff : dOff+last]
+			for i, s := 0, sOff; i < last; i, s = i+1, s+ls {
 				row[i] = src[s]
 			}
 		}
-		// Advance pos over the leading axes (odometer), keeping off in step.
-		for d := n - 2; d >= 0; d-- {
+		// Advance over the leading axes but k (odometer), keeping both offsets in step.
+		d := n - 2
+		for ; d >= 0; d-- {
+			if d == k {
+				continue
+			}
 			pos[d]++
-			off += tstride[d]
+			dOff += dstr[d]
+			sOff += tstride[d]
 			if pos[d] < chunks[d] {
 				break
 			}
-			off -= pos[d] * tstride[d]
+			dOff -= pos[d] * dstr[d]
+			sOff -= pos[d] * tstride[d]
 			pos[d] = 0
+		}
+		if d < 0 {
+			return
 		}
 	}
 }
