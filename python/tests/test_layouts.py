@@ -48,8 +48,8 @@ RNG = np.random.default_rng(8)
 # ------------------------------------------------------------------------------ the stores
 
 
-def write(ds: xr.Dataset, path: Path, encoding: dict[str, Any]) -> None:
-    ds.to_zarr(path, mode="w", zarr_format=2, consolidated=True, encoding=encoding)
+def write(ds: xr.Dataset, path: Path, encoding: dict[str, Any], zarr_format: int = 2) -> None:
+    ds.to_zarr(path, mode="w", zarr_format=zarr_format, consolidated=True, encoding=encoding)
 
 
 def satellite_layout1(path: Path, T: int = 96, H: int = 40, W: int = 48) -> None:
@@ -80,30 +80,31 @@ def ukv_layout3(path: Path) -> None:
     write(ds, path, {"UKV": {"compressors": blosc, "chunks": (3, 1, 11, 12, 14)}})
 
 
-def gsp_layout5(path: Path, T: int = 16) -> None:
-    """generation_mw (datetime_gmt, gsp_id) float64, ids '1'..'21', 30-minute steps, with x, y
-    positions over gsp_id in the satellite's coordinates."""
+def gsp_layout5(path: Path, T: int = 16, ids: str = "<U") -> None:
+    """generation_mw (datetime_gmt, gsp_id) float64, ids '1'..'21' (fixed-width unicode, or
+    variable-length strings with ids="object"), 30-minute steps, with x, y positions over
+    gsp_id in the satellite's coordinates."""
     n = 21
     data = RNG.uniform(0, 50, size=(T, n))
     data[RNG.random(data.shape) < 0.05] = np.nan
     ds = xr.Dataset({"generation_mw": (("datetime_gmt", "gsp_id"), data)},
                     coords={"datetime_gmt": T0 - 60 * MIN + np.arange(T) * 30 * MIN,
-                            "gsp_id": [str(i) for i in range(1, n + 1)],
+                            "gsp_id": np.array([str(i) for i in range(1, n + 1)], dtype=object if ids == "object" else None),
                             "x": ("gsp_id", RNG.uniform(-110_000, 20_000, n)),
                             "y": ("gsp_id", RNG.uniform(5_005_000, 5_110_000, n))})
     write(ds, path, {"generation_mw": {"chunks": (8, 21)}})
 
 
-def hrv_layout2(path: Path, T: int = 60, H: int = 36, W: int = 30) -> None:
+def hrv_layout2(path: Path, T: int = 60, H: int = 36, W: int = 30, zarr_format: int = 2) -> None:
     """(time, y, x) int16: no channel axis; y descending, x ascending."""
     data = RNG.integers(0, 4000, size=(T, H, W), dtype=np.int16)
     ds = xr.Dataset({"data": (("time", "y", "x"), data)},
                     coords={"time": T0 + np.arange(T) * 5 * MIN,
                             "y": 900_000.0 - 1000.0 * np.arange(H), "x": 100_000.0 + 1000.0 * np.arange(W)})
-    write(ds, path, {"data": {"chunks": (10, 18, 15)}})
+    write(ds, path, {"data": {"chunks": (10, 18, 15)}}, zarr_format)
 
 
-def pv_site_first(path: Path, T: int = 60, n: int = 12) -> None:
+def pv_site_first(path: Path, T: int = 60, n: int = 12, zarr_format: int = 2) -> None:
     """power (site_id, time) float32: the id axis first, integer ids not in ascending order."""
     data = RNG.uniform(0, 5, size=(n, T)).astype(np.float32)
     data[RNG.random(data.shape) < 0.05] = np.nan
@@ -112,7 +113,7 @@ def pv_site_first(path: Path, T: int = 60, n: int = 12) -> None:
                             "time": T0 + np.arange(T) * 5 * MIN,
                             "x": ("site_id", RNG.uniform(100_000, 129_000, n)),
                             "y": ("site_id", RNG.uniform(865_000, 900_000, n))})
-    write(ds, path, {"power": {"chunks": (5, 24)}})
+    write(ds, path, {"power": {"chunks": (5, 24)}}, zarr_format)
 
 
 def ocf_layout4(root: Path) -> None:
@@ -284,10 +285,11 @@ def sat1_src(**kw: Any) -> Src:
                {"time": "time", "channel": "variable", "y": "y", "x": "x"})
 
 
-def test_layouts_1_3_5_satellite_ukv_gsp(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ids", ["<U", "object"])
+def test_layouts_1_3_5_satellite_ukv_gsp(tmp_path: Path, ids: str) -> None:
     satellite_layout1(tmp_path / "sat.zarr")
     ukv_layout3(tmp_path / "ukv.zarr")
-    gsp_layout5(tmp_path / "gsp.zarr")
+    gsp_layout5(tmp_path / "gsp.zarr", ids=ids)
     srcs = [
         sat1_src(),
         Src({"name": "nwp", "store": "ukv.zarr", "variable": "UKV", "role": "nwp", "min_staleness_minutes": 60,
@@ -307,9 +309,12 @@ def test_layouts_1_3_5_satellite_ukv_gsp(tmp_path: Path) -> None:
     assert srcs[2].da["gsp_id"].values[0] == "1"
 
 
-def test_layout_2_no_channel_axis_and_points_id_first(tmp_path: Path) -> None:
-    hrv_layout2(tmp_path / "hrv.zarr")
-    pv_site_first(tmp_path / "pv.zarr")
+@pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part")
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_layout_2_no_channel_axis_and_points_id_first(tmp_path: Path, zarr_format: int) -> None:
+    """Zarr v2 (_ARRAY_DIMENSIONS) and v3 (dimension_names)."""
+    hrv_layout2(tmp_path / "hrv.zarr", zarr_format=zarr_format)
+    pv_site_first(tmp_path / "pv.zarr", zarr_format=zarr_format)
     srcs = [
         Src({"name": "hrv", "store": "hrv.zarr", "variable": "data", "time_resolution_minutes": 5,
              "interval_start_minutes": -20, "interval_end_minutes": 10, "image_size_pixels_height": 10,
