@@ -5,6 +5,10 @@ import (
 	"strings"
 )
 
+// dimsKeyError is a mapping error that the source's dims table causes (the store is not at
+// fault): its message names the dims key.
+type dimsKeyError struct{ error }
+
 // Dimensions by name: each role has canonical axes (the order of its output tensor and of the
 // chunks in the cache); a store's dimensions are mapped onto them by name, whatever their order.
 
@@ -130,7 +134,7 @@ func mapDims(role string, dims []string, override map[string]string) (dimMap, er
 		if name, ok := override[ax]; ok {
 			i := where(name)
 			if i < 0 {
-				return m, fmt.Errorf("dims.%s = %q is not a dimension of the array (it has %s)", ax, name, dimList(dims))
+				return m, dimsKeyError{fmt.Errorf("dims.%s = %q is not a dimension of the array (it has %s)", ax, name, dimList(dims))}
 			}
 			m.perm[c] = i
 		} else {

@@ -309,6 +309,9 @@ func TestLayoutErrors(t *testing.T) {
 		{name: "unmappable dims", edit: func(ds map[string]*memDataset) {
 			ds["satellite.zarr"].arrays["data"].dims = []string{"time", "band", "row", "col"}
 		}, want: []string{"source[0].variable", "satellite.zarr/data", "(time, band, row, col)", "channel: channel, channels, variable", "y: y, y_geostationary"}},
+		{name: "no dimension names", edit: func(ds map[string]*memDataset) {
+			ds["nwp.zarr"].arrays["UKV"].dims = nil
+		}, want: []string{"source[1].variable", "nwp.zarr/UKV has 0 dimension names", "_ARRAY_DIMENSIONS or dimension_names"}},
 		{name: "dims table maps them", edit: func(ds map[string]*memDataset) {
 			a := ds["satellite.zarr"].arrays
 			a["data"].dims = []string{"time", "band", "northing", "easting"}

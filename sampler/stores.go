@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -24,7 +25,7 @@ func mapStoreDims(cfg *config.Config, sp *Spec, ds Dataset, arr Array) (dimMap, 
 	m, err := mapDims(sp.Role, dims, sp.Dims)
 	if err != nil {
 		field := sp.Field + ".variable"
-		if strings.HasPrefix(err.Error(), "dims.") {
+		if errors.As(err, new(dimsKeyError)) {
 			field = sp.Field + ".dims"
 		}
 		return dimMap{}, cfg.Errorf(field, "%s/%s: %v", ds, sp.Variable, err)
@@ -32,8 +33,8 @@ func mapStoreDims(cfg *config.Config, sp *Spec, ds Dataset, arr Array) (dimMap, 
 	return m, nil
 }
 
-// size is the length of canonical axis ax (1 when the store lacks it).
-func size(arr Array, m dimMap, ax string) int {
+// axisLen is the length of canonical axis ax (1 when the store lacks it).
+func axisLen(arr Array, m dimMap, ax string) int {
 	if p := m.perm[m.axis(ax)]; p >= 0 {
 		return arr.Shape()[p]
 	}
@@ -157,7 +158,7 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 	if err != nil {
 		return nil, err
 	}
-	nt, nc, ny, nx := size(arr, m, axisTime), size(arr, m, axisChannel), size(arr, m, axisY), size(arr, m, axisX)
+	nt, nc, ny, nx := axisLen(arr, m, axisTime), axisLen(arr, m, axisChannel), axisLen(arr, m, axisY), axisLen(arr, m, axisX)
 	g := &gridSource{s: sp, c: c, win: sp.window(), dims: m}
 	if g.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
@@ -191,8 +192,8 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 		return nil, err
 	}
 	initName, stepName := m.name(axisInit), m.name(axisStep)
-	nr, ns, nc := size(arr, m, axisInit), size(arr, m, axisStep), size(arr, m, axisChannel)
-	ny, nx := size(arr, m, axisY), size(arr, m, axisX)
+	nr, ns, nc := axisLen(arr, m, axisInit), axisLen(arr, m, axisStep), axisLen(arr, m, axisChannel)
+	ny, nx := axisLen(arr, m, axisY), axisLen(arr, m, axisX)
 	n := &nwpSource{s: sp, c: c}
 	ia, err := coordArray(cfg, sp, ds, initName)
 	if err != nil {
@@ -254,7 +255,7 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if err != nil {
 		return nil, err
 	}
-	nt, nk := size(arr, m, axisTime), size(arr, m, axisID)
+	nt, nk := axisLen(arr, m, axisTime), axisLen(arr, m, axisID)
 	p := &pointSource{s: sp, c: c, win: sp.window(), anchor: anchor}
 	if p.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
