@@ -57,6 +57,14 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "gobatch.Loader over presets/nowcast.toml against a DataLoader over an xarray Dataset "
         "sampling the same example (lazy and in RAM; num_workers 0, 1, 2), same files, same run.",
     ),
+    "layout": (
+        "Channel-last satellite store against canonical order (same data, gobatch only)",
+        [PY, "benchmarks/layout_bench.py", "--days", "1", "--data", "data/nowcast-d1"],
+        [PY, "benchmarks/layout_bench.py", "--quick"],
+        "gobatch.Loader over presets/nowcast.toml on nowcast-ref and on a copy whose satellite "
+        "array is (time, y, x, channel), layouts alternated round by round; the cache holds "
+        "canonical chunks either way (issue 8 asks for at least 0.8x in steady state).",
+    ),
 }
 
 

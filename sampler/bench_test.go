@@ -300,7 +300,7 @@ func BenchmarkChunkLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := newChunked(0, "satellite", arr)
+	c, err := newChunked(0, "satellite", arr, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,19 +9,30 @@ import (
 )
 
 // chunked is one source's data array as seen through the cache: chunk grid arithmetic, the
-// cache key of a chunk, and the loader that decodes a chunk into float32 (CF decoding, then the
-// normalisation of channel axis chanAxis, then the NaN policy).
+// cache key of a chunk, and the loader that decodes a chunk into float32 (CF decoding, the
+// transposition into the role's canonical axis order, then the normalisation of channel axis
+// chanAxis, then the NaN policy).
+//
+// Shapes, chunks and chunk grid positions are in canonical order (dimMap): the cache holds
+// every chunk transposed once, when it is decoded, so that the gather stays a row copy
+// whatever the store's order. A canonical axis the store lacks (channel) has size 1.
 type chunked struct {
 	id      uint64 // the source's index, the high bits of its cache keys
 	what    string // "source[0] (satellite.zarr/data)", for messages
 	arr     Array
-	shape   []int
-	chunks  []int
-	grid    []int // chunks along each dimension
+	shape   []int // canonical
+	chunks  []int // canonical
+	grid    []int // chunks along each canonical dimension
 	gstride []int // linear chunk index strides
 	elems   int   // values per chunk
 	conv    *zarr.Float32Decoder
 	itemLen int
+
+	perm      []int // store axis of each canonical axis, -1 when absent
+	storeRank int
+	transpose bool      // the canonical order differs from the store's memory order
+	tstride   []int     // transpose: stride in the store-order chunk of each canonical axis (0: absent)
+	fpool     sync.Pool // *[]float32 of elems: the converted chunk in store order (transpose)
 
 	chanAxis  int       // -1: normalise with mean[0], std[0] (or not at all)
 	normMean  []float64 // per channel of the store (identity where unselected); nil: none
@@ -35,10 +46,15 @@ type chunked struct {
 
 const keyShift = 48
 
-func newChunked(id int, what string, arr Array) (*chunked, error) {
-	c := &chunked{id: uint64(id), what: what, arr: arr, shape: arr.Shape(), chunks: arr.Chunks(), chanAxis: -1}
-	if len(c.shape) != len(c.chunks) {
-		return nil, fmt.Errorf("%s: shape %v and chunks %v differ in rank", what, c.shape, c.chunks)
+// newChunked sees arr through the cache in the canonical order of m (nil: the store's own).
+func newChunked(id int, what string, arr Array, m *dimMap) (*chunked, error) {
+	shape, chunks := arr.Shape(), arr.Chunks()
+	if len(shape) != len(chunks) {
+		return nil, fmt.Errorf("%s: shape %v and chunks %v differ in rank", what, shape, chunks)
+	}
+	c := &chunked{id: uint64(id), what: what, arr: arr, shape: shape, chunks: chunks, chanAxis: -1, storeRank: len(shape)}
+	if m != nil {
+		c.canonical(m)
 	}
 	conv, err := newDecoder(arr)
 	if err != nil {
@@ -67,6 +83,120 @@ func newChunked(id int, what string, arr Array) (*chunked, error) {
 	return c, nil
 }
 
+// canonical sets the canonical shape and chunks of m's order, and the strides of the
+// transposition when the order differs from the store's.
+func (c *chunked) canonical(m *dimMap) {
+	shape, chunks := c.shape, c.chunks
+	n := len(m.perm)
+	c.perm = m.perm
+	c.shape, c.chunks = make([]int, n), make([]int, n)
+	for d, p := range m.perm {
+		c.shape[d], c.chunks[d] = 1, 1
+		if p >= 0 {
+			c.shape[d], c.chunks[d] = shape[p], chunks[p]
+		}
+	}
+	if m.identity() {
+		return
+	}
+	c.transpose = true
+	store := make([]int, len(chunks)) // C-order strides of the store's chunk
+	st := 1
+	for d := len(chunks) - 1; d >= 0; d-- {
+		store[d] = st
+		st *= chunks[d]
+	}
+	c.tstride = make([]int, n)
+	for d, p := range m.perm {
+		if p >= 0 {
+			c.tstride[d] = store[p]
+		}
+	}
+}
+
+// storeIndex writes the store-order grid position of canonical position idx into dst.
+func (c *chunked) storeIndex(idx, dst []int) []int {
+	if c.perm == nil {
+		return idx
+	}
+	for d, p := range c.perm {
+		if p >= 0 {
+			dst[p] = idx[d]
+		}
+	}
+	return dst
+}
+
+// transposeChunk writes src (a chunk in store order) into dst in canonical order. tstride is
+// the stride in src of each canonical axis. When the last canonical axis is contiguous in src
+// too, every row is a copy. Otherwise (channel last: x is strided, channel contiguous) the walk
+// goes by tiles of 16 values of the last axis by every value of the axis that src holds
+// contiguously, so that the strided reads of a tile stay in the L1 cache while each output row
+// is written in order.
+func transposeChunk(dst, src []float32, chunks, tstride []int) {
+	n := len(chunks)
+	var dstr [8]int // C-order strides of dst; canonical roles have at most 5 axes
+	st := 1
+	for d := n - 1; d >= 0; d-- {
+		dstr[d] = st
+		st *= chunks[d]
+	}
+	last, ls := chunks[n-1], tstride[n-1]
+	k := -1 // the canonical axis src holds contiguously, when it is not the last
+	for d := 0; d < n-1; d++ {
+		if tstride[d] == 1 && chunks[d] > 1 {
+			k = d
+		}
+	}
+	if ls == 1 || k < 0 {
+		k = -1 // rows: a copy (ls 1) or a strided read each
+	}
+	const tile = 16
+	var pos [8]int
+	dOff, sOff := 0, 0
+	for {
+		switch {
+		case k >= 0:
+			kn, kd := chunks[k], dstr[k]
+			for x0 := 0; x0 < last; x0 += tile {
+				x1 := min(x0+tile, last)
+				for kk := 0; kk < kn; kk++ {
+					row := dst[dOff+kk*kd+x0 : dOff+kk*kd+x1]
+					for i, s := 0, sOff+kk+x0*ls; i < len(row); i, s = i+1, s+ls {
+						row[i] = src[s]
+					}
+				}
+			}
+		case ls == 1:
+			copy(dst[dOff:dOff+last], src[sOff:sOff+last])
+		default:
+			row := dst[dOff : dOff+last]
+			for i, s := 0, sOff; i < last; i, s = i+1, s+ls {
+				row[i] = src[s]
+			}
+		}
+		// Advance over the leading axes but k (odometer), keeping both offsets in step.
+		d := n - 2
+		for ; d >= 0; d-- {
+			if d == k {
+				continue
+			}
+			pos[d]++
+			dOff += dstr[d]
+			sOff += tstride[d]
+			if pos[d] < chunks[d] {
+				break
+			}
+			dOff -= pos[d] * dstr[d]
+			sOff -= pos[d] * tstride[d]
+			pos[d] = 0
+		}
+		if d < 0 {
+			return
+		}
+	}
+}
+
 // chunkBytes is the decoded (float32) size of one chunk.
 func (c *chunked) chunkBytes() int64 { return int64(c.elems) * 4 }
 
@@ -77,28 +207,45 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 	lin := int(key & (1<<keyShift - 1))
 	ip, _ := c.idxPool.Get().(*[]int)
 	if ip == nil {
-		s := make([]int, len(c.shape))
+		s := make([]int, len(c.shape)+c.storeRank) // canonical, then store order
 		ip = &s
 	}
-	idx := *ip
+	idx := (*ip)[:len(c.shape)]
 	for d := range idx {
 		idx[d] = lin / c.gstride[d] % c.grid[d]
 	}
+	sidx := c.storeIndex(idx, (*ip)[len(c.shape):])
 	bp, _ := c.scratch.Get().(*[]byte)
 	if bp == nil {
 		b := make([]byte, c.elems*c.itemLen)
 		bp = &b
 	}
-	err := c.arr.DecodeChunk(idx, *bp)
+	err := c.arr.DecodeChunk(sidx, *bp)
 	if err == nil {
-		c.conv.Decode(dst, *bp)
+		c.convert(dst, *bp)
 		c.postprocess(idx, dst)
 	} else {
-		err = fmt.Errorf("%s: chunk %v: %w", c.what, idx, err)
+		err = fmt.Errorf("%s: chunk %v: %w", c.what, sidx, err)
 	}
 	c.scratch.Put(bp)
 	c.idxPool.Put(ip)
 	return err
+}
+
+// convert CF-decodes native chunk bytes into dst in canonical order.
+func (c *chunked) convert(dst []float32, native []byte) {
+	if !c.transpose {
+		c.conv.Decode(dst, native)
+		return
+	}
+	fp, _ := c.fpool.Get().(*[]float32)
+	if fp == nil {
+		f := make([]float32, c.elems)
+		fp = &f
+	}
+	c.conv.Decode(*fp, native)
+	transposeChunk(dst, *fp, c.chunks, c.tstride)
+	c.fpool.Put(fp)
 }
 
 // postprocess applies the normalisation and the NaN policy to a converted chunk.

@@ -22,7 +22,6 @@ func TestSpecErrors(t *testing.T) {
 		{"end before start", "interval_start_minutes = -60\ninterval_end_minutes = 120", "interval_start_minutes = 120\ninterval_end_minutes = -60",
 			[]string{"source[1].interval_end_minutes", "before interval_start_minutes"}},
 		{"unknown role", `role = "nwp"`, `role = "forecast"`, []string{"source[1].role", `unknown role "forecast"`}},
-		{"missing channels", `channels = ["u", "v", "w"]`, ``, []string{"source[1].channels", "missing required key"}},
 		{"nearest_k zero", "nearest_k = 5", "nearest_k = 0", []string{"source[2].nearest_k", "out of range"}},
 		{"key of another role", "nearest_k = 5", "nearest_k = 5\nimage_size_pixels_height = 3", []string{"source[2].image_size_pixels_height", "unknown key"}},
 		{"anchor not grid", "nearest_k = 5", "nearest_k = 5\nanchor = true", []string{"source[2].anchor", "only a source with role"}},
@@ -58,6 +57,9 @@ func TestJobErrors(t *testing.T) {
 		name, from, to string
 		want           []string
 	}{
+		// channels is optional for a store without a channel axis, so that its absence is
+		// judged once the store is open.
+		{"missing channels", `channels = ["u", "v", "w"]`, ``, []string{"source[1].channels", "missing required key"}},
 		{"channel not in store", `channels = ["u", "v", "w"]`, `channels = ["u", "q"]`, []string{"source[1].channels", `"q" is not a variable`, `"u", "v", "w"`}},
 		{"no valid t0", "interval_start_minutes = -30\ninterval_end_minutes = 60\nimage_size_pixels_height = 8",
 			"interval_start_minutes = -30\ninterval_end_minutes = 6000\nimage_size_pixels_height = 8",

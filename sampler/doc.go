@@ -13,14 +13,18 @@
 // ocf-data-sampler's vocabulary:
 //
 //	store, variable                 the store (relative to the data root) and its data array
-//	role                            "grid" (time, channel, y, x; default), "nwp" (init_time,
-//	                                step, channel, y, x) or "points" (time, system)
+//	role                            "grid" (output [T, C, H, W]; default), "nwp" ([S, C, H, W])
+//	                                or "points" ([T, K]); see Dimensions below
+//	dims                            a table from a canonical axis to the store's dimension name,
+//	                                for names the accepted spellings miss:
+//	                                dims = { y = "northing", x = "easting" }
 //	anchor = true                   one grid source: locations are drawn from its grid, t0
 //	                                from its times
 //	time_resolution_minutes, interval_start_minutes, interval_end_minutes
 //	                                the window relative to t0 (both ends included)
 //	image_size_pixels_height/_width grid and nwp crops
-//	channels                        grid and nwp: selection by name (required)
+//	channels                        grid and nwp: selection by name; required when the store
+//	                                has a channel axis, absent when it has none (one channel)
 //	min_staleness_minutes           nwp: the latest run with init_time <= t0 - this
 //	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit)
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
@@ -32,6 +36,40 @@
 //	                                (non-positive) timedeltas become NaN (grid, points)
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
+//
+// # Dimensions
+//
+// Dimensions are found by name (xarray's _ARRAY_DIMENSIONS in Zarr v2, dimension_names in v3),
+// in any order. Each role has canonical axes, the order of its output and of the chunks in the
+// cache: grid (time, channel, y, x), nwp (init_time, step, channel, y, x), points (time, id).
+// A store dimension maps to an axis through the source's dims table, else through the accepted
+// spellings (dims.go holds the one list):
+//
+//	time       time, time_utc, datetime_gmt
+//	channel    channel, channels, variable
+//	y          y, y_geostationary, y_osgb, latitude, lat
+//	x          x, x_geostationary, x_osgb, longitude, lon
+//	init_time  init_time, init_time_utc
+//	step       step
+//	id         system, location_id, gsp_id, ss_id, site_id
+//
+// Every store dimension must map to one axis and every axis but channel must be found; a store
+// without a channel axis is one channel. Otherwise the source is refused, naming the store, the
+// array, its dimensions and the names accepted. Each axis takes its values from the coordinate
+// array of the same name. Chunks are transposed into canonical order once, when decoded, so a
+// channel-last store costs a transposition per cache miss and nothing per example.
+//
+// Coordinates may be ascending or descending, integer or float. Crops keep the store's order
+// along each axis: a crop of a store whose x descends has its columns in descending x, as
+// xarray's isel gives them; nothing is flipped.
+//
+// Points: ids are integers, or strings holding decimal integers ('1' .. '21'), which become
+// int64; other strings are refused naming the coordinate. Each system's position comes from
+// the CF "coordinates" attribute of the data array (the names spelled as x and y; two unknown
+// names are taken as x then y), else from 1-D coordinates over the id dimension spelled as x
+// and y. Positions only in longitude/latitude are refused unless the anchor's axes are in
+// longitude/latitude too (anything else needs a projection); a points source with no positions
+// is refused, since nearest_k needs them.
 //
 // # Examples
 //

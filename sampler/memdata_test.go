@@ -37,8 +37,13 @@ func (a *memArray) Native() (byte, int) { return a.kind, a.size }
 func (a *memArray) CF() (float64, float64, float64, bool) {
 	return a.scale, a.offset, a.fill, a.hasFill
 }
-func (a *memArray) Attr(n string) string                    { return a.attrs[n] }
-func (a *memArray) Int64s() ([]int64, error)                { return a.ints, nil }
+func (a *memArray) Attr(n string) string { return a.attrs[n] }
+func (a *memArray) Int64s() ([]int64, error) {
+	if a.ints == nil && a.strs != nil {
+		return nil, fmt.Errorf("Int64s on a string array")
+	}
+	return a.ints, nil
+}
 func (a *memArray) Times() ([]int64, error)                 { return a.ints, nil }
 func (a *memArray) Durations() ([]int64, error)             { return a.ints, nil }
 func (a *memArray) Strings() ([]string, error)              { return a.strs, nil }

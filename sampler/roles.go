@@ -51,7 +51,8 @@ func dropoutSteps(w timeWindow, cut int64) int {
 type gridSource struct {
 	s      *Spec
 	c      *chunked
-	times  axis // unix seconds
+	dims   dimMap // the store's dimensions on the canonical axes
+	times  axis   // unix seconds
 	win    timeWindow
 	chans  []int     // store channel of each output channel
 	xs, ys []float64 // coordinates

@@ -39,13 +39,16 @@ type Spec struct {
 	Variable string // the data array in the store
 	Role     string // RoleGrid, RoleNWP or RolePoints
 	Anchor   bool   // the locations are drawn from this source's grid (RoleGrid)
+	// Dims maps a canonical axis (time, channel, y, x, init_time, step, id) to the store's
+	// dimension name, for names the accepted spellings do not cover (key dims).
+	Dims map[string]string
 
 	TimeResolutionMinutes int64
 	IntervalStartMinutes  int64
 	IntervalEndMinutes    int64
 
 	Height, Width int      // image_size_pixels_height/_width (grid, nwp)
-	Channels      []string // selection by name (grid, nwp)
+	Channels      []string // selection by name (grid, nwp); nil: the store has no channel axis
 
 	MinStalenessMinutes int64 // nwp: the run's init time is at least this much older than t0
 	MaxStalenessMinutes int64 // nwp: and at most this much older (0 = no limit)
@@ -86,8 +89,11 @@ func (s *Spec) Example() ([]int, config.DType) {
 	if s.Role == RolePoints {
 		return []int{s.Steps(), s.NearestK}, config.Float32
 	}
-	return []int{s.Steps(), len(s.Channels), s.Height, s.Width}, config.Float32
+	return []int{s.Steps(), s.nChannels(), s.Height, s.Width}, config.Float32
 }
+
+// nChannels is the channels of an example: one when the store has no channel axis.
+func (s *Spec) nChannels() int { return max(len(s.Channels), 1) }
 
 // The cache budget in MiB: the default when the anchor sets no cache_mb, and the range that
 // cache_mb and an override (Options.CacheMB, shmloader's --cache-mb) must be in.
@@ -118,6 +124,7 @@ func init() { config.RegisterKind("zarr", decodeSpec) }
 func decodeSpec(t *config.Table) config.Spec {
 	d := &specDecoder{t: t, s: &Spec{Field: t.Path()}, ok: true}
 	d.storeAndRole()
+	d.dims()
 	d.timeWindow()
 	d.crop()
 	d.staleness()
@@ -183,6 +190,41 @@ func (d *specDecoder) storeAndRole() {
 	}
 }
 
+// dims reads the optional table that maps the role's canonical axes to store dimension names.
+func (d *specDecoder) dims() {
+	axes, ok := roleAxes[d.s.Role]
+	if !ok {
+		return
+	}
+	sub := d.t.Sub("dims")
+	if sub == nil {
+		if d.t.Has("dims") {
+			d.ok = false // not a table (recorded by Sub)
+		}
+		return
+	}
+	defer sub.Done() // unknown keys: not an axis of this role
+	seen := map[string]string{}
+	for _, ax := range axes {
+		if !sub.Has(ax) {
+			continue
+		}
+		v := sub.String(ax, "")
+		switch {
+		case v == "":
+			d.bad("dims."+ax, "empty; expected the store's dimension name for axis %s", ax)
+		case seen[v] != "":
+			d.bad("dims."+ax, "%q is mapped to dims.%s already; expected one axis per dimension", v, seen[v])
+		default:
+			seen[v] = ax
+			if d.s.Dims == nil {
+				d.s.Dims = map[string]string{}
+			}
+			d.s.Dims[ax] = v
+		}
+	}
+}
+
 // timeWindow reads the resolution and the window around t0, both in minutes.
 func (d *specDecoder) timeWindow() {
 	s, t := d.s, d.t
@@ -215,8 +257,7 @@ func (d *specDecoder) crop() {
 	s.Height = int(d.mustInt("image_size_pixels_height", 1, maxPixels))
 	s.Width = int(d.mustInt("image_size_pixels_width", 1, maxPixels))
 	if !t.Has("channels") {
-		d.bad("channels", "missing required key; expected an array of channel names, e.g. channels = [\"IR_108\"]")
-		return
+		return // required when the store has a channel axis (checked when it is opened)
 	}
 	s.Channels = t.Strings("channels")
 	seen := map[string]bool{}

@@ -1,8 +1,10 @@
 package sampler
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
@@ -11,13 +13,32 @@ import (
 // Opening a job's stores: each role's data array, its coordinates and the tables that place
 // its crops on the anchor's grid. Every error names the source's field in the configuration.
 
-func dimsOf(cfg *config.Config, sp *Spec, ds Dataset, arr Array, want int, names string) ([]string, error) {
+// mapStoreDims maps the data array's dimensions onto the role's canonical axes (dims.go),
+// refusing a store whose dimensions cannot be mapped with the dimensions it has and the names
+// accepted.
+func mapStoreDims(cfg *config.Config, sp *Spec, ds Dataset, arr Array) (dimMap, error) {
 	dims := arr.Dims()
-	if len(arr.Shape()) != want || len(dims) != want {
-		return nil, cfg.Errorf(sp.Field+".variable", "%s/%s has dims %v (shape %v); expected %d dims %s for role %q",
-			ds, sp.Variable, dims, arr.Shape(), want, names, sp.Role)
+	if len(dims) != len(arr.Shape()) {
+		return dimMap{}, cfg.Errorf(sp.Field+".variable", "%s/%s has %d dimension names %v for shape %v; expected a name for every dimension (_ARRAY_DIMENSIONS or dimension_names)",
+			ds, sp.Variable, len(dims), dims, arr.Shape())
 	}
-	return dims, nil
+	m, err := mapDims(sp.Role, dims, sp.Dims)
+	if err != nil {
+		field := sp.Field + ".variable"
+		if errors.As(err, new(dimsKeyError)) {
+			field = sp.Field + ".dims"
+		}
+		return dimMap{}, cfg.Errorf(field, "%s/%s: %v", ds, sp.Variable, err)
+	}
+	return m, nil
+}
+
+// axisLen is the length of canonical axis ax (1 when the store lacks it).
+func axisLen(arr Array, m dimMap, ax string) int {
+	if p := m.perm[m.axis(ax)]; p >= 0 {
+		return arr.Shape()[p]
+	}
+	return 1
 }
 
 func coordArray(cfg *config.Config, sp *Spec, ds Dataset, name string) (Array, error) {
@@ -63,7 +84,19 @@ func readFloats(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([
 	return v, nil
 }
 
+// selectChannels returns the store index of each configured channel. A store without a channel
+// axis (name "") is one channel, and takes no channels key.
 func selectChannels(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([]int, error) {
+	if name == "" {
+		if sp.Channels != nil {
+			return nil, cfg.Errorf(sp.Field+".channels", "%s/%s has no channel dimension (it is one channel); expected no channels key", ds, sp.Variable)
+		}
+		return []int{0}, nil
+	}
+	if sp.Channels == nil {
+		return nil, cfg.Errorf(sp.Field+".channels", "missing required key; %s/%s has channel dimension %q: expected an array of its names, e.g. channels = [\"IR_108\"]",
+			ds, sp.Variable, name)
+	}
 	a, err := coordArray(cfg, sp, ds, name)
 	if err != nil {
 		return nil, err
@@ -102,47 +135,49 @@ func cropTables(anchorCoords, coords []float64, n int) []int {
 	return out
 }
 
-func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, *chunked, error) {
+// openData opens the source's data array, maps its dimensions and sees it through the cache
+// in canonical order.
+func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, dimMap, *chunked, error) {
 	arr, err := ds.Array(sp.Variable)
 	if err != nil {
-		return nil, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
+		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
 	}
-	c, err := newChunked(sp.Index, fmt.Sprintf("%s (%s/%s)", sp.Field, ds, sp.Variable), arr)
+	m, err := mapStoreDims(cfg, sp, ds, arr)
 	if err != nil {
-		return nil, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
+		return nil, dimMap{}, nil, err
 	}
-	return arr, c, nil
+	c, err := newChunked(sp.Index, fmt.Sprintf("%s (%s/%s)", sp.Field, ds, sp.Variable), arr, &m)
+	if err != nil {
+		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
+	}
+	return arr, m, c, nil
 }
 
 func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gridSource, error) {
-	arr, c, err := openData(cfg, sp, ds)
+	arr, m, c, err := openData(cfg, sp, ds)
 	if err != nil {
 		return nil, err
 	}
-	dims, err := dimsOf(cfg, sp, ds, arr, 4, "(time, channel, y, x)")
-	if err != nil {
+	nt, nc, ny, nx := axisLen(arr, m, axisTime), axisLen(arr, m, axisChannel), axisLen(arr, m, axisY), axisLen(arr, m, axisX)
+	g := &gridSource{s: sp, c: c, win: sp.window(), dims: m}
+	if g.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
-	shape := arr.Shape()
-	g := &gridSource{s: sp, c: c, win: sp.window()}
-	if g.times, err = readTimeAxis(cfg, sp, ds, dims[0]); err != nil {
+	if g.times.n != nt {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), g.times.n, nt)
+	}
+	if g.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
 		return nil, err
 	}
-	if g.times.n != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], g.times.n, shape[0])
-	}
-	if g.chans, err = selectChannels(cfg, sp, ds, dims[1], shape[1]); err != nil {
+	if g.ys, err = readFloats(cfg, sp, ds, m.name(axisY), ny); err != nil {
 		return nil, err
 	}
-	if g.ys, err = readFloats(cfg, sp, ds, dims[2], shape[2]); err != nil {
-		return nil, err
-	}
-	if g.xs, err = readFloats(cfg, sp, ds, dims[3], shape[3]); err != nil {
+	if g.xs, err = readFloats(cfg, sp, ds, m.name(axisX), nx); err != nil {
 		return nil, err
 	}
 	if anchor != nil {
-		if sp.Height > shape[2] || sp.Width > shape[3] {
-			return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "a %d x %d crop does not fit the %d x %d grid", sp.Height, sp.Width, shape[2], shape[3])
+		if sp.Height > ny || sp.Width > nx {
+			return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "a %d x %d crop does not fit the %d x %d grid", sp.Height, sp.Width, ny, nx)
 		}
 		g.yStart = cropTables(anchor.ys, g.ys, sp.Height)
 		g.xStart = cropTables(anchor.xs, g.xs, sp.Width)
@@ -152,64 +187,62 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 }
 
 func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwpSource, error) {
-	arr, c, err := openData(cfg, sp, ds)
+	arr, m, c, err := openData(cfg, sp, ds)
 	if err != nil {
 		return nil, err
 	}
-	dims, err := dimsOf(cfg, sp, ds, arr, 5, "(init_time, step, channel, y, x)")
-	if err != nil {
-		return nil, err
-	}
-	shape := arr.Shape()
+	initName, stepName := m.name(axisInit), m.name(axisStep)
+	nr, ns, nc := axisLen(arr, m, axisInit), axisLen(arr, m, axisStep), axisLen(arr, m, axisChannel)
+	ny, nx := axisLen(arr, m, axisY), axisLen(arr, m, axisX)
 	n := &nwpSource{s: sp, c: c}
-	ia, err := coordArray(cfg, sp, ds, dims[0])
+	ia, err := coordArray(cfg, sp, ds, initName)
 	if err != nil {
 		return nil, err
 	}
 	if n.inits, err = ia.Times(); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, dims[0], err)
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, initName, err)
 	}
-	if len(n.inits) != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, dims[0], len(n.inits), shape[0])
+	if len(n.inits) != nr {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, initName, len(n.inits), nr)
 	}
 	if !sort.SliceIsSorted(n.inits, func(a, b int) bool { return n.inits[a] < n.inits[b] }) {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s is not ascending", ds, dims[0])
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s is not ascending", ds, initName)
 	}
-	sa, err := coordArray(cfg, sp, ds, dims[1])
+	sa, err := coordArray(cfg, sp, ds, stepName)
 	if err != nil {
 		return nil, err
 	}
 	steps, err := sa.Durations()
 	if err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, dims[1], err)
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, stepName, err)
 	}
 	if n.steps, err = regularAxis(steps); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected regular lead steps", ds, dims[1], err)
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected regular lead steps", ds, stepName, err)
 	}
-	if n.steps.n != shape[1] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, dims[1], n.steps.n, shape[1])
+	if n.steps.n != ns {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, stepName, n.steps.n, ns)
 	}
 	if sp.TimeResolutionMinutes*60%n.steps.step != 0 {
 		return nil, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's step spacing (%d min)",
 			sp.TimeResolutionMinutes, n.steps.step/60)
 	}
 	n.rule = nwpRule{minStale: sp.MinStalenessMinutes * 60, maxStale: sp.MaxStalenessMinutes * 60, window: sp.window()}
-	if n.chans, err = selectChannels(cfg, sp, ds, dims[2], shape[2]); err != nil {
+	if n.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
 		return nil, err
 	}
-	ys, err := readFloats(cfg, sp, ds, dims[3], shape[3])
+	ys, err := readFloats(cfg, sp, ds, m.name(axisY), ny)
 	if err != nil {
 		return nil, err
 	}
-	xs, err := readFloats(cfg, sp, ds, dims[4], shape[4])
+	xs, err := readFloats(cfg, sp, ds, m.name(axisX), nx)
 	if err != nil {
 		return nil, err
 	}
-	if sp.Height > shape[3] {
-		return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "%d does not fit the NWP grid of %d rows", sp.Height, shape[3])
+	if sp.Height > ny {
+		return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "%d does not fit the NWP grid of %d rows", sp.Height, ny)
 	}
-	if sp.Width > shape[4] {
-		return nil, cfg.Errorf(sp.Field+".image_size_pixels_width", "%d does not fit the NWP grid of %d columns", sp.Width, shape[4])
+	if sp.Width > nx {
+		return nil, cfg.Errorf(sp.Field+".image_size_pixels_width", "%d does not fit the NWP grid of %d columns", sp.Width, nx)
 	}
 	n.yStart = cropTables(anchor.ys, ys, sp.Height)
 	n.xStart = cropTables(anchor.xs, xs, sp.Width)
@@ -218,46 +251,132 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 }
 
 func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*pointSource, error) {
-	arr, c, err := openData(cfg, sp, ds)
+	arr, m, c, err := openData(cfg, sp, ds)
 	if err != nil {
 		return nil, err
 	}
-	dims, err := dimsOf(cfg, sp, ds, arr, 2, "(time, system)")
-	if err != nil {
-		return nil, err
-	}
-	shape := arr.Shape()
+	nt, nk := axisLen(arr, m, axisTime), axisLen(arr, m, axisID)
 	p := &pointSource{s: sp, c: c, win: sp.window(), anchor: anchor}
-	if p.times, err = readTimeAxis(cfg, sp, ds, dims[0]); err != nil {
+	if p.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
-	if p.times.n != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], p.times.n, shape[0])
+	if p.times.n != nt {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), p.times.n, nt)
 	}
-	ida, err := coordArray(cfg, sp, ds, dims[1])
+	if p.ids, err = readIDs(cfg, sp, ds, m.name(axisID), nk); err != nil {
+		return nil, err
+	}
+	xName, yName, err := positionNames(cfg, sp, ds, arr, m.name(axisID), anchor)
 	if err != nil {
 		return nil, err
 	}
-	if p.ids, err = ida.Int64s(); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, dims[1], err)
-	}
-	if len(p.ids) != shape[1] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d ids; the data has %d systems", ds, dims[1], len(p.ids), shape[1])
-	}
-	xName, yName := "x", "y"
-	if f := strings.Fields(arr.Attr("coordinates")); len(f) == 2 {
-		xName, yName = f[0], f[1] // CF "coordinates": the auxiliary x and y of each system
-	}
-	if p.xs, err = readFloats(cfg, sp, ds, xName, shape[1]); err != nil {
+	if p.xs, err = readFloats(cfg, sp, ds, xName, nk); err != nil {
 		return nil, err
 	}
-	if p.ys, err = readFloats(cfg, sp, ds, yName, shape[1]); err != nil {
+	if p.ys, err = readFloats(cfg, sp, ds, yName, nk); err != nil {
 		return nil, err
 	}
-	if shape[1] < sp.NearestK {
-		return nil, cfg.Errorf(sp.Field+".nearest_k", "%d; the store has only %d systems", sp.NearestK, shape[1])
+	if nk < sp.NearestK {
+		return nil, cfg.Errorf(sp.Field+".nearest_k", "%d; the store has only %d systems", sp.NearestK, nk)
 	}
 	p.setOrder()
 	c.setNormalisation(-1, nil, sp.NormaliseMean, sp.NormaliseStd)
 	return p, nil
+}
+
+// readIDs reads a points source's ids: integers, or strings that are decimal integers ('1' ..
+// '21', as GSP ids are stored), which become int64. Other strings are refused.
+func readIDs(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([]int64, error) {
+	a, err := coordArray(cfg, sp, ds, name)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := a.Int64s()
+	if err != nil {
+		strs, serr := a.Strings()
+		if serr != nil {
+			return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected integer ids or decimal strings", ds, name, err)
+		}
+		ids = make([]int64, len(strs))
+		for i, s := range strs {
+			v, perr := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if perr != nil {
+				return nil, cfg.Errorf(sp.Field+".store", "id coordinate %s/%s: element %d is %q, not a decimal integer; expected integer ids or decimal strings ('1', '21')",
+					ds, name, i, s)
+			}
+			ids[i] = v
+		}
+	}
+	if len(ids) != n {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d ids; the data has %d systems", ds, name, len(ids), n)
+	}
+	return ids, nil
+}
+
+// positionNames finds the coordinates that give each system's x and y position: the CF
+// "coordinates" attribute of the data array, else 1-D coordinates spelled as x and y over the
+// id dimension. Positions in longitude/latitude only are refused unless the anchor's axes are
+// longitude/latitude too (meeting metres needs a projection).
+func positionNames(cfg *config.Config, sp *Spec, ds Dataset, arr Array, idDim string, anchor *gridSource) (string, string, error) {
+	if f := strings.Fields(arr.Attr("coordinates")); len(f) > 0 {
+		x, y := classifyPositions(f)
+		if x == "" && y == "" && len(f) == 2 {
+			x, y = f[0], f[1] // names of no known spelling: CF order x y
+		}
+		if x != "" && y != "" {
+			return checkLonLat(cfg, sp, ds, x, y, anchor)
+		}
+	}
+	var found []string
+	for _, ax := range []string{axisX, axisY} {
+		name := ""
+		for _, s := range axisSpellings[ax] {
+			a, err := ds.Array(s)
+			if err != nil {
+				continue
+			}
+			if d := a.Dims(); len(d) == 1 && d[0] == idDim || d == nil && len(a.Shape()) == 1 {
+				name = s
+				break
+			}
+		}
+		found = append(found, name)
+	}
+	if found[0] == "" || found[1] == "" {
+		return "", "", cfg.Errorf(sp.Field+".nearest_k", "%s/%s has no positions for its systems; nearest_k needs x and y: a CF \"coordinates\" attribute naming them, or 1-D coordinates over %q named %s (x) and %s (y)",
+			ds, sp.Variable, idDim, strings.Join(axisSpellings[axisX], ", "), strings.Join(axisSpellings[axisY], ", "))
+	}
+	return checkLonLat(cfg, sp, ds, found[0], found[1], anchor)
+}
+
+// classifyPositions picks the x and y names among a CF coordinates list by their spellings;
+// metre spellings win over longitude/latitude.
+func classifyPositions(names []string) (x, y string) {
+	for _, ax := range []string{axisX, axisY} {
+		for _, s := range axisSpellings[ax] {
+			for _, n := range names {
+				if n == s {
+					if ax == axisX && x == "" {
+						x = n
+					}
+					if ax == axisY && y == "" {
+						y = n
+					}
+				}
+			}
+		}
+	}
+	return x, y
+}
+
+// checkLonLat refuses positions in longitude/latitude when the anchor's grid is not.
+func checkLonLat(cfg *config.Config, sp *Spec, ds Dataset, x, y string, anchor *gridSource) (string, string, error) {
+	if lonLatNames[x] || lonLatNames[y] {
+		ax, ay := anchor.dims.name(axisX), anchor.dims.name(axisY)
+		if !lonLatNames[ax] || !lonLatNames[ay] {
+			return "", "", cfg.Errorf(sp.Field+".store", "%s/%s: system positions are in %s/%s but the anchor's grid is in %s/%s; meeting them needs a projection, which this build does not do (give the systems x and y in the anchor's coordinates)",
+				ds, sp.Variable, x, y, ax, ay)
+		}
+	}
+	return x, y, nil
 }
