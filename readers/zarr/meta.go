@@ -299,26 +299,19 @@ func parseZarrJSON(doc []byte) (*zarrJSON, error) {
 	return &z, nil
 }
 
-// v3ArrayMeta converts a parsed v3 array document.
+// v3ArrayMeta converts a parsed v3 array document. The steps run in the order the
+// fields' errors are reported: shape and chunk grid, data type, chunk keys, codecs,
+// fill value, dimension names.
 func v3ArrayMeta(z *zarrJSON) (*arrayMeta, error) {
 	m := &arrayMeta{format: 3, order: 'C', attrs: z.Attributes}
 	if z.Shape == nil {
 		return nil, fmt.Errorf("zarr.json: missing shape")
 	}
-	gname, gcfg, err := parseNamed(z.ChunkGrid)
+	chunks, err := v3ChunkShape(z.ChunkGrid)
 	if err != nil {
-		return nil, fmt.Errorf("zarr.json: chunk_grid: %w", err)
+		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
-	if gname != "regular" {
-		return nil, fmt.Errorf("zarr.json: chunk_grid %q: %w", gname, ErrUnsupported)
-	}
-	var g struct {
-		ChunkShape []int64 `json:"chunk_shape"`
-	}
-	if err := json.Unmarshal(gcfg, &g); err != nil || g.ChunkShape == nil {
-		return nil, fmt.Errorf("zarr.json: chunk_grid: missing chunk_shape")
-	}
-	if m.shape, m.chunks, err = checkShape(z.Shape, g.ChunkShape); err != nil {
+	if m.shape, m.chunks, err = checkShape(z.Shape, chunks); err != nil {
 		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
 	if len(z.DataType) == 0 {
@@ -327,68 +320,126 @@ func v3ArrayMeta(z *zarrJSON) (*arrayMeta, error) {
 	if m.dtype, err = parseV3DType(z.DataType); err != nil {
 		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
-	// Chunk key encoding.
-	kname, kcfg, err := parseNamed(z.ChunkKeyEncoding)
+	if m.keys, err = v3KeyEncoding(z.ChunkKeyEncoding); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if m.codecs, err = v3Codecs(z); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if m.dimNames, err = v3DimNames(z, len(m.shape)); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	return m, nil
+}
+
+// v3ChunkShape reads chunk_grid. Only the regular grid is implemented: every chunk
+// (or shard) has chunk_shape, the last ones along each dimension overhanging.
+func v3ChunkShape(raw json.RawMessage) ([]int64, error) {
+	gname, gcfg, err := parseNamed(raw)
 	if err != nil {
-		return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+		return nil, fmt.Errorf("chunk_grid: %w", err)
+	}
+	if gname != "regular" {
+		return nil, fmt.Errorf("chunk_grid %q: %w", gname, ErrUnsupported)
+	}
+	var g struct {
+		ChunkShape []int64 `json:"chunk_shape"`
+	}
+	if err := json.Unmarshal(gcfg, &g); err != nil || g.ChunkShape == nil {
+		return nil, fmt.Errorf("chunk_grid: missing chunk_shape")
+	}
+	return g.ChunkShape, nil
+}
+
+// v3KeyEncoding reads chunk_key_encoding: "default" keys are c/0/1, "v2" keys 0.1,
+// and either may name the other separator.
+func v3KeyEncoding(raw json.RawMessage) (keyEncoding, error) {
+	kname, kcfg, err := parseNamed(raw)
+	if err != nil {
+		return keyEncoding{}, fmt.Errorf("chunk_key_encoding: %w", err)
 	}
 	var kc struct {
 		Separator *string `json:"separator"`
 	}
 	if len(kcfg) > 0 {
 		if err := json.Unmarshal(kcfg, &kc); err != nil {
-			return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+			return keyEncoding{}, fmt.Errorf("chunk_key_encoding: %w", err)
 		}
 	}
+	var k keyEncoding
 	switch kname {
 	case "default":
-		m.keys = keyEncoding{prefix: "c", sep: '/'}
+		k = keyEncoding{prefix: "c", sep: '/'}
 	case "v2":
-		m.keys = keyEncoding{sep: '.'}
+		k = keyEncoding{sep: '.'}
 	default:
-		return nil, fmt.Errorf("zarr.json: chunk_key_encoding %q: %w", kname, ErrUnsupported)
+		return keyEncoding{}, fmt.Errorf("chunk_key_encoding %q: %w", kname, ErrUnsupported)
 	}
 	if kc.Separator != nil {
-		switch *kc.Separator {
-		case ".":
-			m.keys.sep = '.'
-		case "/":
-			m.keys.sep = '/'
-		default:
-			return nil, fmt.Errorf("zarr.json: bad chunk key separator %q", *kc.Separator)
+		sep, ok := keySeparator(*kc.Separator)
+		if !ok {
+			return keyEncoding{}, fmt.Errorf("bad chunk key separator %q", *kc.Separator)
 		}
+		k.sep = sep
 	}
+	return k, nil
+}
+
+// keySeparator reads the separator of chunk key parts, "." or "/" in both formats.
+func keySeparator(s string) (byte, bool) {
+	switch s {
+	case ".":
+		return '.', true
+	case "/":
+		return '/', true
+	}
+	return 0, false
+}
+
+// v3Codecs reads the codec chain. A storage transformer would change how keys map to
+// stored bytes; none is implemented, so any one refuses the array.
+func v3Codecs(z *zarrJSON) ([]CodecInfo, error) {
 	if len(z.Codecs) == 0 {
-		return nil, fmt.Errorf("zarr.json: no codecs")
+		return nil, fmt.Errorf("no codecs")
 	}
-	if m.codecs, err = parseV3Codecs(z.Codecs); err != nil {
-		return nil, fmt.Errorf("zarr.json: %w", err)
+	codecs, err := parseV3Codecs(z.Codecs)
+	if err != nil {
+		return nil, err
 	}
 	for _, st := range z.StorageTransformers {
 		name, _, err := parseNamed(st)
 		if err != nil {
-			return nil, fmt.Errorf("zarr.json: storage_transformers: %w", err)
+			return nil, fmt.Errorf("storage_transformers: %w", err)
 		}
-		return nil, fmt.Errorf("zarr.json: storage transformer %q: %w", name, ErrUnsupported)
+		return nil, fmt.Errorf("storage transformer %q: %w", name, ErrUnsupported)
 	}
-	m.fillRaw = z.FillValue
-	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
-		return nil, fmt.Errorf("zarr.json: %w", err)
-	}
-	if z.DimensionNames != nil {
-		if len(z.DimensionNames) != len(m.shape) {
-			return nil, fmt.Errorf("zarr.json: %d dimension_names for %d dimensions", len(z.DimensionNames), len(m.shape))
+	return codecs, nil
+}
+
+// v3DimNames reads dimension_names (a null entry is an unnamed dimension) or, when the
+// document has none, the _ARRAY_DIMENSIONS attribute that xarray writes.
+func v3DimNames(z *zarrJSON, ndim int) ([]string, error) {
+	if z.DimensionNames == nil {
+		names, err := attrDims(z.Attributes, ndim)
+		if err != nil {
+			return nil, fmt.Errorf("attributes: %w", err)
 		}
-		m.dimNames = make([]string, len(m.shape))
-		for i, n := range z.DimensionNames {
-			if n != nil {
-				m.dimNames[i] = *n
-			}
-		}
-	} else if m.dimNames, err = attrDims(m.attrs, len(m.shape)); err != nil {
-		return nil, fmt.Errorf("zarr.json: attributes: %w", err)
+		return names, nil
 	}
-	return m, nil
+	if len(z.DimensionNames) != ndim {
+		return nil, fmt.Errorf("%d dimension_names for %d dimensions", len(z.DimensionNames), ndim)
+	}
+	names := make([]string, ndim)
+	for i, n := range z.DimensionNames {
+		if n != nil {
+			names[i] = *n
+		}
+	}
+	return names, nil
 }
 
 func parseV3Codecs(list []json.RawMessage) ([]CodecInfo, error) {
