@@ -126,72 +126,8 @@ func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
 	if err := decodeJSON(doc, &z); err != nil {
 		return nil, fmt.Errorf("malformed .zarray: %w", err)
 	}
-	if z.ZarrFormat != 2 {
-		return nil, fmt.Errorf(".zarray: zarr_format %d, want 2", z.ZarrFormat)
-	}
-	if z.Shape == nil || z.Chunks == nil {
-		return nil, fmt.Errorf(".zarray: missing shape or chunks")
-	}
-	m := &arrayMeta{format: 2}
-	var err error
-	if m.shape, m.chunks, err = checkShape(z.Shape, z.Chunks); err != nil {
-		return nil, fmt.Errorf(".zarray: %w", err)
-	}
-	if len(z.Dtype) == 0 {
-		return nil, fmt.Errorf(".zarray: missing dtype")
-	}
-	if m.dtype, err = parseV2DType(z.Dtype); err != nil {
-		return nil, fmt.Errorf(".zarray: %w", err)
-	}
-	switch z.Order {
-	case "C", "":
-		m.order = 'C'
-	case "F":
-		m.order = 'F'
-	default:
-		return nil, fmt.Errorf(".zarray: bad order %q", z.Order)
-	}
-	m.keys = keyEncoding{sep: '.'}
-	if z.DimensionSeparator == nil {
-		m.keys.probeSlash = true
-	} else {
-		switch *z.DimensionSeparator {
-		case ".":
-		case "/":
-			m.keys.sep = '/'
-		default:
-			return nil, fmt.Errorf(".zarray: bad dimension_separator %q", *z.DimensionSeparator)
-		}
-	}
-	if !isJSONNull(z.Filters) {
-		var fs []json.RawMessage
-		if err := json.Unmarshal(z.Filters, &fs); err != nil {
-			return nil, fmt.Errorf(".zarray: filters: %w", err)
-		}
-		for _, f := range fs {
-			c, err := parseV2Codec(f)
-			if err != nil {
-				return nil, fmt.Errorf(".zarray: filters: %w", err)
-			}
-			m.codecs = append(m.codecs, c)
-		}
-	}
-	if !isJSONNull(z.Compressor) {
-		c, err := parseV2Codec(z.Compressor)
-		if err != nil {
-			return nil, fmt.Errorf(".zarray: compressor: %w", err)
-		}
-		m.codecs = append(m.codecs, c)
-	}
-	if m.dtype.Kind == KindString {
-		for _, c := range m.codecs {
-			if c.Name == "vlen-bytes" {
-				m.dtype.Kind = KindVarBytes // object array of bytes
-			}
-		}
-	}
-	m.fillRaw = z.FillValue
-	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+	m, err := v2ArrayMeta(&z)
+	if err != nil {
 		return nil, fmt.Errorf(".zarray: %w", err)
 	}
 	if m.attrs, err = parseAttrs(attrs); err != nil {
@@ -201,6 +137,109 @@ func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
 		return nil, fmt.Errorf(".zattrs: %w", err)
 	}
 	return m, nil
+}
+
+// v2ArrayMeta converts a parsed .zarray document, field by field in the order their
+// errors are reported.
+func v2ArrayMeta(z *zarrayJSON) (*arrayMeta, error) {
+	if z.ZarrFormat != 2 {
+		return nil, fmt.Errorf("zarr_format %d, want 2", z.ZarrFormat)
+	}
+	if z.Shape == nil || z.Chunks == nil {
+		return nil, fmt.Errorf("missing shape or chunks")
+	}
+	m := &arrayMeta{format: 2}
+	var err error
+	if m.shape, m.chunks, err = checkShape(z.Shape, z.Chunks); err != nil {
+		return nil, err
+	}
+	if len(z.Dtype) == 0 {
+		return nil, fmt.Errorf("missing dtype")
+	}
+	if m.dtype, err = parseV2DType(z.Dtype); err != nil {
+		return nil, err
+	}
+	if m.order, err = v2Order(z.Order); err != nil {
+		return nil, err
+	}
+	if m.keys, err = v2KeyEncoding(z.DimensionSeparator); err != nil {
+		return nil, err
+	}
+	if m.codecs, err = v2Codecs(z); err != nil {
+		return nil, err
+	}
+	if m.dtype.Kind == KindString && hasCodec(m.codecs, "vlen-bytes") {
+		m.dtype.Kind = KindVarBytes // object array of bytes
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// v2Order reads order: C (the default when absent) or F.
+func v2Order(s string) (byte, error) {
+	switch s {
+	case "C", "":
+		return 'C', nil
+	case "F":
+		return 'F', nil
+	}
+	return 0, fmt.Errorf("bad order %q", s)
+}
+
+// v2KeyEncoding reads dimension_separator. Without one the keys are 0.1, but older
+// "nested" stores used 0/1 there, so the reader probes "/" too.
+func v2KeyEncoding(sep *string) (keyEncoding, error) {
+	k := keyEncoding{sep: '.'}
+	if sep == nil {
+		k.probeSlash = true
+		return k, nil
+	}
+	b, ok := keySeparator(*sep)
+	if !ok {
+		return keyEncoding{}, fmt.Errorf("bad dimension_separator %q", *sep)
+	}
+	k.sep = b
+	return k, nil
+}
+
+// v2Codecs reads the filters and then the compressor, the order in which they are
+// listed in arrayMeta.codecs.
+func v2Codecs(z *zarrayJSON) ([]CodecInfo, error) {
+	var codecs []CodecInfo
+	if !isJSONNull(z.Filters) {
+		var fs []json.RawMessage
+		if err := json.Unmarshal(z.Filters, &fs); err != nil {
+			return nil, fmt.Errorf("filters: %w", err)
+		}
+		for _, f := range fs {
+			c, err := parseV2Codec(f)
+			if err != nil {
+				return nil, fmt.Errorf("filters: %w", err)
+			}
+			codecs = append(codecs, c)
+		}
+	}
+	if !isJSONNull(z.Compressor) {
+		c, err := parseV2Codec(z.Compressor)
+		if err != nil {
+			return nil, fmt.Errorf("compressor: %w", err)
+		}
+		codecs = append(codecs, c)
+	}
+	return codecs, nil
+}
+
+// hasCodec reports whether a codec of that name is in the list.
+func hasCodec(codecs []CodecInfo, name string) bool {
+	for _, c := range codecs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func parseV2Codec(raw json.RawMessage) (CodecInfo, error) {
