@@ -267,127 +267,227 @@ func (r *Ring) waitReady(ctx context.Context) error {
 	}
 }
 
-// readGeometry runs step 4 of PROTOCOL.md 3.6 and fills r.
+// readGeometry runs step 4 of PROTOCOL.md 3.6 and fills r. The header's geometry is
+// checked whole before the tensor table is read, and the table before r takes any of
+// it, so that no offset from the segment is used unchecked.
 func (r *Ring) readGeometry() error {
-	fileSize := uint64(len(r.mem))
-	slotCount := uint64(*r.u32(offSlotCount))
-	tensorCount := uint64(*r.u32(offTensorCount))
-	align := uint64(*r.u32(offPayloadAlign))
-	payloadOff := *r.u64(offPayloadOffset)
-	stride := *r.u64(offSlotStride)
-	slotBytes := *r.u64(offSlotBytes)
-	segBytes := *r.u64(offSegmentBytes)
-	shOff := *r.u64(offSlotHeadersOffset)
+	h := r.headerGeometry()
+	if err := h.checkRanges(); err != nil {
+		return err
+	}
+	if err := h.checkPlacement(); err != nil {
+		return err
+	}
+	if err := h.checkSize(uint64(len(r.mem))); err != nil {
+		return err
+	}
+	l, g, err := r.readTensorTable(h)
+	if err != nil {
+		return err
+	}
+	r.layout, r.g, r.slots = l, g, h.slotCount
+	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
+	r.nonce = *r.u64(offNonce)
+	return nil
+}
 
-	if slotCount < 1 || slotCount > MaxSlots {
-		return headerErr("slot_count", "%d, want 1 to %d", slotCount, MaxSlots)
-	}
-	if tensorCount < 1 || tensorCount > MaxTensors {
-		return headerErr("tensor_count", "%d, want 1 to %d", tensorCount, MaxTensors)
-	}
-	if align != SmallAlign && align != HugeAlign {
-		return headerErr("payload_align", "%d, want %d or %d", align, SmallAlign, HugeAlign)
-	}
-	if shOff != slotHeadersOffset {
-		return headerErr("slot_headers_offset", "%d, want %d", shOff, slotHeadersOffset)
-	}
-	if payloadOff%align != 0 {
-		return headerErr("payload_offset", "%d is not a multiple of payload_align %d", payloadOff, align)
-	}
-	if stride%align != 0 {
-		return headerErr("slot_stride", "%d is not a multiple of payload_align %d", stride, align)
-	}
-	if payloadOff < shOff+slotCount*SlotHeaderBytes {
-		return headerErr("payload_offset", "%d overlaps the %d slot headers ending at %d", payloadOff, slotCount, shOff+slotCount*SlotHeaderBytes)
-	}
-	if stride < slotBytes {
-		return headerErr("slot_stride", "%d is smaller than slot_bytes %d", stride, slotBytes)
-	}
-	hi, prod := bits.Mul64(slotCount, stride)
-	sum, carry := bits.Add64(payloadOff, prod, 0)
-	if hi != 0 || carry != 0 || sum != segBytes {
-		return headerErr("segment_bytes", "%d, but payload_offset %d + slot_count %d x slot_stride %d = %d", segBytes, payloadOff, slotCount, stride, sum)
-	}
-	if fileSize < segBytes {
-		return headerErr("segment_bytes", "%d, but the file is only %d bytes (truncated?)", segBytes, fileSize)
-	}
-	if segBytes > uint64(len(r.mem)) || segBytes > maxSegment {
-		return headerErr("segment_bytes", "%d is too large", segBytes)
-	}
+// headerGeometry holds the header's geometry fields as read from the segment, not yet
+// trusted.
+type headerGeometry struct {
+	slotCount, tensorCount uint64
+	align                  uint64 // payload_align
+	payloadOff, shOff      uint64 // payload_offset, slot_headers_offset
+	stride, slotBytes      uint64 // slot_stride, slot_bytes
+	segBytes               uint64 // segment_bytes
+}
 
+func (r *Ring) headerGeometry() headerGeometry {
+	return headerGeometry{
+		slotCount:   uint64(*r.u32(offSlotCount)),
+		tensorCount: uint64(*r.u32(offTensorCount)),
+		align:       uint64(*r.u32(offPayloadAlign)),
+		payloadOff:  *r.u64(offPayloadOffset),
+		stride:      *r.u64(offSlotStride),
+		slotBytes:   *r.u64(offSlotBytes),
+		segBytes:    *r.u64(offSegmentBytes),
+		shOff:       *r.u64(offSlotHeadersOffset),
+	}
+}
+
+// checkRanges checks the fields that are valid or not on their own: the counts within
+// the protocol's limits, one of the two alignments, the fixed slot header offset.
+func (h headerGeometry) checkRanges() error {
+	if h.slotCount < 1 || h.slotCount > MaxSlots {
+		return headerErr("slot_count", "%d, want 1 to %d", h.slotCount, MaxSlots)
+	}
+	if h.tensorCount < 1 || h.tensorCount > MaxTensors {
+		return headerErr("tensor_count", "%d, want 1 to %d", h.tensorCount, MaxTensors)
+	}
+	if h.align != SmallAlign && h.align != HugeAlign {
+		return headerErr("payload_align", "%d, want %d or %d", h.align, SmallAlign, HugeAlign)
+	}
+	if h.shOff != slotHeadersOffset {
+		return headerErr("slot_headers_offset", "%d, want %d", h.shOff, slotHeadersOffset)
+	}
+	return nil
+}
+
+// checkPlacement checks how the areas sit: payload and slots aligned, the payload after
+// the slot headers, each slot's payload within its stride. The counts are in range
+// (checkRanges), so the slot header end cannot overflow.
+func (h headerGeometry) checkPlacement() error {
+	if h.payloadOff%h.align != 0 {
+		return headerErr("payload_offset", "%d is not a multiple of payload_align %d", h.payloadOff, h.align)
+	}
+	if h.stride%h.align != 0 {
+		return headerErr("slot_stride", "%d is not a multiple of payload_align %d", h.stride, h.align)
+	}
+	if h.payloadOff < h.shOff+h.slotCount*SlotHeaderBytes {
+		return headerErr("payload_offset", "%d overlaps the %d slot headers ending at %d", h.payloadOff, h.slotCount, h.shOff+h.slotCount*SlotHeaderBytes)
+	}
+	if h.stride < h.slotBytes {
+		return headerErr("slot_stride", "%d is smaller than slot_bytes %d", h.stride, h.slotBytes)
+	}
+	return nil
+}
+
+// checkSize checks that segment_bytes is exactly the payload offset plus the slots
+// (computed without overflow) and that the file of fileSize bytes holds it.
+func (h headerGeometry) checkSize(fileSize uint64) error {
+	hi, prod := bits.Mul64(h.slotCount, h.stride)
+	sum, carry := bits.Add64(h.payloadOff, prod, 0)
+	if hi != 0 || carry != 0 || sum != h.segBytes {
+		return headerErr("segment_bytes", "%d, but payload_offset %d + slot_count %d x slot_stride %d = %d", h.segBytes, h.payloadOff, h.slotCount, h.stride, sum)
+	}
+	if fileSize < h.segBytes {
+		return headerErr("segment_bytes", "%d, but the file is only %d bytes (truncated?)", h.segBytes, fileSize)
+	}
+	if h.segBytes > maxSegment {
+		return headerErr("segment_bytes", "%d is too large", h.segBytes)
+	}
+	return nil
+}
+
+// readTensorTable reads the layout and the per-tensor geometry from a header whose
+// geometry checked out, checking each tensor before it is taken.
+func (r *Ring) readTensorTable(h headerGeometry) (Layout, geometry, error) {
 	l := Layout{
-		Slots:        int(slotCount),
+		Slots:        int(h.slotCount),
 		StartBatch:   *r.u64(offStartBatch),
 		TotalBatches: *r.u64(offTotalBatches),
 		BatchSize:    int(*r.u32(offBatchSize)),
-		Tensors:      make([]Tensor, tensorCount),
+		Tensors:      make([]Tensor, h.tensorCount),
 	}
 	g := geometry{
-		offsets: make([]uint64, tensorCount), nbytes: make([]uint64, tensorCount),
-		slotBytes: slotBytes, payloadAlign: align, slotStride: stride, payloadOffset: payloadOff, segmentBytes: segBytes,
+		offsets: make([]uint64, h.tensorCount), nbytes: make([]uint64, h.tensorCount),
+		slotBytes: h.slotBytes, payloadAlign: h.align, slotStride: h.stride, payloadOffset: h.payloadOff, segmentBytes: h.segBytes,
 	}
-	names := make(map[string]bool, tensorCount)
-	for t := uint64(0); t < tensorCount; t++ {
-		d := offTensorTable + t*tensorStride
-		field := func(f string) string { return fmt.Sprintf("tensor[%d].%s", t, f) }
-		raw := r.mem[d+tdName : d+tdName+TensorNameBytes]
-		n := bytes.IndexByte(raw, 0)
-		if n < 0 {
-			return headerErr(field("name"), "not NUL-terminated within %d bytes", TensorNameBytes)
+	names := make(map[string]bool, h.tensorCount)
+	for t := uint64(0); t < h.tensorCount; t++ {
+		ten, nb, err := r.readTensor(t, names)
+		if err != nil {
+			return Layout{}, geometry{}, err
 		}
-		if bytes.IndexFunc(raw[n:], func(c rune) bool { return c != 0 }) >= 0 {
-			return headerErr(field("name"), "bytes after the NUL are not zero")
+		off := *r.u64(tensorEntry(t) + tdOffset)
+		if err := checkTensorPlace(t, ten.Name, off, nb, l.Tensors[:t], g); err != nil {
+			return Layout{}, geometry{}, err
 		}
-		name := string(raw[:n])
-		if err := ValidateTensorName(name); err != nil {
-			return headerErr(field("name"), "%v", err)
-		}
-		if names[name] {
-			return headerErr(field("name"), "%q used twice", name)
-		}
-		names[name] = true
-		dt := DType(*r.u32(d + tdDType))
-		if !dt.Valid() {
-			return headerErr(field("dtype"), "invalid code %d (tensor %q)", uint32(dt), name)
-		}
-		ndim := *r.u32(d + tdNdim)
-		if ndim < 1 || ndim > MaxDims {
-			return headerErr(field("ndim"), "%d, want 1 to %d (tensor %q)", ndim, MaxDims, name)
-		}
-		shape := make([]int, ndim)
-		prod := uint64(dt.Size())
-		over := false
-		for k := range shape {
-			s := *r.u64(d + tdShape + uint64(8*k))
-			var h uint64
-			h, prod = bits.Mul64(prod, s)
-			if h != 0 || s > maxSegment {
-				over = true
-			}
-			shape[k] = int(min(s, maxSegment))
-		}
-		nb := *r.u64(d + tdNbytes)
-		off := *r.u64(d + tdOffset)
-		if over || nb != prod {
-			return headerErr(field("nbytes"), "%d, but shape %v x itemsize %d = %d (tensor %q)", nb, shape, dt.Size(), prod, name)
-		}
-		if off%TensorAlign != 0 {
-			return headerErr(field("offset"), "%d is not a multiple of %d (tensor %q)", off, TensorAlign, name)
-		}
-		if end, c := bits.Add64(off, nb, 0); c != 0 || end > slotBytes {
-			return headerErr(field("offset"), "%d + nbytes %d exceeds slot_bytes %d (tensor %q)", off, nb, slotBytes, name)
-		}
-		for u := uint64(0); u < t; u++ {
-			if nb != 0 && g.nbytes[u] != 0 && off < g.offsets[u]+g.nbytes[u] && g.offsets[u] < off+nb {
-				return headerErr(field("offset"), "tensor %q [%d, %d) overlaps tensor %q [%d, %d)", name, off, off+nb, l.Tensors[u].Name, g.offsets[u], g.offsets[u]+g.nbytes[u])
-			}
-		}
-		l.Tensors[t] = Tensor{Name: name, DType: dt, Shape: shape}
+		l.Tensors[t] = ten
 		g.offsets[t], g.nbytes[t] = off, nb
 	}
-	r.layout, r.g, r.slots = l, g, slotCount
-	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
-	r.nonce = *r.u64(offNonce)
+	return l, g, nil
+}
+
+// tensorEntry is the segment offset of tensor t's entry in the tensor table.
+func tensorEntry(t uint64) uint64 { return offTensorTable + t*tensorStride }
+
+// tensorField names field f of tensor t in a HeaderError.
+func tensorField(t uint64, f string) string { return fmt.Sprintf("tensor[%d].%s", t, f) }
+
+// readTensor reads tensor t's name, dtype and shape and returns it with its nbytes.
+// names holds the names of the tensors before it, and takes t's.
+func (r *Ring) readTensor(t uint64, names map[string]bool) (Tensor, uint64, error) {
+	name, err := r.readTensorName(t, names)
+	if err != nil {
+		return Tensor{}, 0, err
+	}
+	dt := DType(*r.u32(tensorEntry(t) + tdDType))
+	if !dt.Valid() {
+		return Tensor{}, 0, headerErr(tensorField(t, "dtype"), "invalid code %d (tensor %q)", uint32(dt), name)
+	}
+	shape, nb, err := r.readTensorShape(t, dt, name)
+	if err != nil {
+		return Tensor{}, 0, err
+	}
+	return Tensor{Name: name, DType: dt, Shape: shape}, nb, nil
+}
+
+// readTensorName reads tensor t's NUL-padded name (PROTOCOL.md: 1 to 31 bytes, unique).
+// Padding that is not all zero is refused: the field would then hold more than a name.
+func (r *Ring) readTensorName(t uint64, names map[string]bool) (string, error) {
+	d := tensorEntry(t)
+	raw := r.mem[d+tdName : d+tdName+TensorNameBytes]
+	n := bytes.IndexByte(raw, 0)
+	if n < 0 {
+		return "", headerErr(tensorField(t, "name"), "not NUL-terminated within %d bytes", TensorNameBytes)
+	}
+	if bytes.IndexFunc(raw[n:], func(c rune) bool { return c != 0 }) >= 0 {
+		return "", headerErr(tensorField(t, "name"), "bytes after the NUL are not zero")
+	}
+	name := string(raw[:n])
+	if err := ValidateTensorName(name); err != nil {
+		return "", headerErr(tensorField(t, "name"), "%v", err)
+	}
+	if names[name] {
+		return "", headerErr(tensorField(t, "name"), "%q used twice", name)
+	}
+	names[name] = true
+	return name, nil
+}
+
+// readTensorShape reads tensor t's ndim and shape and holds its nbytes to their product.
+// A product that overflows 64 bits, or a dimension beyond any segment, fails even when
+// the low bits match, so a crafted shape cannot wrap round to a small nbytes.
+func (r *Ring) readTensorShape(t uint64, dt DType, name string) ([]int, uint64, error) {
+	d := tensorEntry(t)
+	ndim := *r.u32(d + tdNdim)
+	if ndim < 1 || ndim > MaxDims {
+		return nil, 0, headerErr(tensorField(t, "ndim"), "%d, want 1 to %d (tensor %q)", ndim, MaxDims, name)
+	}
+	shape := make([]int, ndim)
+	prod := uint64(dt.Size())
+	over := false
+	for k := range shape {
+		s := *r.u64(d + tdShape + uint64(8*k))
+		var h uint64
+		h, prod = bits.Mul64(prod, s)
+		if h != 0 || s > maxSegment {
+			over = true
+		}
+		shape[k] = int(min(s, maxSegment))
+	}
+	nb := *r.u64(d + tdNbytes)
+	if over || nb != prod {
+		return nil, 0, headerErr(tensorField(t, "nbytes"), "%d, but shape %v x itemsize %d = %d (tensor %q)", nb, shape, dt.Size(), prod, name)
+	}
+	return shape, nb, nil
+}
+
+// checkTensorPlace checks tensor t's bytes [off, off+nb) in a slot's payload: aligned,
+// inside slot_bytes, and clear of every earlier tensor (prev, placed in g). Empty
+// tensors overlap nothing.
+func checkTensorPlace(t uint64, name string, off, nb uint64, prev []Tensor, g geometry) error {
+	if off%TensorAlign != 0 {
+		return headerErr(tensorField(t, "offset"), "%d is not a multiple of %d (tensor %q)", off, TensorAlign, name)
+	}
+	if end, c := bits.Add64(off, nb, 0); c != 0 || end > g.slotBytes {
+		return headerErr(tensorField(t, "offset"), "%d + nbytes %d exceeds slot_bytes %d (tensor %q)", off, nb, g.slotBytes, name)
+	}
+	for u := range prev {
+		if nb != 0 && g.nbytes[u] != 0 && off < g.offsets[u]+g.nbytes[u] && g.offsets[u] < off+nb {
+			return headerErr(tensorField(t, "offset"), "tensor %q [%d, %d) overlaps tensor %q [%d, %d)", name, off, off+nb, prev[u].Name, g.offsets[u], g.offsets[u]+g.nbytes[u])
+		}
+	}
 	return nil
 }
 

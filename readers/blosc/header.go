@@ -99,90 +99,19 @@ func (h *header) nblocks() int {
 func parseHeader(src []byte, v2 bool) (header, error) {
 	var h header
 	p := prefix(v2)
-	if len(src) < minHeaderLen {
-		if isFrame(src) {
-			return h, fmt.Errorf("%s: input is a Blosc2 contiguous frame (super-chunk), not a chunk: %w", p, ErrUnsupported)
-		}
-		return h, fmt.Errorf("%s: input of %d bytes is shorter than the %d-byte header: %w", p, len(src), minHeaderLen, ErrCorrupt)
-	}
-	if isFrame(src) {
-		return h, fmt.Errorf("%s: input is a Blosc2 contiguous frame (super-chunk), not a chunk: %w", p, ErrUnsupported)
+	if err := checkChunkStart(src, p); err != nil {
+		return h, err
 	}
 	h.version = src[0]
 	h.versionLZ = src[1]
 	h.flags = src[2]
 	h.typesize = int(src[3])
-	nbytes := binary.LittleEndian.Uint32(src[4:])
-	blocksize := binary.LittleEndian.Uint32(src[8:])
-	cbytes := binary.LittleEndian.Uint32(src[12:])
 	h.hlen = minHeaderLen
-
-	switch {
-	case h.version == 0:
-		return h, fmt.Errorf("%s: format version 0: %w", p, ErrCorrupt)
-	case h.version <= 2:
-		// Blosc1 chunk. Both shuffle bits set is how Blosc2 marks its extended
-		// header; c-blosc 1.x never writes that.
-		if h.flags&(flagShuffle|flagBitshuffle) == flagShuffle|flagBitshuffle {
-			return h, fmt.Errorf("%s: format version %d header has both shuffle and bitshuffle flags: %w", p, h.version, ErrCorrupt)
-		}
-		if h.flags&flagDelta != 0 {
-			return h, fmt.Errorf("%s: format version %d header has reserved flag 0x08 set: %w", p, h.version, ErrCorrupt)
-		}
-		switch {
-		case h.flags&flagShuffle != 0:
-			h.filters[maxFilters-1] = filterShuffle
-		case h.flags&flagBitshuffle != 0:
-			h.filters[maxFilters-1] = filterBitshuffle
-		}
-	case !v2:
-		return h, fmt.Errorf("%s: format version %d is a Blosc2 chunk (use Decompress2): %w", p, h.version, ErrUnsupported)
-	case h.version > 6:
-		return h, fmt.Errorf("%s: format version %d is newer than this decoder (6): %w", p, h.version, ErrUnsupported)
-	case h.flags&(flagShuffle|flagBitshuffle) == flagShuffle|flagBitshuffle:
-		// Extended header.
-		if len(src) < extHeaderLen {
-			return h, fmt.Errorf("%s: input of %d bytes is shorter than the %d-byte extended header: %w", p, len(src), extHeaderLen, ErrCorrupt)
-		}
-		h.hlen = extHeaderLen
-		copy(h.filters[:], src[16:22])
-		h.udcodec = src[22]
-		copy(h.filtersMeta[:], src[24:30])
-		h.flags2 = src[30]
-		h.b2flags = src[31]
-	default:
-		// Blosc2 chunk with a Blosc1-style header.
-		switch {
-		case h.flags&flagShuffle != 0:
-			h.filters[maxFilters-1] = filterShuffle
-		case h.flags&flagBitshuffle != 0:
-			h.filters[maxFilters-1] = filterBitshuffle
-		}
-		if h.flags&flagDelta != 0 {
-			h.filters[maxFilters-2] = filterDelta
-		}
+	if err := h.readFormat(src, v2, p); err != nil {
+		return h, err
 	}
-
-	if h.typesize == 0 {
-		return h, fmt.Errorf("%s: typesize 0 in header: %w", p, ErrCorrupt)
-	}
-	const maxInt32 = 1<<31 - 1
-	if nbytes > maxInt32 || blocksize > maxInt32 || cbytes > maxInt32 {
-		return h, fmt.Errorf("%s: header sizes out of range (nbytes %d, blocksize %d, cbytes %d): %w", p, nbytes, blocksize, cbytes, ErrCorrupt)
-	}
-	h.nbytes, h.blocksize, h.cbytes = int(nbytes), int(blocksize), int(cbytes)
-	if h.cbytes < h.hlen {
-		return h, fmt.Errorf("%s: compressed size %d in header is smaller than the %d-byte header: %w", p, h.cbytes, h.hlen, ErrCorrupt)
-	}
-	if h.cbytes > len(src) {
-		return h, fmt.Errorf("%s: compressed size %d in header exceeds the %d input bytes (truncated chunk?): %w", p, h.cbytes, len(src), ErrCorrupt)
-	}
-	if h.nbytes > 0 && h.blocksize == 0 && !h.memcpyed() && h.special() == 0 {
-		return h, fmt.Errorf("%s: block size 0 with %d data bytes: %w", p, h.nbytes, ErrCorrupt)
-	}
-	if h.blocksize > h.nbytes {
-		// c-blosc shrinks the block size to the buffer; treat a larger one alike.
-		h.blocksize = h.nbytes
+	if err := h.readSizes(src, p); err != nil {
+		return h, err
 	}
 	if h.hlen == extHeaderLen {
 		if err := h.checkBlosc2Flags(); err != nil {
@@ -190,6 +119,113 @@ func parseHeader(src []byte, v2 bool) (header, error) {
 		}
 	}
 	return h, nil
+}
+
+// checkChunkStart refuses input that cannot start a chunk. A Blosc2 frame is named as
+// such, whatever its length: it is a container of chunks, not a corrupt one.
+func checkChunkStart(src []byte, p string) error {
+	if isFrame(src) {
+		return fmt.Errorf("%s: input is a Blosc2 contiguous frame (super-chunk), not a chunk: %w", p, ErrUnsupported)
+	}
+	if len(src) < minHeaderLen {
+		return fmt.Errorf("%s: input of %d bytes is shorter than the %d-byte header: %w", p, len(src), minHeaderLen, ErrCorrupt)
+	}
+	return nil
+}
+
+// readFormat applies the rules of the header's format version and fills the filter
+// pipeline: a Blosc1 chunk (version 1 or 2), or, with v2, a Blosc2 one (up to 6)
+// with an extended header or a Blosc1-style one.
+func (h *header) readFormat(src []byte, v2 bool, p string) error {
+	switch {
+	case h.version == 0:
+		return fmt.Errorf("%s: format version 0: %w", p, ErrCorrupt)
+	case h.version <= 2:
+		return h.readBlosc1Flags(p)
+	case !v2:
+		return fmt.Errorf("%s: format version %d is a Blosc2 chunk (use Decompress2): %w", p, h.version, ErrUnsupported)
+	case h.version > 6:
+		return fmt.Errorf("%s: format version %d is newer than this decoder (6): %w", p, h.version, ErrUnsupported)
+	case h.flags&(flagShuffle|flagBitshuffle) == flagShuffle|flagBitshuffle:
+		return h.readExtended(src, p)
+	default:
+		// Blosc2 chunk with a Blosc1-style header.
+		h.shuffleFromFlags()
+		if h.flags&flagDelta != 0 {
+			h.filters[maxFilters-2] = filterDelta
+		}
+	}
+	return nil
+}
+
+// readBlosc1Flags checks a Blosc1 header's flags and maps its shuffle to a filter.
+// Both shuffle bits set is how Blosc2 marks its extended header; c-blosc 1.x never
+// writes that, nor the bit Blosc2 uses for delta.
+func (h *header) readBlosc1Flags(p string) error {
+	if h.flags&(flagShuffle|flagBitshuffle) == flagShuffle|flagBitshuffle {
+		return fmt.Errorf("%s: format version %d header has both shuffle and bitshuffle flags: %w", p, h.version, ErrCorrupt)
+	}
+	if h.flags&flagDelta != 0 {
+		return fmt.Errorf("%s: format version %d header has reserved flag 0x08 set: %w", p, h.version, ErrCorrupt)
+	}
+	h.shuffleFromFlags()
+	return nil
+}
+
+// shuffleFromFlags puts a short header's shuffle flag in the last filter slot, as
+// c-blosc2 does, so that one filter pipeline serves both header forms.
+func (h *header) shuffleFromFlags() {
+	switch {
+	case h.flags&flagShuffle != 0:
+		h.filters[maxFilters-1] = filterShuffle
+	case h.flags&flagBitshuffle != 0:
+		h.filters[maxFilters-1] = filterBitshuffle
+	}
+}
+
+// readExtended reads the Blosc2 extended header: the filter pipeline, the
+// user-defined codec and the Blosc2 flags.
+func (h *header) readExtended(src []byte, p string) error {
+	if len(src) < extHeaderLen {
+		return fmt.Errorf("%s: input of %d bytes is shorter than the %d-byte extended header: %w", p, len(src), extHeaderLen, ErrCorrupt)
+	}
+	h.hlen = extHeaderLen
+	copy(h.filters[:], src[16:22])
+	h.udcodec = src[22]
+	copy(h.filtersMeta[:], src[24:30])
+	h.flags2 = src[30]
+	h.b2flags = src[31]
+	return nil
+}
+
+// readSizes reads nbytes, blocksize and cbytes and checks them, with the typesize,
+// against each other and against the input, so that the decoder can trust them.
+func (h *header) readSizes(src []byte, p string) error {
+	nbytes := binary.LittleEndian.Uint32(src[4:])
+	blocksize := binary.LittleEndian.Uint32(src[8:])
+	cbytes := binary.LittleEndian.Uint32(src[12:])
+	if h.typesize == 0 {
+		return fmt.Errorf("%s: typesize 0 in header: %w", p, ErrCorrupt)
+	}
+	const maxInt32 = 1<<31 - 1
+	if nbytes > maxInt32 || blocksize > maxInt32 || cbytes > maxInt32 {
+		return fmt.Errorf("%s: header sizes out of range (nbytes %d, blocksize %d, cbytes %d): %w", p, nbytes, blocksize, cbytes, ErrCorrupt)
+	}
+	h.nbytes, h.blocksize, h.cbytes = int(nbytes), int(blocksize), int(cbytes)
+	if h.cbytes < h.hlen {
+		return fmt.Errorf("%s: compressed size %d in header is smaller than the %d-byte header: %w", p, h.cbytes, h.hlen, ErrCorrupt)
+	}
+	if h.cbytes > len(src) {
+		return fmt.Errorf("%s: compressed size %d in header exceeds the %d input bytes (truncated chunk?): %w", p, h.cbytes, len(src), ErrCorrupt)
+	}
+	if h.nbytes > 0 && h.blocksize == 0 && !h.memcpyed() && h.special() == 0 {
+		return fmt.Errorf("%s: block size 0 with %d data bytes: %w", p, h.nbytes, ErrCorrupt)
+	}
+	if h.blocksize > h.nbytes {
+		// c-blosc shrinks the block size to the buffer; treat a larger one alike.
+		h.blocksize = h.nbytes
+	}
+	return nil
 }
 
 func (h *header) checkBlosc2Flags() error {

@@ -283,25 +283,11 @@ func parseV3DType(raw json.RawMessage) (DType, error) {
 	if err != nil {
 		return DType{}, fmt.Errorf("data_type: %w", err)
 	}
-	d := DType{name: name}
-	simple := map[string]DType{
-		"bool": {Kind: KindBool, Size: 1}, "int8": {Kind: KindInt, Size: 1}, "int16": {Kind: KindInt, Size: 2},
-		"int32": {Kind: KindInt, Size: 4}, "int64": {Kind: KindInt, Size: 8}, "uint8": {Kind: KindUint, Size: 1},
-		"uint16": {Kind: KindUint, Size: 2}, "uint32": {Kind: KindUint, Size: 4}, "uint64": {Kind: KindUint, Size: 8},
-		"float16": {Kind: KindFloat, Size: 2}, "float32": {Kind: KindFloat, Size: 4}, "float64": {Kind: KindFloat, Size: 8},
-		"complex64": {Kind: KindComplex, Size: 8}, "complex128": {Kind: KindComplex, Size: 16},
-		"string": {Kind: KindString}, "variable_length_utf8": {Kind: KindString},
-		"variable_length_bytes": {Kind: KindVarBytes},
-	}
-	if s, ok := simple[name]; ok {
+	if s, ok := v3PlainDTypes[name]; ok {
 		s.name = name
 		return s, nil
 	}
-	var c struct {
-		Unit        *string `json:"unit"`
-		ScaleFactor *int64  `json:"scale_factor"`
-		LengthBytes *int    `json:"length_bytes"`
-	}
+	var c v3DTypeConfig
 	if len(cfg) > 0 {
 		if err := json.Unmarshal(cfg, &c); err != nil {
 			return DType{}, fmt.Errorf("data_type %s: configuration: %w", name, err)
@@ -309,50 +295,88 @@ func parseV3DType(raw json.RawMessage) (DType, error) {
 	}
 	switch name {
 	case "numpy.datetime64", "numpy.timedelta64":
-		d.Kind = KindDatetime
-		if name == "numpy.timedelta64" {
-			d.Kind = KindTimedelta
-		}
-		d.Size = 8
-		if c.Unit == nil {
-			return DType{}, fmt.Errorf("data_type %s: missing unit", name)
-		}
-		_, u, err := parseTimeUnit(*c.Unit)
-		if err != nil {
-			return DType{}, fmt.Errorf("data_type %s: %w", name, err)
-		}
-		d.Unit, d.UnitScale = u, 1
-		if c.ScaleFactor != nil {
-			if *c.ScaleFactor <= 0 {
-				return DType{}, fmt.Errorf("data_type %s: bad scale_factor %d", name, *c.ScaleFactor)
-			}
-			d.UnitScale = *c.ScaleFactor
-		}
-		return d, nil
+		return v3TimeDType(name, c)
 	case "fixed_length_utf32", "null_terminated_bytes", "fixed_length_bytes", "raw_bytes":
-		if c.LengthBytes == nil || *c.LengthBytes <= 0 || *c.LengthBytes > 1<<24 {
-			return DType{}, fmt.Errorf("data_type %s: bad or missing length_bytes", name)
-		}
-		d.Size = *c.LengthBytes
-		switch name {
-		case "fixed_length_utf32":
-			d.Kind = KindUTF32
-			if d.Size%4 != 0 {
-				return DType{}, fmt.Errorf("data_type %s: length_bytes %d is not a multiple of 4", name, d.Size)
-			}
-		case "raw_bytes":
-			d.Kind = KindRaw
-		default:
-			d.Kind = KindBytes
-		}
-		return d, nil
+		return v3FixedBytesDType(name, c)
 	}
-	// r<bits>: raw bits.
-	if len(name) > 1 && name[0] == 'r' {
-		if bits, err := strconv.Atoi(name[1:]); err == nil && bits > 0 && bits%8 == 0 && bits <= 1<<27 {
-			d.Kind, d.Size = KindRaw, bits/8
-			return d, nil
-		}
+	if d, ok := v3RawBitsDType(name); ok {
+		return d, nil
 	}
 	return DType{}, fmt.Errorf("unsupported data_type %q", name)
+}
+
+// v3PlainDTypes are the v3 data types that a name alone defines.
+var v3PlainDTypes = map[string]DType{
+	"bool": {Kind: KindBool, Size: 1}, "int8": {Kind: KindInt, Size: 1}, "int16": {Kind: KindInt, Size: 2},
+	"int32": {Kind: KindInt, Size: 4}, "int64": {Kind: KindInt, Size: 8}, "uint8": {Kind: KindUint, Size: 1},
+	"uint16": {Kind: KindUint, Size: 2}, "uint32": {Kind: KindUint, Size: 4}, "uint64": {Kind: KindUint, Size: 8},
+	"float16": {Kind: KindFloat, Size: 2}, "float32": {Kind: KindFloat, Size: 4}, "float64": {Kind: KindFloat, Size: 8},
+	"complex64": {Kind: KindComplex, Size: 8}, "complex128": {Kind: KindComplex, Size: 16},
+	"string": {Kind: KindString}, "variable_length_utf8": {Kind: KindString},
+	"variable_length_bytes": {Kind: KindVarBytes},
+}
+
+// v3DTypeConfig is the configuration of the parameterised v3 data types. It is an
+// alias of an unnamed struct because encoding/json names the type in its errors, and
+// those reach the user.
+type v3DTypeConfig = struct {
+	Unit        *string `json:"unit"`
+	ScaleFactor *int64  `json:"scale_factor"`
+	LengthBytes *int    `json:"length_bytes"`
+}
+
+// v3TimeDType builds numpy.datetime64 or numpy.timedelta64: an int64 count of unit x
+// scale_factor (1 when absent). v3 keeps the multiple in scale_factor, so a number in
+// front of the unit is not read.
+func v3TimeDType(name string, c v3DTypeConfig) (DType, error) {
+	d := DType{name: name, Kind: KindDatetime, Size: 8}
+	if name == "numpy.timedelta64" {
+		d.Kind = KindTimedelta
+	}
+	if c.Unit == nil {
+		return DType{}, fmt.Errorf("data_type %s: missing unit", name)
+	}
+	_, u, err := parseTimeUnit(*c.Unit)
+	if err != nil {
+		return DType{}, fmt.Errorf("data_type %s: %w", name, err)
+	}
+	d.Unit, d.UnitScale = u, 1
+	if c.ScaleFactor != nil {
+		if *c.ScaleFactor <= 0 {
+			return DType{}, fmt.Errorf("data_type %s: bad scale_factor %d", name, *c.ScaleFactor)
+		}
+		d.UnitScale = *c.ScaleFactor
+	}
+	return d, nil
+}
+
+// v3FixedBytesDType builds the fixed-length string and bytes types from length_bytes,
+// bounded as the v2 sizes are; UTF-32 needs whole code points.
+func v3FixedBytesDType(name string, c v3DTypeConfig) (DType, error) {
+	if c.LengthBytes == nil || *c.LengthBytes <= 0 || *c.LengthBytes > 1<<24 {
+		return DType{}, fmt.Errorf("data_type %s: bad or missing length_bytes", name)
+	}
+	d := DType{name: name, Size: *c.LengthBytes}
+	switch name {
+	case "fixed_length_utf32":
+		d.Kind = KindUTF32
+		if d.Size%4 != 0 {
+			return DType{}, fmt.Errorf("data_type %s: length_bytes %d is not a multiple of 4", name, d.Size)
+		}
+	case "raw_bytes":
+		d.Kind = KindRaw
+	default:
+		d.Kind = KindBytes
+	}
+	return d, nil
+}
+
+// v3RawBitsDType reads r<bits>, opaque elements of a whole number of bytes.
+func v3RawBitsDType(name string) (DType, bool) {
+	if len(name) > 1 && name[0] == 'r' {
+		if bits, err := strconv.Atoi(name[1:]); err == nil && bits > 0 && bits%8 == 0 && bits <= 1<<27 {
+			return DType{name: name, Kind: KindRaw, Size: bits / 8}, true
+		}
+	}
+	return DType{}, false
 }

@@ -21,129 +21,187 @@ func parseFill(raw json.RawMessage, d DType) (elem []byte, str string, null bool
 	bad := func() ([]byte, string, bool, error) {
 		return nil, "", false, fmt.Errorf("fill_value %.60s is not valid for dtype %s", string(raw), d)
 	}
+	// Variable-length kinds have no fixed element: their fill is the text itself.
+	if d.Kind == KindString || d.Kind == KindVarBytes {
+		s, ok := textFill(raw, d.Kind)
+		if !ok {
+			return bad()
+		}
+		return nil, s, false, nil
+	}
 	e := make([]byte, d.Size)
-	switch d.Kind {
-	case KindBool:
-		var b bool
-		if json.Unmarshal(raw, &b) == nil {
-			if b {
-				e[0] = 1
-			}
-			return e, "", false, nil
-		}
-		v, ok := jsonInt(raw)
-		if !ok || (v != 0 && v != 1) {
-			return bad()
-		}
-		e[0] = byte(v)
-	case KindInt, KindDatetime, KindTimedelta:
-		v, ok := jsonInt(raw)
-		if !ok {
-			var s string
-			if json.Unmarshal(raw, &s) != nil {
-				return bad()
-			}
-			switch {
-			case s == "NaT" && d.Size == 8:
-				v = math.MinInt64
-			case strings.HasPrefix(s, "0x"):
-				u, perr := strconv.ParseUint(s[2:], 16, d.Size*8)
-				if perr != nil {
-					return bad()
-				}
-				v = int64(u)
-			default:
-				return bad()
-			}
-		}
-		if d.Size < 8 {
-			lim := int64(1) << (8*d.Size - 1)
-			if v < -lim || v >= lim {
-				return bad()
-			}
-		}
-		putUint(e, uint64(v))
-	case KindUint:
-		v, ok := jsonUint(raw)
-		if !ok {
-			var s string
-			if json.Unmarshal(raw, &s) != nil || !strings.HasPrefix(s, "0x") {
-				return bad()
-			}
-			u, perr := strconv.ParseUint(s[2:], 16, d.Size*8)
-			if perr != nil {
-				return bad()
-			}
-			v = u
-		}
-		if d.Size < 8 && v >= uint64(1)<<(8*d.Size) {
-			return bad()
-		}
-		putUint(e, v)
-	case KindFloat:
-		if err := putFloatFill(e, raw); err != nil {
-			return bad()
-		}
-	case KindComplex:
-		var parts []json.RawMessage
-		if json.Unmarshal(raw, &parts) != nil || len(parts) != 2 {
-			return bad()
-		}
-		h := d.Size / 2
-		if putFloatFill(e[:h], parts[0]) != nil || putFloatFill(e[h:], parts[1]) != nil {
-			return bad()
-		}
-	case KindBytes, KindRaw:
-		b, ok := fillBytes(raw)
-		if !ok || len(b) > d.Size {
-			return bad()
-		}
-		copy(e, b)
-	case KindUTF32:
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			// A number 0 is sometimes written for an empty string.
-			if v, ok := jsonInt(raw); ok && v == 0 {
-				return e, "", false, nil
-			}
-			return bad()
-		}
-		i := 0
-		for _, r := range s {
-			if i+4 > len(e) {
-				return bad()
-			}
-			binary.LittleEndian.PutUint32(e[i:], uint32(r))
-			i += 4
-		}
-	case KindVarBytes:
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			if v, ok := jsonInt(raw); ok && v == 0 {
-				return nil, "", false, nil
-			}
-			return bad()
-		}
-		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
-			return nil, string(b), false, nil
-		}
-		return nil, s, false, nil
-	case KindString:
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			if v, ok := jsonInt(raw); ok && v == 0 {
-				return nil, "", false, nil
-			}
-			return bad()
-		}
-		if !utf8.ValidString(s) {
-			return bad()
-		}
-		return nil, s, false, nil
-	default:
+	if !putElemFill(e, raw, d.Kind) {
 		return bad()
 	}
 	return e, "", false, nil
+}
+
+// putElemFill writes the fill value of a fixed-size kind into e (one zeroed element,
+// whose length is the dtype's size). It only reports whether raw fits: parseFill words
+// the one error every kind shares.
+func putElemFill(e []byte, raw json.RawMessage, k Kind) bool {
+	switch k {
+	case KindBool:
+		return putBoolFill(e, raw)
+	case KindInt, KindDatetime, KindTimedelta:
+		return putIntFill(e, raw)
+	case KindUint:
+		return putUintFill(e, raw)
+	case KindFloat:
+		return putFloatFill(e, raw) == nil
+	case KindComplex:
+		return putComplexFill(e, raw)
+	case KindBytes, KindRaw:
+		b, ok := fillBytes(raw)
+		if !ok || len(b) > len(e) {
+			return false
+		}
+		copy(e, b)
+		return true
+	case KindUTF32:
+		return putUTF32Fill(e, raw)
+	}
+	return false
+}
+
+// putBoolFill reads true/false, or the 0 and 1 that some writers store for a bool.
+func putBoolFill(e []byte, raw json.RawMessage) bool {
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		if b {
+			e[0] = 1
+		}
+		return true
+	}
+	v, ok := jsonInt(raw)
+	if !ok || (v != 0 && v != 1) {
+		return false
+	}
+	e[0] = byte(v)
+	return true
+}
+
+// putIntFill reads a signed integer (also datetime64 and timedelta64 counts) and
+// checks that it fits the len(e)-byte element.
+func putIntFill(e []byte, raw json.RawMessage) bool {
+	v, ok := jsonInt(raw)
+	if !ok {
+		if v, ok = intFillText(raw, len(e)); !ok {
+			return false
+		}
+	}
+	if len(e) < 8 {
+		lim := int64(1) << (8*len(e) - 1)
+		if v < -lim || v >= lim {
+			return false
+		}
+	}
+	putUint(e, uint64(v))
+	return true
+}
+
+// intFillText reads the string forms of a signed fill: "NaT", which numpy stores as
+// the int64 minimum, and "0x<hex bits>".
+func intFillText(raw json.RawMessage, size int) (int64, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return 0, false
+	}
+	if s == "NaT" && size == 8 {
+		return math.MinInt64, true
+	}
+	u, ok := hexBits(s, size)
+	return int64(u), ok
+}
+
+// putUintFill reads an unsigned integer, or its "0x<hex bits>" form, and checks that
+// it fits the len(e)-byte element.
+func putUintFill(e []byte, raw json.RawMessage) bool {
+	v, ok := jsonUint(raw)
+	if !ok {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return false
+		}
+		if v, ok = hexBits(s, len(e)); !ok {
+			return false
+		}
+	}
+	if len(e) < 8 && v >= uint64(1)<<(8*len(e)) {
+		return false
+	}
+	putUint(e, v)
+	return true
+}
+
+// hexBits reads "0x<hex>", the raw bits of a size-byte element; anything else, or
+// more bits than the element holds, is refused.
+func hexBits(s string, size int) (uint64, bool) {
+	if !strings.HasPrefix(s, "0x") {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s[2:], 16, size*8)
+	return u, err == nil
+}
+
+// putComplexFill reads [real, imag], each part a float fill of half the element.
+func putComplexFill(e []byte, raw json.RawMessage) bool {
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil || len(parts) != 2 {
+		return false
+	}
+	h := len(e) / 2
+	return putFloatFill(e[:h], parts[0]) == nil && putFloatFill(e[h:], parts[1]) == nil
+}
+
+// putUTF32Fill encodes a string fill as UTF-32 code points, refusing one longer than
+// the element; a shorter one leaves the rest zero (NUL padding, as numpy pads).
+func putUTF32Fill(e []byte, raw json.RawMessage) bool {
+	s, ok := stringFill(raw)
+	if !ok {
+		return false
+	}
+	i := 0
+	for _, r := range s {
+		if i+4 > len(e) {
+			return false
+		}
+		binary.LittleEndian.PutUint32(e[i:], uint32(r))
+		i += 4
+	}
+	return true
+}
+
+// textFill reads the fill of a variable-length kind. A vlen-bytes fill is base64
+// when it decodes as such and the text itself otherwise; a string fill must be UTF-8.
+func textFill(raw json.RawMessage, k Kind) (string, bool) {
+	s, ok := stringFill(raw)
+	if !ok {
+		return "", false
+	}
+	if k == KindVarBytes {
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			return string(b), true
+		}
+		return s, true
+	}
+	if !utf8.ValidString(s) {
+		return "", false
+	}
+	return s, true
+}
+
+// stringFill reads a fill written as a JSON string. Some writers store the number 0
+// for an empty string; it reads as "".
+func stringFill(raw json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		if v, ok := jsonInt(raw); ok && v == 0 {
+			return "", true
+		}
+		return "", false
+	}
+	return s, true
 }
 
 // putFloatFill writes a float fill value (number, "NaN", "Infinity", "-Infinity" or

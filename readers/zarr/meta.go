@@ -126,72 +126,8 @@ func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
 	if err := decodeJSON(doc, &z); err != nil {
 		return nil, fmt.Errorf("malformed .zarray: %w", err)
 	}
-	if z.ZarrFormat != 2 {
-		return nil, fmt.Errorf(".zarray: zarr_format %d, want 2", z.ZarrFormat)
-	}
-	if z.Shape == nil || z.Chunks == nil {
-		return nil, fmt.Errorf(".zarray: missing shape or chunks")
-	}
-	m := &arrayMeta{format: 2}
-	var err error
-	if m.shape, m.chunks, err = checkShape(z.Shape, z.Chunks); err != nil {
-		return nil, fmt.Errorf(".zarray: %w", err)
-	}
-	if len(z.Dtype) == 0 {
-		return nil, fmt.Errorf(".zarray: missing dtype")
-	}
-	if m.dtype, err = parseV2DType(z.Dtype); err != nil {
-		return nil, fmt.Errorf(".zarray: %w", err)
-	}
-	switch z.Order {
-	case "C", "":
-		m.order = 'C'
-	case "F":
-		m.order = 'F'
-	default:
-		return nil, fmt.Errorf(".zarray: bad order %q", z.Order)
-	}
-	m.keys = keyEncoding{sep: '.'}
-	if z.DimensionSeparator == nil {
-		m.keys.probeSlash = true
-	} else {
-		switch *z.DimensionSeparator {
-		case ".":
-		case "/":
-			m.keys.sep = '/'
-		default:
-			return nil, fmt.Errorf(".zarray: bad dimension_separator %q", *z.DimensionSeparator)
-		}
-	}
-	if !isJSONNull(z.Filters) {
-		var fs []json.RawMessage
-		if err := json.Unmarshal(z.Filters, &fs); err != nil {
-			return nil, fmt.Errorf(".zarray: filters: %w", err)
-		}
-		for _, f := range fs {
-			c, err := parseV2Codec(f)
-			if err != nil {
-				return nil, fmt.Errorf(".zarray: filters: %w", err)
-			}
-			m.codecs = append(m.codecs, c)
-		}
-	}
-	if !isJSONNull(z.Compressor) {
-		c, err := parseV2Codec(z.Compressor)
-		if err != nil {
-			return nil, fmt.Errorf(".zarray: compressor: %w", err)
-		}
-		m.codecs = append(m.codecs, c)
-	}
-	if m.dtype.Kind == KindString {
-		for _, c := range m.codecs {
-			if c.Name == "vlen-bytes" {
-				m.dtype.Kind = KindVarBytes // object array of bytes
-			}
-		}
-	}
-	m.fillRaw = z.FillValue
-	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+	m, err := v2ArrayMeta(&z)
+	if err != nil {
 		return nil, fmt.Errorf(".zarray: %w", err)
 	}
 	if m.attrs, err = parseAttrs(attrs); err != nil {
@@ -201,6 +137,109 @@ func parseZarray(doc, attrs []byte) (*arrayMeta, error) {
 		return nil, fmt.Errorf(".zattrs: %w", err)
 	}
 	return m, nil
+}
+
+// v2ArrayMeta converts a parsed .zarray document, field by field in the order their
+// errors are reported.
+func v2ArrayMeta(z *zarrayJSON) (*arrayMeta, error) {
+	if z.ZarrFormat != 2 {
+		return nil, fmt.Errorf("zarr_format %d, want 2", z.ZarrFormat)
+	}
+	if z.Shape == nil || z.Chunks == nil {
+		return nil, fmt.Errorf("missing shape or chunks")
+	}
+	m := &arrayMeta{format: 2}
+	var err error
+	if m.shape, m.chunks, err = checkShape(z.Shape, z.Chunks); err != nil {
+		return nil, err
+	}
+	if len(z.Dtype) == 0 {
+		return nil, fmt.Errorf("missing dtype")
+	}
+	if m.dtype, err = parseV2DType(z.Dtype); err != nil {
+		return nil, err
+	}
+	if m.order, err = v2Order(z.Order); err != nil {
+		return nil, err
+	}
+	if m.keys, err = v2KeyEncoding(z.DimensionSeparator); err != nil {
+		return nil, err
+	}
+	if m.codecs, err = v2Codecs(z); err != nil {
+		return nil, err
+	}
+	if m.dtype.Kind == KindString && hasCodec(m.codecs, "vlen-bytes") {
+		m.dtype.Kind = KindVarBytes // object array of bytes
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// v2Order reads order: C (the default when absent) or F.
+func v2Order(s string) (byte, error) {
+	switch s {
+	case "C", "":
+		return 'C', nil
+	case "F":
+		return 'F', nil
+	}
+	return 0, fmt.Errorf("bad order %q", s)
+}
+
+// v2KeyEncoding reads dimension_separator. Without one the keys are 0.1, but older
+// "nested" stores used 0/1 there, so the reader probes "/" too.
+func v2KeyEncoding(sep *string) (keyEncoding, error) {
+	k := keyEncoding{sep: '.'}
+	if sep == nil {
+		k.probeSlash = true
+		return k, nil
+	}
+	b, ok := keySeparator(*sep)
+	if !ok {
+		return keyEncoding{}, fmt.Errorf("bad dimension_separator %q", *sep)
+	}
+	k.sep = b
+	return k, nil
+}
+
+// v2Codecs reads the filters and then the compressor, the order in which they are
+// listed in arrayMeta.codecs.
+func v2Codecs(z *zarrayJSON) ([]CodecInfo, error) {
+	var codecs []CodecInfo
+	if !isJSONNull(z.Filters) {
+		var fs []json.RawMessage
+		if err := json.Unmarshal(z.Filters, &fs); err != nil {
+			return nil, fmt.Errorf("filters: %w", err)
+		}
+		for _, f := range fs {
+			c, err := parseV2Codec(f)
+			if err != nil {
+				return nil, fmt.Errorf("filters: %w", err)
+			}
+			codecs = append(codecs, c)
+		}
+	}
+	if !isJSONNull(z.Compressor) {
+		c, err := parseV2Codec(z.Compressor)
+		if err != nil {
+			return nil, fmt.Errorf("compressor: %w", err)
+		}
+		codecs = append(codecs, c)
+	}
+	return codecs, nil
+}
+
+// hasCodec reports whether a codec of that name is in the list.
+func hasCodec(codecs []CodecInfo, name string) bool {
+	for _, c := range codecs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func parseV2Codec(raw json.RawMessage) (CodecInfo, error) {
@@ -299,26 +338,19 @@ func parseZarrJSON(doc []byte) (*zarrJSON, error) {
 	return &z, nil
 }
 
-// v3ArrayMeta converts a parsed v3 array document.
+// v3ArrayMeta converts a parsed v3 array document. The steps run in the order the
+// fields' errors are reported: shape and chunk grid, data type, chunk keys, codecs,
+// fill value, dimension names.
 func v3ArrayMeta(z *zarrJSON) (*arrayMeta, error) {
 	m := &arrayMeta{format: 3, order: 'C', attrs: z.Attributes}
 	if z.Shape == nil {
 		return nil, fmt.Errorf("zarr.json: missing shape")
 	}
-	gname, gcfg, err := parseNamed(z.ChunkGrid)
+	chunks, err := v3ChunkShape(z.ChunkGrid)
 	if err != nil {
-		return nil, fmt.Errorf("zarr.json: chunk_grid: %w", err)
+		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
-	if gname != "regular" {
-		return nil, fmt.Errorf("zarr.json: chunk_grid %q: %w", gname, ErrUnsupported)
-	}
-	var g struct {
-		ChunkShape []int64 `json:"chunk_shape"`
-	}
-	if err := json.Unmarshal(gcfg, &g); err != nil || g.ChunkShape == nil {
-		return nil, fmt.Errorf("zarr.json: chunk_grid: missing chunk_shape")
-	}
-	if m.shape, m.chunks, err = checkShape(z.Shape, g.ChunkShape); err != nil {
+	if m.shape, m.chunks, err = checkShape(z.Shape, chunks); err != nil {
 		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
 	if len(z.DataType) == 0 {
@@ -327,68 +359,126 @@ func v3ArrayMeta(z *zarrJSON) (*arrayMeta, error) {
 	if m.dtype, err = parseV3DType(z.DataType); err != nil {
 		return nil, fmt.Errorf("zarr.json: %w", err)
 	}
-	// Chunk key encoding.
-	kname, kcfg, err := parseNamed(z.ChunkKeyEncoding)
+	if m.keys, err = v3KeyEncoding(z.ChunkKeyEncoding); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if m.codecs, err = v3Codecs(z); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	m.fillRaw = z.FillValue
+	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	if m.dimNames, err = v3DimNames(z, len(m.shape)); err != nil {
+		return nil, fmt.Errorf("zarr.json: %w", err)
+	}
+	return m, nil
+}
+
+// v3ChunkShape reads chunk_grid. Only the regular grid is implemented: every chunk
+// (or shard) has chunk_shape, the last ones along each dimension overhanging.
+func v3ChunkShape(raw json.RawMessage) ([]int64, error) {
+	gname, gcfg, err := parseNamed(raw)
 	if err != nil {
-		return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+		return nil, fmt.Errorf("chunk_grid: %w", err)
+	}
+	if gname != "regular" {
+		return nil, fmt.Errorf("chunk_grid %q: %w", gname, ErrUnsupported)
+	}
+	var g struct {
+		ChunkShape []int64 `json:"chunk_shape"`
+	}
+	if err := json.Unmarshal(gcfg, &g); err != nil || g.ChunkShape == nil {
+		return nil, fmt.Errorf("chunk_grid: missing chunk_shape")
+	}
+	return g.ChunkShape, nil
+}
+
+// v3KeyEncoding reads chunk_key_encoding: "default" keys are c/0/1, "v2" keys 0.1,
+// and either may name the other separator.
+func v3KeyEncoding(raw json.RawMessage) (keyEncoding, error) {
+	kname, kcfg, err := parseNamed(raw)
+	if err != nil {
+		return keyEncoding{}, fmt.Errorf("chunk_key_encoding: %w", err)
 	}
 	var kc struct {
 		Separator *string `json:"separator"`
 	}
 	if len(kcfg) > 0 {
 		if err := json.Unmarshal(kcfg, &kc); err != nil {
-			return nil, fmt.Errorf("zarr.json: chunk_key_encoding: %w", err)
+			return keyEncoding{}, fmt.Errorf("chunk_key_encoding: %w", err)
 		}
 	}
+	var k keyEncoding
 	switch kname {
 	case "default":
-		m.keys = keyEncoding{prefix: "c", sep: '/'}
+		k = keyEncoding{prefix: "c", sep: '/'}
 	case "v2":
-		m.keys = keyEncoding{sep: '.'}
+		k = keyEncoding{sep: '.'}
 	default:
-		return nil, fmt.Errorf("zarr.json: chunk_key_encoding %q: %w", kname, ErrUnsupported)
+		return keyEncoding{}, fmt.Errorf("chunk_key_encoding %q: %w", kname, ErrUnsupported)
 	}
 	if kc.Separator != nil {
-		switch *kc.Separator {
-		case ".":
-			m.keys.sep = '.'
-		case "/":
-			m.keys.sep = '/'
-		default:
-			return nil, fmt.Errorf("zarr.json: bad chunk key separator %q", *kc.Separator)
+		sep, ok := keySeparator(*kc.Separator)
+		if !ok {
+			return keyEncoding{}, fmt.Errorf("bad chunk key separator %q", *kc.Separator)
 		}
+		k.sep = sep
 	}
+	return k, nil
+}
+
+// keySeparator reads the separator of chunk key parts, "." or "/" in both formats.
+func keySeparator(s string) (byte, bool) {
+	switch s {
+	case ".":
+		return '.', true
+	case "/":
+		return '/', true
+	}
+	return 0, false
+}
+
+// v3Codecs reads the codec chain. A storage transformer would change how keys map to
+// stored bytes; none is implemented, so any one refuses the array.
+func v3Codecs(z *zarrJSON) ([]CodecInfo, error) {
 	if len(z.Codecs) == 0 {
-		return nil, fmt.Errorf("zarr.json: no codecs")
+		return nil, fmt.Errorf("no codecs")
 	}
-	if m.codecs, err = parseV3Codecs(z.Codecs); err != nil {
-		return nil, fmt.Errorf("zarr.json: %w", err)
+	codecs, err := parseV3Codecs(z.Codecs)
+	if err != nil {
+		return nil, err
 	}
 	for _, st := range z.StorageTransformers {
 		name, _, err := parseNamed(st)
 		if err != nil {
-			return nil, fmt.Errorf("zarr.json: storage_transformers: %w", err)
+			return nil, fmt.Errorf("storage_transformers: %w", err)
 		}
-		return nil, fmt.Errorf("zarr.json: storage transformer %q: %w", name, ErrUnsupported)
+		return nil, fmt.Errorf("storage transformer %q: %w", name, ErrUnsupported)
 	}
-	m.fillRaw = z.FillValue
-	if m.fill, m.fillStr, m.fillNull, err = parseFill(z.FillValue, m.dtype); err != nil {
-		return nil, fmt.Errorf("zarr.json: %w", err)
-	}
-	if z.DimensionNames != nil {
-		if len(z.DimensionNames) != len(m.shape) {
-			return nil, fmt.Errorf("zarr.json: %d dimension_names for %d dimensions", len(z.DimensionNames), len(m.shape))
+	return codecs, nil
+}
+
+// v3DimNames reads dimension_names (a null entry is an unnamed dimension) or, when the
+// document has none, the _ARRAY_DIMENSIONS attribute that xarray writes.
+func v3DimNames(z *zarrJSON, ndim int) ([]string, error) {
+	if z.DimensionNames == nil {
+		names, err := attrDims(z.Attributes, ndim)
+		if err != nil {
+			return nil, fmt.Errorf("attributes: %w", err)
 		}
-		m.dimNames = make([]string, len(m.shape))
-		for i, n := range z.DimensionNames {
-			if n != nil {
-				m.dimNames[i] = *n
-			}
-		}
-	} else if m.dimNames, err = attrDims(m.attrs, len(m.shape)); err != nil {
-		return nil, fmt.Errorf("zarr.json: attributes: %w", err)
+		return names, nil
 	}
-	return m, nil
+	if len(z.DimensionNames) != ndim {
+		return nil, fmt.Errorf("%d dimension_names for %d dimensions", len(z.DimensionNames), ndim)
+	}
+	names := make([]string, ndim)
+	for i, n := range z.DimensionNames {
+		if n != nil {
+			names[i] = *n
+		}
+	}
+	return names, nil
 }
 
 func parseV3Codecs(list []json.RawMessage) ([]CodecInfo, error) {

@@ -107,7 +107,8 @@ func within(a, b []byte) bool {
 }
 
 // decode decodes the stored chunk src into dst (len == decodedSize()) for fixed-size
-// dtypes. src is not modified.
+// dtypes. src is not modified. The steps run in decode order: bytes codecs, the
+// serializer, v2 filters, byte order, then the layout into dst.
 func (p *pipeline) decode(src, dst []byte) error {
 	if p.ser == serVlen {
 		return fmt.Errorf("variable-length strings decode with ReadStrings: %w", ErrUnsupported)
@@ -117,98 +118,152 @@ func (p *pipeline) decode(src, dst []byte) error {
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	post := len(p.filters) > 0 || p.strides != nil
+	bufs := chunkBufs{sc: sc, cur: -1}
+	b, err := p.decodeBytesCodecs(&bufs, src, dst)
+	if err != nil {
+		return err
+	}
+	if b, err = p.deserialize(&bufs, b, dst); err != nil {
+		return err
+	}
+	if b, err = p.decodeFilters(&bufs, b, dst); err != nil {
+		return err
+	}
+	if p.big && p.ser == serBytes {
+		b = p.toHostOrder(&bufs, b, src, dst)
+	}
+	p.place(b, dst)
+	return nil
+}
+
+// chunkBufs tracks where one decode's intermediate bytes live, so that each step
+// writes into the scratch buffer the bytes it reads are not in.
+type chunkBufs struct {
+	sc  *scratch
+	cur int // which sc.buf holds the current bytes (-1: src or dst)
+}
+
+// spare returns the index of the scratch buffer that does not hold the current bytes.
+func (c *chunkBufs) spare() int {
+	if c.cur == 0 {
+		return 1
+	}
+	return 0
+}
+
+// take sizes the spare scratch buffer to n bytes and makes it the current one.
+func (c *chunkBufs) take(n int) []byte {
+	j := c.spare()
+	c.sc.buf[j] = grow(c.sc.buf[j], n)
+	c.cur = j
+	return c.sc.buf[j]
+}
+
+// rewritesAfterSerializer reports whether v2 filters or a transpose still rewrite the
+// serializer's output: then no earlier step may write it into dst.
+func (p *pipeline) rewritesAfterSerializer() bool {
+	return len(p.filters) > 0 || p.strides != nil
+}
+
+// decodeBytesCodecs runs the bytes-to-bytes codecs on src, last (outermost) first. The
+// innermost one writes straight into dst when its output is the array's bytes as they
+// are; the others write into scratch. A codec may return a sub-slice of its input (a
+// checksum does); the current buffer then stays what it was.
+func (p *pipeline) decodeBytesCodecs(bufs *chunkBufs, src, dst []byte) ([]byte, error) {
+	direct := !p.rewritesAfterSerializer() && p.ser == serBytes
 	b := src
-	cur := -1 // which sc.buf holds b (-1: src or dst)
 	for i := len(p.b2b) - 1; i >= 0; i-- {
-		want := p.wants[i]
 		var out []byte
-		j := 0
-		if cur == 0 {
-			j = 1
-		}
-		if i == 0 && !post && p.ser == serBytes {
+		j := bufs.spare()
+		if i == 0 && direct {
 			out, j = dst, -1
 		} else {
-			out = sc.buf[j]
+			out = bufs.sc.buf[j]
 		}
-		r, err := p.b2b[i].decode(out, b, want)
+		r, err := p.b2b[i].decode(out, b, p.wants[i])
 		if err != nil {
-			return wrapCodec(p.b2b[i].name(), err)
+			return nil, wrapCodec(p.b2b[i].name(), err)
 		}
 		if !within(r, b) {
 			if j >= 0 {
-				sc.buf[j] = r
+				bufs.sc.buf[j] = r // keep what the codec grew
 			}
-			cur = j
+			bufs.cur = j
 		}
 		b = r
 	}
+	return b, nil
+}
+
+// deserialize runs the array-to-bytes codec on b. A shard decodes its inner chunks into
+// dst, or into scratch when later steps still rewrite them; plain bytes only have their
+// size checked, named after the codec that produced them.
+func (p *pipeline) deserialize(bufs *chunkBufs, b, dst []byte) ([]byte, error) {
 	switch p.ser {
 	case serShard:
 		target := dst
-		if post {
-			j := 0
-			if cur == 0 {
-				j = 1
-			}
-			sc.buf[j] = grow(sc.buf[j], p.nelem*p.dtype.Size)
-			target, cur = sc.buf[j], j
+		if p.rewritesAfterSerializer() {
+			target = bufs.take(p.nelem * p.dtype.Size)
 		}
 		if err := p.shard.decodeShard(b, target); err != nil {
-			return wrapCodec("sharding_indexed", err)
+			return nil, wrapCodec("sharding_indexed", err)
 		}
-		b = target
+		return target, nil
 	case serBytes:
 		if len(b) != p.encSize {
 			name := "bytes"
 			if len(p.b2b) > 0 {
 				name = p.b2b[0].name()
 			}
-			return wrapCodec(name, corruptf("chunk holds %d bytes, want %d", len(b), p.encSize))
+			return nil, wrapCodec(name, corruptf("chunk holds %d bytes, want %d", len(b), p.encSize))
 		}
 	}
+	return b, nil
+}
+
+// decodeFilters runs the v2 filters on b, last first. The first filter writes into dst
+// unless a transpose still has to reorder its output.
+func (p *pipeline) decodeFilters(bufs *chunkBufs, b, dst []byte) ([]byte, error) {
 	for i := len(p.filters) - 1; i >= 0; i-- {
 		f := p.filters[i]
 		var out []byte
 		if i == 0 && p.strides == nil {
 			out = dst
 		} else {
-			j := 0
-			if cur == 0 {
-				j = 1
-			}
-			sc.buf[j] = grow(sc.buf[j], p.nelem*f.decSize())
-			out, cur = sc.buf[j], j
+			out = bufs.take(p.nelem * f.decSize())
 		}
 		if err := f.decode(out, b, p.nelem); err != nil {
-			return wrapCodec(f.name(), err)
+			return nil, wrapCodec(f.name(), err)
 		}
 		b = out
 	}
-	if p.big && p.ser == serBytes {
-		if within(b, src) {
-			// Never write into the caller's (or the store's) bytes.
-			target := dst
-			if p.strides != nil {
-				j := 0
-				if cur == 0 {
-					j = 1
-				}
-				sc.buf[j] = grow(sc.buf[j], len(b))
-				target = sc.buf[j]
-			}
-			copy(target, b)
-			b = target[:len(b)]
+	return b, nil
+}
+
+// toHostOrder byte-swaps big-endian elements in place. Bytes that are still src's (no
+// codec copied them) are copied out first: the caller's, or the store's, bytes are
+// never written.
+func (p *pipeline) toHostOrder(bufs *chunkBufs, b, src, dst []byte) []byte {
+	if within(b, src) {
+		target := dst
+		if p.strides != nil {
+			target = bufs.take(len(b))
 		}
-		byteSwap(b, p.dtype.swapUnit())
+		copy(target, b)
+		b = target[:len(b)]
 	}
+	byteSwap(b, p.dtype.swapUnit())
+	return b
+}
+
+// place puts the decoded elements b into dst in C order: gathered through the stored
+// strides, copied, or left where they are when a step already wrote them into dst.
+func (p *pipeline) place(b, dst []byte) {
 	if p.strides != nil {
 		gatherStrided(dst, b, p.shape, p.strides, p.dtype.Size)
-		return nil
+		return
 	}
 	if !sameBase(b, dst) {
 		copy(dst, b)
 	}
-	return nil
 }
