@@ -13,4 +13,6 @@ require (
 require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/twpayne/go-proj/v11 v11.1.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -22,8 +22,13 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 	}
 	ex.t0 = j.anchor.times.value(ex.ti)
-	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
-	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
+	if j.sites != nil { // site-anchored: a (t0, site) pair
+		ex.site = uniform(hashKey(j.seed, drawSite, g, ue), j.sites.n())
+		ex.cy, ex.cx = j.sites.centre(ex.site)
+	} else {
+		ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
+		ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
+	}
 	for i, s := range j.srcs {
 		sp := s.spec()
 		ex.cut[i] = math.MaxInt64
@@ -73,6 +78,10 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	t0s := bytesAsInt64(tensors[ns])
 	xs := bytesAsFloat64(tensors[ns+1])
 	ys := bytesAsFloat64(tensors[ns+2])
+	var lids []int64
+	if j.sites != nil {
+		lids = bytesAsInt64(tensors[len(tensors)-1]) // location_id, the last tensor
+	}
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
 		if err := ctx.Err(); err != nil {
@@ -85,6 +94,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		t0s[e] = ex.t0
 		xs[e] = j.anchor.xs[ex.cx]
 		ys[e] = j.anchor.ys[ex.cy]
+		if lids != nil {
+			lids[e] = j.sites.id(ex.site)
+		}
 	}
 	j.mu.Lock()
 	j.batches++

@@ -44,6 +44,9 @@ type Stats struct {
 	SegmentsPerBatch float64
 	SegmentsSum      uint64 // the sum behind SegmentsPerBatch (over Batches batches)
 	ResidentSegments int
+	// Site-anchored jobs: the locations examples are centred on, and the systems dropped
+	// (no position, outside the grid, crop does not fit). Both 0 otherwise.
+	Locations, LocationsDropped int
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in

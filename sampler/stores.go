@@ -3,7 +3,6 @@ package sampler
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/gobatch/gobatch/config"
 )
@@ -92,14 +91,15 @@ func selectChannels(cfg *config.Config, sp *Spec, ds Dataset, name string, n int
 	return out, nil
 }
 
-// cropTables computes, for every anchor pixel, the start of a crop of size n centred on the
-// nearest coordinate of coords (ties to the lower index), clamped into the grid.
-func cropTables(anchorCoords, coords []float64, n int) []int {
-	out := make([]int, len(anchorCoords))
-	for i, v := range anchorCoords {
-		out[i] = cropStart(nearestIndex(coords, v), n, len(coords))
+// cropTables places the crops of source sp (coordinates ys, xs, named yName, xName) on the
+// anchor's grid (align.go): the start of its crop for every anchor pixel.
+func cropTables(cfg *config.Config, sp *Spec, anchor *gridSource, ys, xs []float64, yName, xName string) (*cropTable, error) {
+	pos, err := placeOnAnchor(cfg, sp, anchor, xName, yName)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	t := newCropTable(pos, ys, xs, sp.Height, sp.Width)
+	return &t, nil
 }
 
 func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, *chunked, error) {
@@ -124,7 +124,7 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 		return nil, err
 	}
 	shape := arr.Shape()
-	g := &gridSource{s: sp, c: c, win: sp.window()}
+	g := &gridSource{s: sp, c: c, win: sp.window(), store: ds, dimY: dims[2], dimX: dims[3]}
 	if g.times, err = readTimeAxis(cfg, sp, ds, dims[0]); err != nil {
 		return nil, err
 	}
@@ -144,8 +144,9 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 		if sp.Height > shape[2] || sp.Width > shape[3] {
 			return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "a %d x %d crop does not fit the %d x %d grid", sp.Height, sp.Width, shape[2], shape[3])
 		}
-		g.yStart = cropTables(anchor.ys, g.ys, sp.Height)
-		g.xStart = cropTables(anchor.xs, g.xs, sp.Width)
+		if g.crop, err = cropTables(cfg, sp, anchor, g.ys, g.xs, dims[2], dims[3]); err != nil {
+			return nil, err
+		}
 	}
 	c.setNormalisation(1, g.chans, sp.NormaliseMean, sp.NormaliseStd)
 	return g, nil
@@ -211,8 +212,11 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	if sp.Width > shape[4] {
 		return nil, cfg.Errorf(sp.Field+".image_size_pixels_width", "%d does not fit the NWP grid of %d columns", sp.Width, shape[4])
 	}
-	n.yStart = cropTables(anchor.ys, ys, sp.Height)
-	n.xStart = cropTables(anchor.xs, xs, sp.Width)
+	crop, err := cropTables(cfg, sp, anchor, ys, xs, dims[3], dims[4])
+	if err != nil {
+		return nil, err
+	}
+	n.crop = *crop
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd)
 	return n, nil
 }
@@ -244,14 +248,7 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if len(p.ids) != shape[1] {
 		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d ids; the data has %d systems", ds, dims[1], len(p.ids), shape[1])
 	}
-	xName, yName := "x", "y"
-	if f := strings.Fields(arr.Attr("coordinates")); len(f) == 2 {
-		xName, yName = f[0], f[1] // CF "coordinates": the auxiliary x and y of each system
-	}
-	if p.xs, err = readFloats(cfg, sp, ds, xName, shape[1]); err != nil {
-		return nil, err
-	}
-	if p.ys, err = readFloats(cfg, sp, ds, yName, shape[1]); err != nil {
+	if err := readPositions(cfg, p, ds, arr, shape[1]); err != nil {
 		return nil, err
 	}
 	if shape[1] < sp.NearestK {
