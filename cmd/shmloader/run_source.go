@@ -65,6 +65,9 @@ func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zero
 		if st.ResidentSegments > 0 {
 			ev = ev.Int("resident_segments", st.ResidentSegments)
 		}
+		if st.Locations > 0 { // site-anchored
+			ev = ev.Int("locations", st.Locations).Int("locations_dropped", st.LocationsDropped)
+		}
 	}
 	ev.Msg("sources ready")
 	if log.GetLevel() <= zerolog.InfoLevel {
