@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	proj "github.com/twpayne/go-proj/v11"
@@ -231,10 +232,17 @@ func projString(p map[string]any) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if p[k] == nil || p[k] == true {
+		switch v := p[k].(type) {
+		case nil: // a flag (no_defs: null)
 			parts = append(parts, "+"+k)
-		} else {
-			parts = append(parts, fmt.Sprintf("+%s=%v", k, p[k]))
+		case bool:
+			if v {
+				parts = append(parts, "+"+k)
+			}
+		case float64: // plain digits: PROJ reads 35785831 as the writer meant it
+			parts = append(parts, "+"+k+"="+strconv.FormatFloat(v, 'f', -1, 64))
+		default:
+			parts = append(parts, fmt.Sprintf("+%s=%v", k, v))
 		}
 	}
 	return strings.Join(parts, " ")
