@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+import pyproj
 import pytest
 import xarray as xr
 
-pyproj = pytest.importorskip("pyproj")
-
-import gobatch  # noqa: E402
+import gobatch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,8 +80,14 @@ def nearest(coords: np.ndarray, v: float) -> int:
     return int(np.nonzero(d == d.min())[0][0])  # a tie keeps the lower index
 
 
+CLAMPED = [0]  # crops the reference clamped into their grid (the tests check some were)
+
+
 def crop_start(coords: np.ndarray, v: float, n: int) -> int:
-    return int(np.clip(nearest(coords, v) - n // 2, 0, len(coords) - n))
+    s = nearest(coords, v) - n // 2
+    if not 0 <= s <= len(coords) - n:
+        CLAMPED[0] += 1
+    return int(np.clip(s, 0, len(coords) - n))
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -122,8 +127,8 @@ def nwp_times() -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_ukv(root: Path, rng: np.random.Generator, ox: np.ndarray, oy: np.ndarray) -> None:
-    # 2 km, starting 20 km inside the satellite's western edge so that some crops clamp.
-    x = np.arange(np.floor(ox.min() / 2000) * 2000 + 20000, ox.max() + 6000, 2000).astype(np.int64)
+    # 2 km, starting 40 km inside the satellite's western edge so that some crops clamp.
+    x = np.arange(np.floor(ox.min() / 2000) * 2000 + 40000, ox.max() + 6000, 2000).astype(np.int64)
     y = np.arange(np.ceil(oy.max() / 2000) * 2000 + 4000, oy.min() - 6000, -2000).astype(np.int64)
     init, step = nwp_times()
     data = rng.standard_normal((len(init), len(step), 2, len(y), len(x))).astype(np.float32)
@@ -198,7 +203,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def config(locations: bool = True) -> dict[str, Any]:
+def config(locations: bool = True, anchor_crs: str | None = None) -> dict[str, Any]:
     sat: dict[str, Any] = {
         "name": "satellite", "kind": "zarr", "store": "sat.zarr", "variable": "data", "anchor": True,
         "time_resolution_minutes": 5, "interval_start_minutes": -15, "interval_end_minutes": 15,
@@ -206,6 +211,8 @@ def config(locations: bool = True) -> dict[str, Any]:
         "channels": ["VIS006", "IR_108"], "cache_mb": 64}
     if locations:
         sat["locations"] = "pv"
+    if anchor_crs is not None:
+        sat["crs"] = anchor_crs
     nwp = {"kind": "zarr", "role": "nwp", "min_staleness_minutes": 60, "time_resolution_minutes": 60,
            "interval_start_minutes": -60, "interval_end_minutes": 60}
     return {
@@ -367,15 +374,19 @@ def test_site_stream_is_the_same_with_other_readers(stores: Stores) -> None:
             assert np.array_equal(x[key], y[key], equal_nan=x[key].dtype.kind == "f"), key
 
 
-def test_random_pixels_are_aligned_across_projections(stores: Stores, ref: Reference) -> None:
-    batches, log = take(config(locations=False), stores.root, 4)
+@pytest.mark.parametrize("anchor_crs", [None, GEOS.replace(" +type=crs", "")],
+                         ids=["area-attribute", "crs-proj-string"])
+def test_random_pixels_are_aligned_across_projections(stores: Stores, ref: Reference, anchor_crs: str | None) -> None:
+    batches, log = take(config(locations=False, anchor_crs=anchor_crs), stores.root, 4)
     assert "location_id" not in batches[0]
+    CLAMPED[0] = 0
     columns = set()
     for k, b in enumerate(batches):
         for i in range(16):
             cy, cx = ref.check(b, i, f"batch {k} example {i}")
             columns.add(cx)
     assert len(columns) > 10, "centres drawn over the grid"
+    assert CLAMPED[0] > 0, "no crop was clamped into its grid: the fixture misses the edge"
     assert "locations" not in ready_line(log)
 
 
