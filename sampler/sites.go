@@ -201,12 +201,12 @@ func (j *Job) sitePixels(p *pointSource) ([][2]int, error) {
 		return out, nil
 	}
 	xs, ys := p.xs, p.ys
-	if p.at.w > 0 { // the systems have a crs of their own: bring them to the anchor's
-		from := sourceCRS(p.s, p.xName, p.yName)
-		to, err := j.anchor.anchorCRS(j.cfg)
-		if err != nil {
-			return nil, err
-		}
+	from := sourceCRS(p.s, p.xName, p.yName)
+	to, err := j.anchor.anchorCRS(j.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if from != "" && from != to { // the systems have a crs of their own: bring them to the anchor's
 		pj, err := transformer(from, to)
 		if err != nil {
 			return nil, j.cfg.Errorf(p.s.Field+".crs", "%v", err)
