@@ -221,6 +221,8 @@ func TestAlignmentErrorsNameTheKey(t *testing.T) {
 		{`anchor_coords = ["x_osgb"]`, "", "", "source[1].anchor_coords: 1 names; expected two"},
 		{`anchor_coords = ["x_osgb", "y_osgb"]`, "", `crs = "EPSG:27700"`, ""},
 		{`anchor_coords = ["x_osgb", "y_osgb"]` + "\n" + `crs = "EPSG:27700"`, "", "", "source[1].anchor_coords: set together with crs"},
+		{"", "", `anchor_coords = ["x_osgb", "y_osgb"]`, "source[0].anchor_coords: set on the anchor"},
+		{`crs = ""`, "", "", "source[1].crs: empty"},
 	}
 	for _, c := range cases {
 		text := fmt.Sprintf(memConfig, c.anchor)
