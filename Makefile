@@ -6,13 +6,21 @@ VPY := $(VENV)/bin/python
 GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 
-.PHONY: all build go-build clib venv pyinstall test go-test py-test demo bench clean fmt vet
+.PHONY: all build sysdeps go-build clib venv pyinstall test go-test py-test demo bench clean fmt vet
 
 all: build
 
 build: go-build clib
 
-go-build:
+# The PROJ C library, which the sampler's projections use (through github.com/twpayne/go-proj,
+# cgo): Debian's libproj-dev and proj-data, installed with apt-get when pkg-config lacks it.
+sysdeps:
+	@pkg-config --exists proj || { \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "installing libproj-dev and proj-data (PROJ) with apt-get"; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq libproj-dev proj-data; }
+
+go-build: sysdeps
 	@mkdir -p bin
 	$(GO) build -o bin/shmloader ./cmd/shmloader
 
@@ -31,12 +39,12 @@ venv: $(VENV)/.stamp
 
 # Installs `import gobatch` into the venv the way a user would (`pip install ./python`):
 # the package's build compiles the C consumer library and the shmloader binary.
-pyinstall: venv
+pyinstall: venv sysdeps
 	$(VPY) -m pip install -q --no-build-isolation --force-reinstall --no-deps ./python
 
 test: build pyinstall go-test py-test
 
-go-test:
+go-test: sysdeps
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
 

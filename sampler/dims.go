@@ -43,8 +43,9 @@ var roleAxes = map[string][]string{
 	RolePoints: {axisTime, axisID},
 }
 
-// lonLatNames are the spellings of x and y that mean longitude and latitude (positions in
-// them need a projection to meet coordinates in metres).
+// lonLatNames are the spellings of x and y that mean longitude and latitude: a source whose
+// axes (or, for points, positions) carry them is in GeographicCRS unless its crs says
+// otherwise (align.go).
 var lonLatNames = map[string]bool{"longitude": true, "lon": true, "latitude": true, "lat": true}
 
 // dimMap is how a store's dimensions map onto a role's canonical axes.

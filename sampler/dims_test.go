@@ -345,7 +345,7 @@ dims = "y"`, parse: true, parsed: []string{"source[0].dims", "expected a table"}
 			delete(a, "x")
 			delete(a, "y")
 			a["power"].attrs = nil
-		}, want: []string{"source[2].store", "positions are in longitude/latitude", "anchor's grid is in x/y", "projection"}},
+		}, want: []string{"source[2].store", "pv is in EPSG:4326", "the anchor (source[0]) has no crs"}}, // meeting them needs a projection (align.go)
 		{name: "unmappable points", edit: func(ds map[string]*memDataset) {
 			ds["pv.zarr"].arrays["power"].dims = []string{"time", "station"}
 		}, want: []string{"source[2].variable", "pv.zarr/power", "no id dimension among (time, station)", "system, location_id, gsp_id, ss_id, site_id"}},

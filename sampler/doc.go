@@ -36,6 +36,18 @@
 //	                                (non-positive) timedeltas become NaN (grid, points)
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
+//	anchor_coords = ["x_osgb", "y_osgb"]
+//	                                not the anchor: two arrays of the anchor's store (x then
+//	                                y, over the anchor's (y, x), either order, or 1-D over one
+//	                                of them) giving each anchor pixel's position in this
+//	                                source's coordinates
+//	crs                             the source's (or the anchor's) coordinate reference system,
+//	                                anything PROJ reads ("EPSG:27700", a PROJ string, WKT);
+//	                                default: the anchor's data array's `area` attribute (a
+//	                                pyresample area definition), EPSG:4326 for coordinates
+//	                                named longitude/latitude (lon/lat), else the anchor's own
+//	locations = "pv"                anchor only: centre the examples on the systems of that
+//	                                points source instead of on pixels drawn from the grid
 //
 // # Dimensions
 //
@@ -86,7 +98,8 @@
 // floor((t0 + interval_start - init_time) / resolution) onwards; points take the nearest k
 // systems by euclidean distance (ties to the lower index) in ascending id order. The batch's
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
-// seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids.
+// seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
+// then location_id when site-anchored.
 //
 // # Epochs
 //

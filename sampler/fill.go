@@ -21,12 +21,10 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		j.drawEpochs(g, ue, ex)
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
+		j.drawCentre(g, ue, ex)
 	default:
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
-	}
-	if j.epochs == nil {
-		ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
-		ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
+		j.drawCentre(g, ue, ex)
 	}
 	ex.t0 = j.anchor.times.value(ex.ti)
 	for i, s := range j.srcs {
@@ -49,8 +47,25 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 func (j *Job) drawEpochs(g, e uint64, ex *example) {
 	epoch, s := j.epochs.sample(j.seed, g, e)
 	ex.ti = int(j.cands[s/j.epochs.locations])
+	if j.sites != nil { // the sample is a (t0, site) pair
+		ex.site = int(s % j.epochs.locations)
+		ex.cy, ex.cx = j.sites.centre(ex.site)
+		return
+	}
 	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawEpochY, epoch, s), j.ny)
 	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawEpochX, epoch, s), j.nx)
+}
+
+// drawCentre draws example e of global batch g's centre in stream order: a site when
+// site-anchored (the example is a (t0, site) pair), else a pixel whose crop fits.
+func (j *Job) drawCentre(g, e uint64, ex *example) {
+	if j.sites != nil {
+		ex.site = uniform(hashKey(j.seed, drawSite, g, e), j.sites.n())
+		ex.cy, ex.cx = j.sites.centre(ex.site)
+		return
+	}
+	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, e), j.ny)
+	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, e), j.nx)
 }
 
 func (j *Job) state() *readerState {
@@ -89,6 +104,10 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	t0s := bytesAsInt64(tensors[ns])
 	xs := bytesAsFloat64(tensors[ns+1])
 	ys := bytesAsFloat64(tensors[ns+2])
+	var lids []int64
+	if j.sites != nil {
+		lids = bytesAsInt64(tensors[len(tensors)-1]) // location_id, the last tensor
+	}
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
 		if err := ctx.Err(); err != nil {
@@ -101,6 +120,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		t0s[e] = ex.t0
 		xs[e] = j.anchor.xs[ex.cx]
 		ys[e] = j.anchor.ys[ex.cy]
+		if lids != nil {
+			lids[e] = j.sites.id(ex.site)
+		}
 	}
 	j.mu.Lock()
 	j.batches++

@@ -48,6 +48,7 @@ type Job struct {
 	stores []string // the store each source reads, as opened
 	anchor *gridSource
 	points []*pointSource
+	sites  *sites // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
 
 	cands          []int32 // anchor time indices where every window fits, ascending
 	cy0, ny        int     // centre rows [cy0, cy0+ny)
@@ -207,7 +208,8 @@ func (j *Job) measureData() {
 	}
 }
 
-// placeCentres finds the centre pixels whose anchor crop fits the grid.
+// placeCentres finds the centre pixels whose anchor crop fits the grid, and when the job is
+// site-anchored the locations among them.
 func (j *Job) placeCentres(a *Spec) error {
 	H, W := len(j.anchor.ys), len(j.anchor.xs)
 	j.cy0, j.ny = a.Height/2, H-2*(a.Height/2)
@@ -217,6 +219,9 @@ func (j *Job) placeCentres(a *Spec) error {
 	}
 	if a.Width > W || j.nx < 1 {
 		return j.cfg.Errorf(a.Field+".image_size_pixels_width", "%d does not fit the anchor grid of %d columns", a.Width, W)
+	}
+	if a.Locations != "" {
+		return j.placeSites(a) // the centres are the systems of a points source (sites.go)
 	}
 	return nil
 }
@@ -275,9 +280,12 @@ func (j *Job) layTensors() error {
 	for _, p := range j.points {
 		meta = append(meta, config.Tensor{Name: p.s.idsTensor(), DType: config.Int64, Shape: []int{j.size, p.s.NearestK}})
 	}
+	if j.sites != nil {
+		meta = append(meta, config.Tensor{Name: LocationIDTensor, DType: config.Int64, Shape: []int{j.size}})
+	}
 	for _, t := range meta {
 		if names[t.Name] {
-			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y and the point ids); expected another source name", t.Name)
+			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id); expected another source name", t.Name)
 		}
 		names[t.Name] = true
 		j.tensors = append(j.tensors, t)
@@ -327,7 +335,11 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 			j.cache.Budget()>>20, float64(j.dataBytes)/(1<<20), config.OrderEpochs, j.dataBytes*10/9>>20+1, config.OrderStream)
 	}
 	var err error
-	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), 1, j.size, s)
+	locations := uint64(1) // a drawn centre per t0
+	if j.sites != nil {
+		locations = uint64(j.sites.n())
+	}
+	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), locations, j.size, s)
 	return err
 }
 
@@ -355,7 +367,8 @@ func (j *Job) Close() { j.cache.Close() }
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {
 	j.mu.Lock()
-	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream}
+	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream,
+		Locations: j.Locations(), LocationsDropped: j.LocationsDropped()}
 	if j.epochs != nil {
 		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
 	}

@@ -23,6 +23,7 @@ type example struct {
 	ti     int   // anchor time index of t0
 	t0     int64 // unix seconds
 	cy, cx int   // anchor pixel of the centre
+	site   int   // site-anchored: the location index (sites.go)
 	// dropout cut-off per source: steps after t0 + cut are filled; math.MaxInt64 for none
 	cut []int64
 }
@@ -56,8 +57,12 @@ type gridSource struct {
 	win    timeWindow
 	chans  []int     // store channel of each output channel
 	xs, ys []float64 // coordinates
-	// non-anchor sources: crop start for every anchor pixel row / column
-	yStart, xStart []int
+	// non-anchor sources: where the crop starts for every anchor pixel (align.go)
+	crop *cropTable
+	// placement (align.go): the store (its y and x axes are named in dims), the crs once known
+	store    Dataset
+	crs      string
+	crsKnown bool
 }
 
 func (g *gridSource) spec() *Spec    { return g.s }
@@ -78,10 +83,10 @@ func (g *gridSource) box(ex *example, bx *box4) bool {
 	}
 	*bx = box4{lead: -1, a0: first, aStride: stride, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
-	if g.yStart == nil { // the anchor: the crop is centred on the drawn pixel
+	if g.crop == nil { // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
 	} else {
-		bx.y0, bx.x0 = g.yStart[ex.cy], g.xStart[ex.cx]
+		bx.y0, bx.x0 = g.crop.at(ex.cy, ex.cx)
 	}
 	return true
 }
@@ -105,13 +110,13 @@ func gatherBox(rs *readerState, c *chunked, bx *box4, found bool, ex *example, o
 // ---- nwp: (init_time, step, channel, y, x) --------------------------------------------------
 
 type nwpSource struct {
-	s              *Spec
-	c              *chunked
-	inits          []int64 // unix seconds, ascending
-	steps          axis    // seconds
-	rule           nwpRule
-	chans          []int
-	yStart, xStart []int
+	s     *Spec
+	c     *chunked
+	inits []int64 // unix seconds, ascending
+	steps axis    // seconds
+	rule  nwpRule
+	chans []int
+	crop  cropTable // where the crop starts for every anchor pixel (align.go)
 }
 
 func (n *nwpSource) spec() *Spec    { return n.s }
@@ -142,8 +147,9 @@ func (n *nwpSource) box(ex *example, bx *box4) bool {
 	if !ok {
 		return false
 	}
+	y0, x0 := n.crop.at(ex.cy, ex.cx)
 	*bx = box4{lead: ch.run, a0: ch.step0, aStride: ch.stepStride, na: n.rule.window.n, b: n.chans,
-		y0: n.yStart[ex.cy], h: n.s.Height, x0: n.xStart[ex.cx], w: n.s.Width, nanFrom: n.rule.window.n}
+		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n}
 	return true
 }
 
@@ -160,6 +166,9 @@ type pointSource struct {
 	times  axis
 	win    timeWindow
 	xs, ys []float64 // position of each system
+	xName  string    // the names of the positions' coordinates
+	yName  string
+	at     *positions // the anchor pixels' positions in the systems' coordinates (align.go)
 	ids    []int64
 	order  []int32 // system indices by ascending id (then index)
 	rank   []int32 // rank[i] = position of system i in order
@@ -194,7 +203,8 @@ func (p *pointSource) setOrder() {
 func (p *pointSource) choose(rs *readerState, ex *example) error {
 	k := p.s.NearestK
 	rs.sel, rs.dist = rs.sel[:k], rs.dist[:k]
-	if !nearestK(p.xs, p.ys, p.anchor.xs[ex.cx], p.anchor.ys[ex.cy], rs.sel, rs.dist) {
+	x, y := p.at.at(ex.cy, ex.cx)
+	if !nearestK(p.xs, p.ys, x, y, rs.sel, rs.dist) {
 		return fmt.Errorf("%s: fewer than %d systems have coordinates", p.c.what, k)
 	}
 	// nearestK sorted by index; ascending id is the order of rank (equal to index order

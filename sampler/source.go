@@ -49,6 +49,9 @@ type Stats struct {
 	// epoch (0 otherwise).
 	Order                 string
 	Samples, EpochBatches uint64
+	// Site-anchored jobs: the locations examples are centred on, and the systems dropped
+	// (no position, outside the grid, crop does not fit). Both 0 otherwise.
+	Locations, LocationsDropped int
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in

@@ -63,6 +63,17 @@ type Spec struct {
 	DropoutTimedeltasMinutes []int64 // each <= 0
 	DropoutFraction          float64
 
+	// Alignment on the anchor's grid (align.go). AnchorCoords names two arrays of the anchor's
+	// store (x then y, over the anchor's y and x) that give each anchor pixel's position in
+	// this source's coordinates; CRS is the source's coordinate reference system (anything
+	// PROJ reads: "EPSG:27700", a PROJ string, WKT). Neither: the source shares the anchor's
+	// coordinates.
+	AnchorCoords []string
+	CRS          string
+	// Locations (anchor only): the name of a points source whose systems are the examples'
+	// centres (sites.go); empty: centres are drawn from the whole grid.
+	Locations string
+
 	// Anchor only: the cache and the sampling mode of the whole job.
 	CacheMB            int64
 	Sampling           string
@@ -131,6 +142,7 @@ func decodeSpec(t *config.Table) config.Spec {
 	d.points()
 	d.normalisation()
 	d.dropout()
+	d.alignment()
 	d.anchorKeys()
 	if !d.ok {
 		return nil
@@ -382,6 +394,28 @@ func (d *specDecoder) anchorKeys() {
 	s.ResidentSegments = int(t.Int("resident_segments", 0, 0, 1<<16))
 	s.SegmentSteps = int(t.Int("segment_steps", 0, 0, 1<<24))
 	s.RotateEveryBatches = int(t.Int("rotate_every_batches", 8, 1, 1<<24))
+	s.Locations = t.String("locations", "")
+}
+
+// alignment reads how the source is placed on the anchor's grid: anchor_coords or crs.
+func (d *specDecoder) alignment() {
+	s, t := d.s, d.t
+	s.CRS = t.String("crs", "")
+	if t.Has("crs") && s.CRS == "" {
+		d.bad("crs", "empty; expected a coordinate reference system PROJ knows, e.g. \"EPSG:27700\"")
+	}
+	if !t.Has("anchor_coords") {
+		return
+	}
+	s.AnchorCoords = t.Strings("anchor_coords")
+	switch {
+	case s.Anchor:
+		d.bad("anchor_coords", "set on the anchor; expected it on a source placed on the anchor's grid")
+	case len(s.AnchorCoords) != 2 || s.AnchorCoords[0] == "" || s.AnchorCoords[1] == "":
+		d.bad("anchor_coords", "%d names; expected two arrays of the anchor's store, x then y, e.g. [\"x_osgb\", \"y_osgb\"]", len(s.AnchorCoords))
+	case s.CRS != "":
+		d.bad("anchor_coords", "set together with crs; expected one of them (anchor_coords already give positions in this source's coordinates)")
+	}
 }
 
 // idsTensor is the name of a points source's id tensor.

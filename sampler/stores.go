@@ -125,14 +125,15 @@ func selectChannels(cfg *config.Config, sp *Spec, ds Dataset, name string, n int
 	return out, nil
 }
 
-// cropTables computes, for every anchor pixel, the start of a crop of size n centred on the
-// nearest coordinate of coords (ties to the lower index), clamped into the grid.
-func cropTables(anchorCoords, coords []float64, n int) []int {
-	out := make([]int, len(anchorCoords))
-	for i, v := range anchorCoords {
-		out[i] = cropStart(nearestIndex(coords, v), n, len(coords))
+// cropTables places the crops of source sp (coordinates ys, xs, named yName, xName) on the
+// anchor's grid (align.go): the start of its crop for every anchor pixel.
+func cropTables(cfg *config.Config, sp *Spec, anchor *gridSource, ys, xs []float64, yName, xName string) (*cropTable, error) {
+	pos, err := placeOnAnchor(cfg, sp, anchor, xName, yName)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	t := newCropTable(pos, ys, xs, sp.Height, sp.Width)
+	return &t, nil
 }
 
 // openData opens the source's data array, maps its dimensions and sees it through the cache
@@ -159,7 +160,7 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 		return nil, err
 	}
 	nt, nc, ny, nx := axisLen(arr, m, axisTime), axisLen(arr, m, axisChannel), axisLen(arr, m, axisY), axisLen(arr, m, axisX)
-	g := &gridSource{s: sp, c: c, win: sp.window(), dims: m}
+	g := &gridSource{s: sp, c: c, win: sp.window(), dims: m, store: ds}
 	if g.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
@@ -179,8 +180,9 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 		if sp.Height > ny || sp.Width > nx {
 			return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "a %d x %d crop does not fit the %d x %d grid", sp.Height, sp.Width, ny, nx)
 		}
-		g.yStart = cropTables(anchor.ys, g.ys, sp.Height)
-		g.xStart = cropTables(anchor.xs, g.xs, sp.Width)
+		if g.crop, err = cropTables(cfg, sp, anchor, g.ys, g.xs, m.name(axisY), m.name(axisX)); err != nil {
+			return nil, err
+		}
 	}
 	c.setNormalisation(1, g.chans, sp.NormaliseMean, sp.NormaliseStd)
 	return g, nil
@@ -244,8 +246,11 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	if sp.Width > nx {
 		return nil, cfg.Errorf(sp.Field+".image_size_pixels_width", "%d does not fit the NWP grid of %d columns", sp.Width, nx)
 	}
-	n.yStart = cropTables(anchor.ys, ys, sp.Height)
-	n.xStart = cropTables(anchor.xs, xs, sp.Width)
+	crop, err := cropTables(cfg, sp, anchor, ys, xs, m.name(axisY), m.name(axisX))
+	if err != nil {
+		return nil, err
+	}
+	n.crop = *crop
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd)
 	return n, nil
 }
@@ -266,14 +271,7 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if p.ids, err = readIDs(cfg, sp, ds, m.name(axisID), nk); err != nil {
 		return nil, err
 	}
-	xName, yName, err := positionNames(cfg, sp, ds, arr, m.name(axisID), anchor)
-	if err != nil {
-		return nil, err
-	}
-	if p.xs, err = readFloats(cfg, sp, ds, xName, nk); err != nil {
-		return nil, err
-	}
-	if p.ys, err = readFloats(cfg, sp, ds, yName, nk); err != nil {
+	if err := readPositions(cfg, p, ds, arr, m.name(axisID), nk); err != nil {
 		return nil, err
 	}
 	if nk < sp.NearestK {
@@ -317,14 +315,14 @@ func readIDs(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([]in
 // "coordinates" attribute of the data array, else 1-D coordinates spelled as x and y over the
 // id dimension. Positions in longitude/latitude only are refused unless the anchor's axes are
 // longitude/latitude too (meeting metres needs a projection).
-func positionNames(cfg *config.Config, sp *Spec, ds Dataset, arr Array, idDim string, anchor *gridSource) (string, string, error) {
+func positionNames(cfg *config.Config, sp *Spec, ds Dataset, arr Array, idDim string) (string, string, error) {
 	if f := strings.Fields(arr.Attr("coordinates")); len(f) > 0 {
 		x, y := classifyPositions(f)
 		if x == "" && y == "" && len(f) == 2 {
 			x, y = f[0], f[1] // names of no known spelling: CF order x y
 		}
 		if x != "" && y != "" {
-			return checkLonLat(cfg, sp, ds, x, y, anchor)
+			return x, y, nil
 		}
 	}
 	var found []string
@@ -346,7 +344,7 @@ func positionNames(cfg *config.Config, sp *Spec, ds Dataset, arr Array, idDim st
 		return "", "", cfg.Errorf(sp.Field+".nearest_k", "%s/%s has no positions for its systems; nearest_k needs x and y: a CF \"coordinates\" attribute naming them, or 1-D coordinates over %q named %s (x) and %s (y)",
 			ds, sp.Variable, idDim, strings.Join(axisSpellings[axisX], ", "), strings.Join(axisSpellings[axisY], ", "))
 	}
-	return checkLonLat(cfg, sp, ds, found[0], found[1], anchor)
+	return found[0], found[1], nil
 }
 
 // classifyPositions picks the x and y names among a CF coordinates list by their spellings;
@@ -367,16 +365,4 @@ func classifyPositions(names []string) (x, y string) {
 		}
 	}
 	return x, y
-}
-
-// checkLonLat refuses positions in longitude/latitude when the anchor's grid is not.
-func checkLonLat(cfg *config.Config, sp *Spec, ds Dataset, x, y string, anchor *gridSource) (string, string, error) {
-	if lonLatNames[x] || lonLatNames[y] {
-		ax, ay := anchor.dims.name(axisX), anchor.dims.name(axisY)
-		if !lonLatNames[ax] || !lonLatNames[ay] {
-			return "", "", cfg.Errorf(sp.Field+".store", "%s/%s: system positions are in %s/%s but the anchor's grid is in %s/%s; meeting them needs a projection, which this build does not do (give the systems x and y in the anchor's coordinates)",
-				ds, sp.Variable, x, y, ax, ay)
-		}
-	}
-	return x, y, nil
 }

@@ -68,6 +68,9 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 		if st.Order == config.OrderEpochs {
 			ev = ev.Str("order", st.Order).Uint64("samples", st.Samples).Uint64("epoch_batches", st.EpochBatches)
 		}
+		if st.Locations > 0 { // site-anchored
+			ev = ev.Int("locations", st.Locations).Int("locations_dropped", st.LocationsDropped)
+		}
 	}
 	ev.Msg("sources ready")
 	if log.GetLevel() <= zerolog.InfoLevel {

@@ -409,9 +409,10 @@ def test_nearest_k_without_positions_is_refused(tmp_path: Path) -> None:
                "time_resolution_minutes": 30, "interval_start_minutes": 0, "interval_end_minutes": 30}, {})
     msg = refused(tmp_path, [sat1_src(), pts])
     assert "source[1].nearest_k" in msg and "nopos.zarr/generation_mw has no positions" in msg and '"gsp_id"' in msg, msg
-    # Positions only in longitude/latitude meet an anchor in metres only through a projection.
+    # Positions only in longitude/latitude meet an anchor in metres only through a projection,
+    # which needs the anchor's crs (test_sampler_align.py covers the aligned case).
     ds = ds.assign_coords(longitude=("gsp_id", np.linspace(-3, 1, 21)), latitude=("gsp_id", np.linspace(50, 55, 21)))
     write(ds, tmp_path / "lonlat.zarr", {})
     pts.cfg["store"] = "lonlat.zarr"
     msg = refused(tmp_path, [sat1_src(), pts])
-    assert "source[1].store" in msg and "longitude" in msg and "projection" in msg, msg
+    assert "source[1].store" in msg and "EPSG:4326" in msg and "the anchor (source[0]) has no crs" in msg, msg

@@ -1,0 +1,207 @@
+package sampler
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gobatch/gobatch/config"
+)
+
+// Site-anchored examples: with locations = "pv" on the anchor, the examples are centred on the
+// systems of points source "pv" (as ocf-data-sampler samples (t0, site) pairs) instead of on
+// pixels drawn from the whole grid. Each system is placed once, at start-up, on the anchor
+// pixel nearest its position; systems without a position, outside the anchor's grid or whose
+// anchor crop does not fit around that pixel are dropped and counted. An example then draws a
+// kept system (its location index) where it would draw a pixel, and the batch's location_id
+// tensor holds the system's id.
+
+// LocationIDTensor is the name of the int64 [batch] tensor of site-anchored batches: the id of
+// the system each example is centred on.
+const LocationIDTensor = "location_id"
+
+// drawSite is the purpose of a site-anchored example's location draw: the row's purpose,
+// which site mode does not use otherwise.
+const drawSite = drawY
+
+// sites are the kept systems of the locations source, in store order.
+type sites struct {
+	src     *pointSource
+	sys     []int32 // the system (index in the points source) of each location
+	cy, cx  []int32 // its anchor pixel
+	dropped int
+	why     string // why the first dropped system was dropped
+}
+
+func (s *sites) n() int { return len(s.sys) }
+
+func (s *sites) centre(i int) (cy, cx int) { return int(s.cy[i]), int(s.cx[i]) }
+
+func (s *sites) id(i int) int64 { return s.src.ids[s.sys[i]] }
+
+// Locations is the number of locations the examples are centred on when site-anchored (0:
+// centres are drawn from the whole grid). Location indices run over [0, Locations()).
+func (j *Job) Locations() int {
+	if j.sites == nil {
+		return 0
+	}
+	return j.sites.n()
+}
+
+// LocationsDropped is the number of systems of the locations source that are not locations:
+// without a position, outside the anchor's grid, or too near its edge for the anchor's crop.
+func (j *Job) LocationsDropped() int {
+	if j.sites == nil {
+		return 0
+	}
+	return j.sites.dropped
+}
+
+// Location returns location i's system id and its centre pixel (anchor row cy, column cx).
+func (j *Job) Location(i int) (id int64, cy, cx int) {
+	cy, cx = j.sites.centre(i)
+	return j.sites.id(i), cy, cx
+}
+
+// readPositions reads the systems' positions of points source p and places the anchor's
+// pixels in their coordinates.
+func readPositions(cfg *config.Config, p *pointSource, ds Dataset, arr Array, idDim string, n int) error {
+	sp := p.s
+	xName, yName, err := positionNames(cfg, sp, ds, arr, idDim)
+	if err != nil {
+		return err
+	}
+	if p.xs, err = readFloats(cfg, sp, ds, xName, n); err != nil {
+		return err
+	}
+	if p.ys, err = readFloats(cfg, sp, ds, yName, n); err != nil {
+		return err
+	}
+	p.xName, p.yName = xName, yName
+	p.at, err = placeOnAnchor(cfg, sp, p.anchor, xName, yName)
+	return err
+}
+
+// placeSites makes the locations of a site-anchored job (anchor key locations): every system
+// of the named points source on its nearest anchor pixel, those whose crop fits kept. The
+// centre range (placeCentres) must be known.
+func (j *Job) placeSites(a *Spec) error {
+	key := a.Field + ".locations"
+	var p *pointSource
+	var names []string
+	for _, q := range j.points {
+		names = append(names, q.s.Name)
+		if q.s.Name == a.Locations {
+			p = q
+		}
+	}
+	if p == nil {
+		for _, s := range j.srcs {
+			if s.spec().Name == a.Locations {
+				return j.cfg.Errorf(key, "%q is a %s source; expected the name of a points source (role = %q)", a.Locations, s.spec().Role, RolePoints)
+			}
+		}
+		return j.cfg.Errorf(key, "%q names no source; expected the name of a points source (%s)", a.Locations, orNone(names))
+	}
+	pix, err := j.sitePixels(p)
+	if err != nil {
+		return err
+	}
+	s := &sites{src: p}
+	for i, px := range pix {
+		why := ""
+		switch {
+		case px[0] < 0:
+			why = "no position, or a position outside the anchor's grid"
+		case px[0] < j.cy0 || px[0] >= j.cy0+j.ny || px[1] < j.cx0 || px[1] >= j.cx0+j.nx:
+			why = fmt.Sprintf("the anchor's %d x %d crop does not fit around its pixel", a.Height, a.Width)
+		default:
+			s.sys = append(s.sys, int32(i))
+			s.cy = append(s.cy, int32(px[0]))
+			s.cx = append(s.cx, int32(px[1]))
+			continue
+		}
+		if s.dropped == 0 {
+			s.why = fmt.Sprintf("system %d: %s", p.ids[i], why)
+		}
+		s.dropped++
+	}
+	if s.n() == 0 {
+		return j.cfg.Errorf(key, "none of the %d systems of %s can be a location (%s); expected systems inside the anchor's grid", len(pix), a.Locations, s.why)
+	}
+	j.sites = s
+	return nil
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "the configuration has none"
+	}
+	return quoteList(names)
+}
+
+// sitePixels is the anchor pixel (row, column) nearest each system of p; -1, -1 for a system
+// without a position or outside the grid. With anchor_coords the pixel is the nearest by
+// euclidean distance in the systems' coordinates (ties to the lower row, then column);
+// otherwise the system's position is converted to the anchor's crs (when the two differ) and
+// the nearest coordinate taken along each axis, as for crops.
+func (j *Job) sitePixels(p *pointSource) ([][2]int, error) {
+	out := make([][2]int, len(p.xs))
+	if len(p.s.AnchorCoords) > 0 {
+		for i := range out {
+			out[i] = nearestPixel(p.at, len(j.anchor.ys), len(j.anchor.xs), p.xs[i], p.ys[i])
+		}
+		return out, nil
+	}
+	xs, ys := p.xs, p.ys
+	from := sourceCRS(p.s, p.xName, p.yName)
+	to, err := j.anchor.anchorCRS(j.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if from != "" && from != to { // the systems have a crs of their own: bring them to the anchor's
+		pj, err := transformer(from, to)
+		if err != nil {
+			return nil, j.cfg.Errorf(p.s.Field+".crs", "%v", err)
+		}
+		xs, ys = append([]float64(nil), xs...), append([]float64(nil), ys...)
+		transformAll(pj, xs, ys)
+	}
+	ny, nx := newNearest(j.anchor.ys), newNearest(j.anchor.xs)
+	for i := range out {
+		out[i] = [2]int{-1, -1}
+		if inside(j.anchor.ys, ys[i]) && inside(j.anchor.xs, xs[i]) {
+			out[i] = [2]int{ny.index(ys[i]), nx.index(xs[i])}
+		}
+	}
+	return out, nil
+}
+
+// inside says whether v lies within coordinate c's extent widened by half a spacing at each
+// end (the area of its pixels); false for NaN.
+func inside(c []float64, v float64) bool {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range c {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	half := 0.0
+	if len(c) > 1 {
+		half = (hi - lo) / float64(len(c)-1) / 2
+	}
+	return v >= lo-half && v <= hi+half
+}
+
+// nearestPixel is the pixel of an h x w grid whose position is nearest (x, y) (the first in
+// row-major order on a tie); -1, -1 when no pixel has a position or (x, y) is NaN.
+func nearestPixel(pos *positions, h, w int, x, y float64) [2]int {
+	best, bestD := [2]int{-1, -1}, math.Inf(1)
+	for cy := 0; cy < h; cy++ {
+		for cx := 0; cx < w; cx++ {
+			px, py := pos.at(cy, cx)
+			d := (px-x)*(px-x) + (py-y)*(py-y)
+			if d < bestD {
+				best, bestD = [2]int{cy, cx}, d
+			}
+		}
+	}
+	return best
+}
