@@ -2,7 +2,6 @@ package sampler
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
@@ -28,22 +27,58 @@ func coordArray(cfg *config.Config, sp *Spec, ds Dataset, name string) (Array, e
 	return a, nil
 }
 
-func readTimeAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (axis, error) {
+// readTimeAxis reads a time coordinate (datetime64 of any unit or CF "<unit> since <date>"
+// numbers) as unix seconds. It must be strictly ascending; gaps and changes of step are
+// allowed (a t0 whose window meets one is not a candidate).
+func readTimeAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
+	ax, err := readTimes(cfg, sp, ds, name)
+	if err != nil {
+		return timeAxis{}, err
+	}
+	// On a regular axis a resolution that is not a multiple of the step fits nowhere: say so
+	// now. On an irregular one some windows may still fit; the candidates' report tells.
+	if ax.regular && sp.TimeResolutionMinutes*60%ax.reg.step != 0 {
+		return timeAxis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d min)",
+			sp.TimeResolutionMinutes, ax.reg.step/60)
+	}
+	return ax, nil
+}
+
+// readTimes reads the time coordinate name (NWP init times; readTimeAxis for a series).
+func readTimes(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
 	a, err := coordArray(cfg, sp, ds, name)
 	if err != nil {
-		return axis{}, err
+		return timeAxis{}, err
 	}
 	ts, err := a.Times()
 	if err != nil {
-		return axis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
 	}
-	ax, err := regularAxis(ts)
+	ax, err := newTimeAxis(ts, fmtTime)
 	if err != nil {
-		return axis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected a regular time coordinate", ds, name, err)
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected a strictly ascending time coordinate", ds, name, err)
 	}
-	if sp.TimeResolutionMinutes*60%ax.step != 0 {
-		return axis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d min)",
-			sp.TimeResolutionMinutes, ax.step/60)
+	return ax, nil
+}
+
+// readLeadAxis reads NWP lead times (timedelta64, or numbers with units hours, minutes,
+// seconds...) as seconds, strictly ascending like readTimeAxis.
+func readLeadAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
+	a, err := coordArray(cfg, sp, ds, name)
+	if err != nil {
+		return timeAxis{}, err
+	}
+	steps, err := a.Durations()
+	if err != nil {
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
+	}
+	ax, err := newTimeAxis(steps, func(s int64) string { return fmtOffset(s)[2:] })
+	if err != nil {
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected strictly ascending lead steps", ds, name, err)
+	}
+	if ax.regular && sp.TimeResolutionMinutes*60%ax.reg.step != 0 {
+		return timeAxis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's step spacing (%d min)",
+			sp.TimeResolutionMinutes, ax.reg.step/60)
 	}
 	return ax, nil
 }
@@ -128,8 +163,8 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 	if g.times, err = readTimeAxis(cfg, sp, ds, dims[0]); err != nil {
 		return nil, err
 	}
-	if g.times.n != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], g.times.n, shape[0])
+	if g.times.len() != shape[0] {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], g.times.len(), shape[0])
 	}
 	if g.chans, err = selectChannels(cfg, sp, ds, dims[1], shape[1]); err != nil {
 		return nil, err
@@ -162,36 +197,17 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	}
 	shape := arr.Shape()
 	n := &nwpSource{s: sp, c: c}
-	ia, err := coordArray(cfg, sp, ds, dims[0])
-	if err != nil {
+	if n.inits, err = readTimes(cfg, sp, ds, dims[0]); err != nil {
 		return nil, err
 	}
-	if n.inits, err = ia.Times(); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, dims[0], err)
+	if n.inits.len() != shape[0] {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, dims[0], n.inits.len(), shape[0])
 	}
-	if len(n.inits) != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, dims[0], len(n.inits), shape[0])
-	}
-	if !sort.SliceIsSorted(n.inits, func(a, b int) bool { return n.inits[a] < n.inits[b] }) {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s is not ascending", ds, dims[0])
-	}
-	sa, err := coordArray(cfg, sp, ds, dims[1])
-	if err != nil {
+	if n.steps, err = readLeadAxis(cfg, sp, ds, dims[1]); err != nil {
 		return nil, err
 	}
-	steps, err := sa.Durations()
-	if err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, dims[1], err)
-	}
-	if n.steps, err = regularAxis(steps); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected regular lead steps", ds, dims[1], err)
-	}
-	if n.steps.n != shape[1] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, dims[1], n.steps.n, shape[1])
-	}
-	if sp.TimeResolutionMinutes*60%n.steps.step != 0 {
-		return nil, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's step spacing (%d min)",
-			sp.TimeResolutionMinutes, n.steps.step/60)
+	if n.steps.len() != shape[1] {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, dims[1], n.steps.len(), shape[1])
 	}
 	n.rule = nwpRule{minStale: sp.MinStalenessMinutes * 60, maxStale: sp.MaxStalenessMinutes * 60, window: sp.window()}
 	if n.chans, err = selectChannels(cfg, sp, ds, dims[2], shape[2]); err != nil {
@@ -231,8 +247,8 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if p.times, err = readTimeAxis(cfg, sp, ds, dims[0]); err != nil {
 		return nil, err
 	}
-	if p.times.n != shape[0] {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], p.times.n, shape[0])
+	if p.times.len() != shape[0] {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, dims[0], p.times.len(), shape[0])
 	}
 	ida, err := coordArray(cfg, sp, ds, dims[1])
 	if err != nil {
