@@ -306,12 +306,12 @@ func (j *Job) findCandidates() error {
 			parts = append(parts, r.String())
 		}
 	}
-	within := ""
+	within, of := "", ""
 	if lo > 0 || hi < n {
-		within = fmt.Sprintf(" within t0_start .. t0_end, of %d", n)
+		within, of = " within t0_start .. t0_end", fmt.Sprintf("; the anchor has %d", n)
 	}
-	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s) has every source's window; %s",
-		hi-lo, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)),
+	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s%s) has every source's window; %s",
+		hi-lo, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)), of,
 		strings.Join(parts, "; "))
 }
 
