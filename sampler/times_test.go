@@ -621,3 +621,37 @@ func TestTimeCoordinateErrorsNameStoreAndIndex(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkWindowPlace: one window's indices per example and source, on a regular axis through
+// timeAxis (the fast path) and through seriesIndices alone (the code before gaps were
+// allowed), and on a gappy axis (the search).
+func BenchmarkWindowPlace(b *testing.B) {
+	vals := make([]int64, 105120) // a year of 5-minute steps
+	for i := range vals {
+		vals[i] = 1609459200 + int64(i)*300
+	}
+	reg, _ := newTimeAxis(vals, fmtTime)
+	gappy, _ := newTimeAxis(append(append([]int64(nil), vals[:50000]...), vals[50003:]...), fmtTime)
+	w := timeWindow{first: -6, n: 19, res: 300}
+	at := make([]int, w.n)
+	var sink int
+	b.Run("regular", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			sp, _ := reg.place(w, vals[(i*7919)%90000+100], at)
+			sink += sp.first
+		}
+	})
+	b.Run("seriesIndices", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			f, _, _ := seriesIndices(reg.reg, w, vals[(i*7919)%90000+100])
+			sink += f
+		}
+	})
+	b.Run("gappy", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			sp, _ := gappy.place(w, vals[(i*7919)%90000+100], at)
+			sink += sp.first
+		}
+	})
+	_ = sink
+}

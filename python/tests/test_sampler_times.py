@@ -2,7 +2,8 @@
 
 Fixtures are written at test time with xarray (and zarr-python where xarray would re-encode):
 a satellite store whose time axis has gaps, NWP runs with one run missing, PV readings with a
-gap of their own; times as CF "minutes since" integers and as native datetime64[ns] and [s],
+gap of their own; times as CF "minutes since" integers, CF "seconds since 1970" floats and
+native datetime64[ns] and [s],
 NWP steps as float hours (the UKV layout), as native timedelta64 and as xarray's encoded
 timedelta. Every sampled tensor is compared with an xarray selection written here (``.sel`` by
 the timestamps the example's t0 implies, the nearest NWP coordinate, ``isel`` crops), and the t0
@@ -98,7 +99,11 @@ def write_stores(root: Path, time_enc: str, step_enc: str) -> None:
     if step_enc == "float_hours":  # UKV: step float64 with units "hours"
         nwp_ds = nwp_ds.assign_coords(step=("step", STEPS_H.astype(np.float64), {"units": "hours"}))
     tenc = {"units": "minutes since 2021-01-01", "dtype": "int64"}
-    enc: dict[str, dict[str, Any]] = {"time": tenc} if time_enc == "cf_minutes" else {}
+    enc: dict[str, dict[str, Any]] = {}
+    if time_enc == "cf_minutes":
+        enc = {"time": tenc}
+    elif time_enc == "cf_seconds_float":
+        enc = {"time": {"units": "seconds since 1970-01-01 00:00:00", "dtype": "float64"}}
     sat_ds.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True, encoding=enc)
     pv_ds.to_zarr(root / "pv.zarr", zarr_format=2, consolidated=True, encoding={"time": tenc})
     nwp_ds.to_zarr(root / "nwp.zarr", zarr_format=2, consolidated=True,
@@ -219,12 +224,14 @@ STEP_DTYPES = {"float_hours": "f", "native": "m", "cf_timedelta": "i"}
     ("cf_minutes", "float_hours"),
     ("M8[ns]", "native"),
     ("M8[s]", "cf_timedelta"),
+    ("cf_seconds_float", "float_hours"),
 ])
 def test_gappy_times_every_encoding(tmp_path: Path, time_enc: str, step_enc: str) -> None:
     write_stores(tmp_path, time_enc, step_enc)
     # The stores hold what the case says (xarray could have re-encoded).
     stored = zarr.open_array(tmp_path / "sat.zarr" / "time")
-    assert stored.dtype == (np.dtype(time_enc) if time_enc.startswith("M8") else np.int64), stored.dtype
+    want_dtype = {"cf_minutes": np.int64, "cf_seconds_float": np.float64}.get(time_enc, time_enc)
+    assert stored.dtype == np.dtype(want_dtype), stored.dtype
     step = zarr.open_array(tmp_path / "nwp.zarr" / "step")
     assert step.dtype.kind == STEP_DTYPES[step_enc], step.dtype
     assert step_enc == "native" or step.attrs["units"] == "hours", dict(step.attrs)
