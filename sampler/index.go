@@ -139,11 +139,16 @@ func (s span) index(k int) int {
 // with at nil such a window is only checked (for callers that ask whether it fits).
 func (t *timeAxis) steps(start, res int64, n int, at []int) (sp span, missing int) {
 	if t.regular {
-		// The fast path: arithmetic only. When it fails, the search below finds the missing step.
+		// The fast path: arithmetic only. When it fails, the search finds the missing step.
 		if first, stride, ok := seriesIndices(t.reg, timeWindow{n: n, res: res}, start); ok {
 			return span{first: first, stride: stride}, -1
 		}
 	}
+	return t.searchSteps(start, res, n, at)
+}
+
+// searchSteps is steps by search (any ascending axis).
+func (t *timeAxis) searchSteps(start, res int64, n int, at []int) (sp span, missing int) {
 	i, ok := t.index(start)
 	if !ok {
 		return span{}, 0

@@ -72,7 +72,7 @@ func readLeadAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAx
 	if err != nil {
 		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
 	}
-	ax, err := newTimeAxis(steps, func(s int64) string { return fmtOffset(s)[2:] })
+	ax, err := newTimeAxis(steps, fmtOffset)
 	if err != nil {
 		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected strictly ascending lead steps", ds, name, err)
 	}
