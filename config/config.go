@@ -40,10 +40,21 @@ type Batch struct {
 	Size    int    // examples per batch, >= 1
 	Seed    uint64 // the stream is a pure function of (config, seed)
 	Batches uint64 // batches in the stream; 0 = unbounded
+	Order   string // OrderStream (default) or OrderEpochs
 	// T0Start and T0End (t0_start, t0_end: ISO 8601 times, both included) restrict the t0 of
 	// the examples, for train/validation splits; nil when absent.
 	T0Start, T0End *time.Time
 }
+
+// Batch orders ([batch] order).
+const (
+	// OrderStream: every example is drawn independently from the whole sample space; the
+	// stream has no epochs (today's endless stream).
+	OrderStream = "stream"
+	// OrderEpochs: the stream is a sequence of epochs, each a seeded permutation of the whole
+	// sample space, every sample once (package sampler, epochs.go).
+	OrderEpochs = "epochs"
+)
 
 // Ring is the [ring] table.
 type Ring struct {
@@ -240,6 +251,7 @@ func build(top *Table) *Config {
 			b.Errorf("t0_end", "%s is before t0_start (%s); expected t0_start <= t0_end (both included)",
 				e.Format(time.RFC3339), s.Format(time.RFC3339))
 		}
+		cfg.Batch.Order = buildOrder(b, cfg.Batch.Batches)
 		b.Done()
 	} else if !top.Has("batch") {
 		top.Errorf("batch", "missing required table [batch]; expected at least size = N")
@@ -297,6 +309,22 @@ func t0Bound(t *Table, key string) *time.Time {
 	}
 	tm = tm.UTC()
 	return &tm
+}
+
+// buildOrder reads [batch] order. An epochs stream is made of whole epochs, whose length the
+// data decides, so it is not also cut at a number of batches.
+func buildOrder(b *Table, batches uint64) string {
+	order := b.String("order", OrderStream)
+	switch order {
+	case OrderStream:
+	case OrderEpochs:
+		if batches != 0 {
+			b.Errorf("batches", "%d with order = %q: an epochs stream is whole epochs of the sample space; expected batches unset (stop after the epochs you want in the trainer)", batches, OrderEpochs)
+		}
+	default:
+		b.Errorf("order", "unknown order %q; expected %q or %q", order, OrderStream, OrderEpochs)
+	}
+	return order
 }
 
 func buildSources(top *Table, batchSize int) []Source {

@@ -59,7 +59,7 @@ func TestParseGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Batch != (Batch{Size: 8, Seed: 7, Batches: 100}) || cfg.Ring.Slots != 3 {
+			if cfg.Batch != (Batch{Size: 8, Seed: 7, Batches: 100, Order: OrderStream}) || cfg.Ring.Slots != 3 {
 				t.Fatalf("batch/ring: %+v %+v", cfg.Batch, cfg.Ring)
 			}
 			if len(cfg.Sources) != 2 {
@@ -158,6 +158,9 @@ func TestErrors(t *testing.T) {
 		{"size string", "[batch]\nsize = \"4\"\n" + src("", ""), "batch.size", 2, `got the string "4"`},
 		{"seed negative", "[batch]\nsize = 4\nseed = -1\n" + src("", ""), "batch.seed", 3, "out of range; expected an integer >= 0"},
 		{"batches bool", "[batch]\nsize = 4\nbatches = true\n" + src("", ""), "batch.batches", 3, "got the boolean true"},
+		{"order unknown", "[batch]\nsize = 4\norder = \"epoch\"\n" + src("", ""), "batch.order", 3, `unknown order "epoch"; expected "stream" or "epochs"`},
+		{"order not a string", "[batch]\nsize = 4\norder = 2\n" + src("", ""), "batch.order", 3, "expected a string, got the integer 2"},
+		{"epochs with batches", "[batch]\nsize = 4\nbatches = 10\norder = \"epochs\"\n" + src("", ""), "batch.batches", 3, `10 with order = "epochs"`},
 		{"unknown batch key", "[batch]\nsize = 4\nszie = 4\n" + src("", ""), "batch.szie", 3, "unknown key; expected one of size, seed, batches"},
 		{"unknown top key", "[bath]\nsize = 4\n" + batch + src("", ""), "bath", 1, "unknown key; expected one of batch, ring, source"},
 		{"slots zero", batch + "[ring]\nslots = 0\n" + src("", ""), "ring.slots", 4, "expected an integer in 1..1024"},
@@ -415,5 +418,17 @@ func TestTableGetters(t *testing.T) {
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 1 || es[0].Field != "source[0].vars[1].n" || es[0].Line != 16 {
 		t.Fatalf("%v", err)
+	}
+}
+
+func TestBatchOrder(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{{"", OrderStream}, {`order = "stream"`, OrderStream}, {`order = "epochs"`, OrderEpochs}} {
+		cfg, err := Parse("o.toml", []byte("[batch]\nsize=1\n"+tc.line+"\n[[source]]\nname=\"a\"\nkind=\"synthetic\"\nshape=[2]\ndtype=\"int64\"\n"), TOML)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		if cfg.Batch.Order != tc.want {
+			t.Fatalf("%q: order %q, want %q", tc.line, cfg.Batch.Order, tc.want)
+		}
 	}
 }

@@ -3,7 +3,8 @@
 //
 // The schema is described in docs/ARCHITECTURE.md:
 //
-//	[batch]   size (required), seed (default 0), batches (default 0 = unbounded)
+//	[batch]   size (required), seed (default 0), batches (default 0 = unbounded),
+//	          order ("stream", the default, or "epochs"; epochs are not cut by batches)
 //	[ring]    slots (default 4)
 //	[[source]] name, kind, and the keys of that kind
 //

@@ -179,42 +179,49 @@ func stripComment(line string) (code, openString string) {
 	return line, ""
 }
 
-// indexUnquoted is strings.IndexByte outside quoted strings.
-func indexUnquoted(s string, b byte) int {
+// eachUnquoted calls f with the index and value of every byte of s outside quoted strings
+// (the quotes themselves excluded), until f returns false.
+func eachUnquoted(s string, f func(i int, c byte) bool) {
 	quote := byte(0)
 	for i := 0; i < len(s); i++ {
-		switch {
+		switch c := s[i]; {
 		case quote != 0:
-			if s[i] == quote {
+			if c == quote {
 				quote = 0
 			}
-		case s[i] == '"' || s[i] == '\'':
-			quote = s[i]
-		case s[i] == b:
-			return i
+		case c == '"' || c == '\'':
+			quote = c
+		case !f(i, c):
+			return
 		}
 	}
-	return -1
+}
+
+// indexUnquoted is strings.IndexByte outside quoted strings.
+func indexUnquoted(s string, b byte) int {
+	at := -1
+	eachUnquoted(s, func(i int, c byte) bool {
+		if c == b {
+			at = i
+			return false
+		}
+		return true
+	})
+	return at
 }
 
 // bracketDelta counts '[' minus ']' outside quoted strings.
 func bracketDelta(s string) int {
 	d := 0
-	quote := byte(0)
-	for i := 0; i < len(s); i++ {
-		switch {
-		case quote != 0:
-			if s[i] == quote {
-				quote = 0
-			}
-		case s[i] == '"' || s[i] == '\'':
-			quote = s[i]
-		case s[i] == '[':
+	eachUnquoted(s, func(_ int, c byte) bool {
+		switch c {
+		case '[':
 			d++
-		case s[i] == ']':
+		case ']':
 			d--
 		}
-	}
+		return true
+	})
 	return d
 }
 

@@ -318,7 +318,7 @@ func BenchmarkChunkLoad(b *testing.B) {
 	b.Run("convert", func(b *testing.B) {
 		b.SetBytes(int64(len(dst)) * 4)
 		for i := 0; i < b.N; i++ {
-			c.conv.convert(native, dst)
+			c.conv.Decode(dst, native)
 		}
 	})
 	b.Run("fresh-map", func(b *testing.B) {
@@ -328,7 +328,7 @@ func BenchmarkChunkLoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c.conv.convert(native, bytesAsFloat32(mem))
+			c.conv.Decode(bytesAsFloat32(mem), native)
 			unmap(mem)
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/gobatch/gobatch/readers/zarr"
 )
 
 // chunked is one source's data array as seen through the cache: chunk grid arithmetic, the
@@ -18,7 +20,7 @@ type chunked struct {
 	grid    []int // chunks along each dimension
 	gstride []int // linear chunk index strides
 	elems   int   // values per chunk
-	conv    *converter
+	conv    *zarr.Float32Decoder
 	itemLen int
 
 	chanAxis  int       // -1: normalise with mean[0], std[0] (or not at all)
@@ -38,7 +40,7 @@ func newChunked(id int, what string, arr Array) (*chunked, error) {
 	if len(c.shape) != len(c.chunks) {
 		return nil, fmt.Errorf("%s: shape %v and chunks %v differ in rank", what, c.shape, c.chunks)
 	}
-	conv, err := newConverter(arr)
+	conv, err := newDecoder(arr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -89,7 +91,7 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 	}
 	err := c.arr.DecodeChunk(idx, *bp)
 	if err == nil {
-		c.conv.convert(*bp, dst)
+		c.conv.Decode(dst, *bp)
 		c.postprocess(idx, dst)
 	} else {
 		err = fmt.Errorf("%s: chunk %v: %w", c.what, idx, err)

@@ -2,7 +2,8 @@ package sampler
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/gobatch/gobatch/readers/zarr"
 )
 
 // Dataset is one opened store as the sampler needs it: arrays by name. The Zarr implementation
@@ -40,106 +41,38 @@ type Array interface {
 	Attr(name string) string
 }
 
-// converter turns a decoded chunk in its native type into float32: CF decoding, then the
-// per-channel normalisation, then the NaN policy. Small integer types go through a table of
-// every possible raw value (exact, computed in float64 as xarray does, and one load per element).
-type converter struct {
-	kind    byte
-	size    int
-	scale   float64
-	offset  float64
-	fill    float64
-	hasFill bool
-	lut     []float32 // int8/uint8/int16/uint16: value of every raw bit pattern
-}
-
-func newConverter(a Array) (*converter, error) {
+// newDecoder makes the CF decoder of an array's chunks to float32: readers/zarr's decoder (a
+// table of every raw value for 1- and 2-byte integers). Normalisation and the NaN policy
+// follow in chunked.postprocess.
+func newDecoder(a Array) (*zarr.Float32Decoder, error) {
 	kind, size := a.Native()
-	c := &converter{kind: kind, size: size}
-	c.scale, c.offset, c.fill, c.hasFill = a.CF()
-	switch {
-	case (kind == 'i' || kind == 'u') && (size == 1 || size == 2):
-		n := 1 << (8 * size)
-		c.lut = make([]float32, n)
-		for bitsv := 0; bitsv < n; bitsv++ {
-			var raw float64
-			if kind == 'i' {
-				if size == 1 {
-					raw = float64(int8(bitsv))
-				} else {
-					raw = float64(int16(bitsv))
-				}
-			} else {
-				raw = float64(bitsv)
-			}
-			c.lut[bitsv] = c.value(raw)
-		}
-	case (kind == 'i' || kind == 'u') && (size == 4 || size == 8):
-	case kind == 'f' && (size == 4 || size == 8):
-	default:
+	elem, ok := elemOf(kind, size)
+	if !ok {
 		return nil, fmt.Errorf("element type %c%d is not supported (expected an integer or float32/float64)", kind, size)
 	}
-	return c, nil
-}
-
-// value decodes one raw value (float64 arithmetic, then rounded to float32).
-func (c *converter) value(raw float64) float32 {
-	if c.hasFill && raw == c.fill {
-		return float32(math.NaN())
+	scale, offset, fill, hasFill := a.CF()
+	cf := zarr.CFParams{Scale: scale, Offset: offset}
+	if hasFill {
+		cf.Masks = []float64{fill}
 	}
-	return float32(raw*c.scale + c.offset)
+	return zarr.NewFloat32Decoder(elem, cf)
 }
 
-// identity reports whether the CF decoding leaves values unchanged.
-func (c *converter) identity() bool {
-	return c.scale == 1 && c.offset == 0 && (!c.hasFill || math.IsNaN(c.fill))
-}
-
-// convert decodes src (native bytes) into dst.
-func (c *converter) convert(src []byte, dst []float32) {
-	switch {
-	case c.lut != nil && c.size == 1:
-		for i := range dst {
-			dst[i] = c.lut[src[i]]
-		}
-	case c.lut != nil:
-		src = src[:2*len(dst)]
-		for i := range dst {
-			dst[i] = c.lut[uint16(src[2*i])|uint16(src[2*i+1])<<8]
-		}
-	case c.kind == 'f' && c.size == 4:
-		s := bytesAsFloat32(src[:4*len(dst)])
-		if c.identity() {
-			copy(dst, s)
-			return
-		}
-		for i, v := range s {
-			dst[i] = c.value(float64(v))
-		}
-	case c.kind == 'f':
-		s := bytesAsFloat64(src[:8*len(dst)])
-		for i, v := range s {
-			dst[i] = c.value(v)
-		}
-	case c.kind == 'i' && c.size == 4:
-		s := bytesAsInt32(src[:4*len(dst)])
-		for i, v := range s {
-			dst[i] = c.value(float64(v))
-		}
-	case c.kind == 'u' && c.size == 4:
-		s := bytesAsUint32(src[:4*len(dst)])
-		for i, v := range s {
-			dst[i] = c.value(float64(v))
-		}
-	case c.kind == 'i':
-		s := bytesAsInt64(src[:8*len(dst)])
-		for i, v := range s {
-			dst[i] = c.value(float64(v))
-		}
-	default:
-		s := bytesAsUint64(src[:8*len(dst)])
-		for i, v := range s {
-			dst[i] = c.value(float64(v))
+// elemOf is the reader's element type for a numpy kind and size the sampler reads.
+func elemOf(kind byte, size int) (zarr.Elem, bool) {
+	var table [4]zarr.Elem // by size 1, 2, 4, 8
+	switch kind {
+	case 'i':
+		table = [4]zarr.Elem{zarr.Int8, zarr.Int16, zarr.Int32, zarr.Int64}
+	case 'u':
+		table = [4]zarr.Elem{zarr.Uint8, zarr.Uint16, zarr.Uint32, zarr.Uint64}
+	case 'f':
+		table = [4]zarr.Elem{zarr.ElemNone, zarr.ElemNone, zarr.Float32, zarr.Float64}
+	}
+	for i, s := range []int{1, 2, 4, 8} {
+		if s == size && table[i] != zarr.ElemNone {
+			return table[i], true
 		}
 	}
+	return zarr.ElemNone, false
 }

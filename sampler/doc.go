@@ -37,10 +37,11 @@
 // # Examples
 //
 // A [Job] is made from a validated configuration. At start-up it reads the stores' metadata
-// and coordinates only; it computes the t0 candidates and the location range (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of
-// global batch g draws its t0 candidate and its centre pixel from a counter-based hash of
-// (seed, g, e), so the stream is a pure function of the configuration and the seed, whatever
-// the number of readers, processes or their timing; rank r of world_size n produces the global
+// and coordinates only; it computes the t0 candidates (below, Times) and the location range
+// (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of global batch g draws
+// its t0 candidate and its centre pixel from a counter-based hash of (seed, g, e) (or takes
+// them from the epoch's permutation, below), so the stream is a pure function of the
+// configuration and the seed, whatever the number of readers, processes or their timing; rank r of world_size n produces the global
 // batches k*n + r ([Stream]). The anchor crop is taken by index around the centre; other grids and NWP
 // use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
 // clamped into the grid; NWP takes the latest run old enough and the lead steps
@@ -66,6 +67,17 @@
 // list. [Job.Rejections] says, per source, how many anchor times it rules out and why the first
 // was (shmloader logs it at start-up with -v); a configuration with no candidate is refused
 // with that report.
+//
+// # Epochs
+//
+// With [batch] order = "epochs" the stream is a sequence of epochs instead of independent
+// draws. An epoch is a seeded permutation of the sample space (the t0 candidates; each sample
+// gets its centre pixel from a hash of (seed, epoch, sample)), computed counter-based in O(1)
+// memory (epochs.go). Global batch g lies in epoch g / B, where B is floor(samples / size)
+// rounded down to a multiple of the world size (drop-last, [Stream.Epoch]), so rank r's
+// stream batch k is in epoch k / (B / world_size) on every rank and the ranks see disjoint
+// samples of each epoch. Epochs need the decoded data in the cache: they are refused with
+// locality sampling, naming the anchor's sampling or cache_mb key.
 //
 // # Cache and sampling modes
 //

@@ -16,14 +16,19 @@ func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
 
 func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	ue := uint64(e)
-	if j.loc != nil {
+	switch {
+	case j.epochs != nil:
+		j.drawEpochs(g, ue, ex)
+	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
-	} else {
+	default:
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 	}
+	if j.epochs == nil {
+		ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
+		ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
+	}
 	ex.t0 = j.anchor.times.value(ex.ti)
-	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, ue), j.ny)
-	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, ue), j.nx)
 	for i, s := range j.srcs {
 		sp := s.spec()
 		ex.cut[i] = math.MaxInt64
@@ -35,6 +40,17 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 			}
 		}
 	}
+}
+
+// drawEpochs places example e of global batch g in epochs order (epochs.go): its sample's t0
+// candidate, and a centre drawn from (epoch, sample), so that the same sample has a new
+// centre in every epoch whatever batch it falls in. (With site-anchored examples the sample's
+// location, s mod locations, will name the site and replace the drawn centre.)
+func (j *Job) drawEpochs(g, e uint64, ex *example) {
+	epoch, s := j.epochs.sample(j.seed, g, e)
+	ex.ti = int(j.cands[s/j.epochs.locations])
+	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawEpochY, epoch, s), j.ny)
+	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawEpochX, epoch, s), j.nx)
 }
 
 func (j *Job) state() *readerState {

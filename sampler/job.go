@@ -20,6 +20,10 @@ type Options struct {
 	CacheMB int64
 	// Open opens a store; default: the Zarr reader (OpenZarr).
 	Open func(path string) (Dataset, error)
+	// Stream is the rank the job fills batches for. Batches are global whatever it is, but
+	// with order = "epochs" the epoch length is rounded down to a multiple of the world size
+	// (Stream.Epoch); the zero value is world size 1.
+	Stream Stream
 }
 
 // withDefaults fills the defaults in.
@@ -42,6 +46,7 @@ type Job struct {
 	seed uint64
 
 	srcs   []dataSource
+	stores []string // the store each source reads, as opened
 	anchor *gridSource
 	points []*pointSource
 
@@ -52,7 +57,8 @@ type Job struct {
 	tensors        []config.Tensor
 	cache          *Cache
 	loc            *locality
-	dataBytes      int64 // decoded size of every source's data array
+	epochs         *epochs // order = "epochs"; nil: the endless stream of independent draws
+	dataBytes      int64   // decoded size of every source's data array
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
@@ -89,6 +95,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	if err := j.chooseMode(anchor, opt.CacheMB); err != nil {
+		return nil, err
+	}
+	if err := j.chooseOrder(anchor, opt.Stream); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -156,13 +165,14 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 	}
 	for _, sp := range specs {
 		if sp == anchor {
-			j.srcs = append(j.srcs, j.anchor)
+			j.srcs, j.stores = append(j.srcs, j.anchor), append(j.stores, ds.String())
 			continue
 		}
 		ds, err := o.dataset(sp)
 		if err != nil {
 			return err
 		}
+		j.stores = append(j.stores, ds.String())
 		var src dataSource
 		switch sp.Role {
 		case RoleGrid:
@@ -216,10 +226,10 @@ func (j *Job) placeCentres(a *Spec) error {
 // Rejection is how many anchor times one source rules out as t0 (its window lacks a step
 // there), or that [batch] t0_start / t0_end leave out, and why the first of them was.
 type Rejection struct {
-	Field string // "source[1]"; "batch" for the t0_start / t0_end range
-	Name  string // the source's name; "" for the range
-	Count int    // anchor times rejected (a time several sources reject counts for each)
-	First string // the first rejected time and why: "at t0 2021-01-01T00:10: ..."; "" when Count is 0
+	Field string `json:"field"` // "source[1]"; "batch" for the t0_start / t0_end range
+	Name  string `json:"name"`  // the source's name; "" for the range
+	Count int    `json:"count"` // anchor times rejected (a time several sources reject counts for each)
+	First string `json:"first"` // the first rejected time and why: "at t0 2021-01-01T00:10: ..."; "" when Count is 0
 }
 
 func (r Rejection) String() string {
@@ -372,11 +382,31 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.mode = SampleLocality
 		}
 	}
-	if j.mode != SampleLocality {
-		return nil
+	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
+		return nil // epochs refuse locality (chooseOrder): say that, not how small the cache is
 	}
 	var err error
 	j.loc, err = newLocality(j, a)
+	return err
+}
+
+// chooseOrder sets up epochs when [batch] order asks for them. Locality sampling draws each
+// batch from the segments resident at the time, which a permutation of the whole sample space
+// does not respect, so epochs are refused when the data does not fit in the cache.
+func (j *Job) chooseOrder(a *Spec, s Stream) error {
+	if j.cfg.Batch.Order != config.OrderEpochs {
+		return nil
+	}
+	if j.mode == SampleLocality {
+		if a.Sampling == SampleLocality {
+			return j.cfg.Errorf(a.Field+".sampling", "%q cannot be combined with [batch] order = %q (an epoch permutes the whole sample space; locality draws from the resident time segments); expected sampling = %q or order = %q",
+				SampleLocality, config.OrderEpochs, SampleRandom, config.OrderStream)
+		}
+		return j.cfg.Errorf(a.Field+".cache_mb", "%d MB holds less than the %.0f MB of decoded data (with 10%% headroom), which means locality sampling, and [batch] order = %q needs all of it in the cache; expected cache_mb >= %d (or --cache-mb), or order = %q",
+			j.cache.Budget()>>20, float64(j.dataBytes)/(1<<20), config.OrderEpochs, j.dataBytes*10/9>>20+1, config.OrderStream)
+	}
+	var err error
+	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), 1, j.size, s)
 	return err
 }
 
@@ -404,7 +434,10 @@ func (j *Job) Close() { j.cache.Close() }
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {
 	j.mu.Lock()
-	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes}
+	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream}
+	if j.epochs != nil {
+		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
+	}
 	if j.batches > 0 && j.loc != nil {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)
 		s.SegmentsSum = j.segSum

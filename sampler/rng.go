@@ -12,6 +12,9 @@ const (
 	drawX       = 3
 	drawDropout = 4    // + 2*source: whether; + 2*source + 1: which timedelta
 	drawSegment = 1001 // locality: the permutation of segments of a pass
+	drawEpoch   = 2001 // epochs: the round keys of an epoch's permutation (epoch, round)
+	drawEpochY  = 2002 // epochs: the centre of a sample without sites (epoch, sample)
+	drawEpochX  = 2003
 )
 
 // mix64 is a strong 64-bit finaliser (the SplitMix64 / "mix13" constants).

@@ -44,6 +44,11 @@ type Stats struct {
 	SegmentsPerBatch float64
 	SegmentsSum      uint64 // the sum behind SegmentsPerBatch (over Batches batches)
 	ResidentSegments int
+	// Order is the batch order (config.OrderStream or config.OrderEpochs). With epochs,
+	// Samples is the sample space an epoch permutes and EpochBatches this rank's batches per
+	// epoch (0 otherwise).
+	Order                 string
+	Samples, EpochBatches uint64
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in
@@ -70,6 +75,10 @@ func Open(cfg *config.Config, opt Options) (*Set, error) {
 			sp, ok := s.Spec.(*Synthetic)
 			if !ok {
 				return nil, cfg.Errorf(fmt.Sprintf("source[%d].kind", i), "kind %q is not supported by this build", s.Kind)
+			}
+			if cfg.Batch.Order == config.OrderEpochs {
+				return nil, cfg.Errorf("batch.order", "%q needs a sample space (the t0 candidates of zarr sources); synthetic sources have none; expected order = %q",
+					config.OrderEpochs, config.OrderStream)
 			}
 			sp.Name = s.Name
 			parts = append(parts, newSynthetic(sp, cfg.Batch.Size))

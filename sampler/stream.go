@@ -25,3 +25,14 @@ func (s Stream) Global(k uint64) uint64 {
 	}
 	return k*s.WorldSize + s.Rank
 }
+
+// Epoch splits an epoch of n full global batches among the ranks as DistributedSampler does
+// with drop_last: every rank gets the same number of batches, perRank = n / WorldSize, and the
+// epoch keeps the first global = perRank * WorldSize of them (the rest are dropped). Since
+// global is a multiple of WorldSize, batch k of a rank's stream (global batch k*WorldSize +
+// Rank) lies in epoch k / perRank, at the same place on every rank.
+func (s Stream) Epoch(n uint64) (global, perRank uint64) {
+	w := max(s.WorldSize, 1)
+	perRank = n / w
+	return perRank * w, perRank
+}

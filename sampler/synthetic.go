@@ -17,6 +17,7 @@ import (
 
 // Synthetic is a kind = "synthetic" source table, decoded.
 type Synthetic struct {
+	Field string        // "source[2]", for messages
 	Name  string        // tensor name
 	Shape []int         // one example's shape; may be empty (one scalar per example)
 	DType config.DType  // one of SyntheticDTypes
@@ -35,7 +36,7 @@ func (s *Synthetic) Example() ([]int, config.DType) { return s.Shape, s.DType }
 func init() { config.RegisterKind("synthetic", decodeSynthetic) }
 
 func decodeSynthetic(t *config.Table) config.Spec {
-	s := &Synthetic{}
+	s := &Synthetic{Field: t.Path()}
 	ok := true
 	if dims, good := t.MustInts("shape", 1, math.MaxInt32, config.MaxExampleD); good {
 		s.Shape = make([]int, len(dims))
@@ -64,6 +65,7 @@ func decodeSynthetic(t *config.Table) config.Spec {
 
 // synthetic is the Source of one synthetic table: one tensor per batch.
 type synthetic struct {
+	field    string // "source[2]"
 	tensor   config.Tensor
 	size     int                  // rows per batch
 	elems    int                  // elements per example
@@ -77,7 +79,7 @@ func newSynthetic(s *Synthetic, batchSize int) *synthetic {
 	for _, d := range s.Shape {
 		n *= d
 	}
-	f := &synthetic{size: batchSize, elems: n, itemsize: s.DType.Size(), delay: s.Delay,
+	f := &synthetic{field: s.Field, size: batchSize, elems: n, itemsize: s.DType.Size(), delay: s.Delay,
 		tensor: config.Tensor{Name: s.Name, DType: s.DType, Shape: append([]int{batchSize}, s.Shape...)}}
 	switch s.DType {
 	case config.Float32:

@@ -8,10 +8,11 @@ import (
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
-// OpenZarr opens the Zarr store (directory) at path: its hierarchy from the consolidated
-// metadata when present. Nothing but metadata is read.
+// OpenZarr opens the Zarr store at path (a directory or a zip archive, opened by
+// readers/zarr): its hierarchy from the consolidated metadata when present. Nothing but
+// metadata is read.
 func OpenZarr(path string) (Dataset, error) {
-	h, err := zarr.OpenDir(path)
+	h, err := zarr.OpenPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("open zarr store %s: %w", path, err)
 	}
@@ -30,17 +31,12 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	z := &zarrArray{a: a, cf: a.CF()}
-	var masks []float64
-	for _, v := range append(append([]float64(nil), z.cf.FillValues...), z.cf.MissingValues...) {
-		if !math.IsNaN(v) && (len(masks) == 0 || masks[0] != v) {
-			masks = append(masks, v)
-		}
-	}
-	if len(masks) > 1 {
+	cf := a.CF()
+	z := &zarrArray{a: a, cf: cf.Params()}
+	if masks := z.cf.Masks; len(masks) > 1 {
 		return nil, fmt.Errorf("%s/%s: %d distinct _FillValue/missing_value values %v; the sampler supports one", d.path, name, len(masks), masks)
 	}
-	if z.cf.Unsigned {
+	if cf.Unsigned {
 		return nil, fmt.Errorf("%s/%s: _Unsigned integer data is not supported", d.path, name)
 	}
 	return z, nil
@@ -48,7 +44,7 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 
 type zarrArray struct {
 	a  *zarr.Array
-	cf zarr.CFInfo
+	cf zarr.CFParams
 }
 
 func (z *zarrArray) Shape() []int   { return z.a.Shape }
@@ -67,16 +63,12 @@ func (z *zarrArray) Native() (byte, int) {
 	return '?', z.a.DType.Size
 }
 
-// CF reduces the reader's CF information to one fill value (Array refuses several).
+// CF reduces the reader's CF parameters to one fill value (Array refuses several).
 func (z *zarrArray) CF() (scale, offset, fill float64, hasFill bool) {
-	scale, offset, fill = z.cf.ScaleFactor, z.cf.AddOffset, math.NaN()
-	for _, v := range append(append([]float64(nil), z.cf.FillValues...), z.cf.MissingValues...) {
-		if !math.IsNaN(v) {
-			fill, hasFill = v, true
-			break
-		}
+	if len(z.cf.Masks) > 0 {
+		return z.cf.Scale, z.cf.Offset, z.cf.Masks[0], true
 	}
-	return scale, offset, fill, hasFill
+	return z.cf.Scale, z.cf.Offset, math.NaN(), false
 }
 
 func (z *zarrArray) DecodeChunk(idx []int, dst []byte) error {

@@ -14,8 +14,6 @@ func init() {
 	register("inspect", "show a Zarr store's groups and arrays: dims, shape, chunks, dtype, codecs, sizes", cmdInspect)
 }
 
-const inspectSynopsis = "STORE[/GROUP] [--json]"
-
 func cmdInspect(args []string) int {
 	fs := newFlagSet("inspect", "STORE[/GROUP]")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")
@@ -25,12 +23,12 @@ func cmdInspect(args []string) int {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError("inspect", fmt.Errorf("want one STORE argument, got %d (usage: shmloader inspect %s)", len(pos), inspectSynopsis))
+		return usageError("inspect", fmt.Errorf("want one STORE argument, got %d (usage: %s)", len(pos), fs.synopsis()))
 	}
 	if _, err := lf.logger("inspect"); err != nil {
 		return usageError("inspect", err)
 	}
-	h, under, err := openHierarchyPath(pos[0])
+	h, under, err := zarr.OpenNodePath(pos[0])
 	if err != nil {
 		return failure("inspect", err)
 	}

@@ -1,14 +1,15 @@
 // Command shmloader reads training data, assembles batches and writes them into a gobatch
 // shared-memory ring (docs/PROTOCOL.md) that a trainer maps with `import gobatch`.
 //
-// Each verb lives in a file of its own (run.go, stat.go, gc.go, inspect.go, read.go,
+// Each verb lives in a file of its own (run.go, plan.go, stat.go, gc.go, inspect.go, read.go,
 // version.go); flags.go is the one flag parser they share, and it generates each verb's
 // `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--cache-mb N] [--data-root ROOT]
-//	    [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N] [--start K]
-//	    [-v] [--world-size N]
+//	    [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N]
+//	    [--start K] [-v] [--world-size N]
+//	shmloader plan --config FILE [--cache-mb N] [--data-root ROOT] [--json] [--rank N] [--world-size N]
 //	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
 //	    [--once] [-v]
 //	shmloader gc [--dry-run] [--grace D] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]
@@ -17,7 +18,9 @@
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
 //	shmloader version [--json]
 //
-// run produces batches into a new ring (or, with --join, into an existing named one); stat
+// run produces batches into a new ring (or, with --join, into an existing named one); plan
+// is its dry run (the sources' stores, dimensions, windows, t0 candidates, sampling mode, batch
+// order, tensors and ring size, without a ring); stat
 // shows a named ring live; gc removes named rings whose creator died; inspect lists a Zarr
 // store's groups and arrays; read writes a Zarr array, or a box of it, to a .npy file;
 // version prints the build and the ring layout version. Flags may come before or after the

@@ -15,8 +15,6 @@ func init() {
 	register("read", "read a Zarr array (or a box of it) into a .npy file", cmdRead)
 }
 
-const readSynopsis = "STORE/ARRAY --out FILE.npy [--box START:STOP,...] [--cf]"
-
 func cmdRead(args []string) int {
 	fs := newFlagSet("read", "STORE/ARRAY --out FILE.npy")
 	out := fs.String("out", "", "the .npy file to write (required; \"-\" for stdout)")
@@ -31,7 +29,7 @@ func cmdRead(args []string) int {
 	}
 	switch {
 	case len(pos) != 1:
-		return usageError("read", fmt.Errorf("want one STORE/ARRAY argument, got %d (usage: shmloader read %s)", len(pos), readSynopsis))
+		return usageError("read", fmt.Errorf("want one STORE/ARRAY argument, got %d (usage: %s)", len(pos), fs.synopsis()))
 	case *out == "":
 		return usageError("read", errors.New("--out FILE.npy is required"))
 	case *bench < 0:
@@ -41,7 +39,7 @@ func cmdRead(args []string) int {
 	if err != nil {
 		return usageError("read", err)
 	}
-	a, err := openArrayPath(pos[0])
+	a, err := zarr.OpenArrayPath(pos[0])
 	if err != nil {
 		return failure("read", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -46,11 +47,37 @@ type runFlags struct {
 	readers  int
 	start    uint64
 	startSet bool
-	dataRoot string
+	epoch    uint64 // --epoch: this ring's stream is that epoch only (order = "epochs")
+	epochSet bool
 	join     bool
+	sourceFlags
+}
+
+// sourceFlags are the flags that say how the configured sources open: shared by run and plan.
+type sourceFlags struct {
+	dataRoot string
 	rank     int
 	world    int
 	cacheMB  int64
+}
+
+func addSourceFlags(fs *flagSet, f *sourceFlags) {
+	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
+	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
+	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
+}
+
+// check validates the source flags and returns the rank's stream.
+func (f *sourceFlags) check() (sampler.Stream, error) {
+	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
+		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
+	}
+	s, err := sampler.NewStream(f.rank, f.world)
+	if err != nil {
+		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
+	}
+	return s, nil
 }
 
 func cmdRun(args []string) int {
@@ -76,11 +103,16 @@ func cmdRun(args []string) int {
 		f.start, f.startSet = k, true
 		return nil
 	})
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
+	fs.Func("epoch", "with [batch] order = \"epochs\": produce epoch `E` of this rank's stream only, from its first batch or from --start, which must lie in it (gobatch.Loader runs one epoch per ring)", func(s string) error {
+		e, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an epoch number >= 0")
+		}
+		f.epoch, f.epochSet = e, true
+		return nil
+	})
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
-	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
-	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
+	addSourceFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -109,11 +141,11 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	src, err := openSources(cfg, f, stream, log)
+	src, err := openSources(cfg, f.sourceFlags, stream, log)
 	if err != nil {
 		return usageError("run", err)
 	}
-	layout, err := layoutFor(cfg, src.Tensors(), f.start)
+	layout, err := streamLayout(cfg, src.Tensors(), f, src.Stats())
 	if err != nil {
 		return usageError("run", fmt.Errorf("%s: %w", f.config, err))
 	}
@@ -146,14 +178,7 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 			return sampler.Stream{}, fmt.Errorf("--ring: %w", err)
 		}
 	}
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
-	}
-	s, err := sampler.NewStream(f.rank, f.world)
-	if err != nil {
-		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
-	}
-	return s, nil
+	return f.sourceFlags.check()
 }
 
 // layoutFor is the ring layout of a configuration whose sources make tensors: the slots, the
@@ -169,6 +194,37 @@ func layoutFor(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.
 	for _, t := range tensors {
 		l.Tensors = append(l.Tensors, t.Ring())
 	}
+	return l, l.Validate()
+}
+
+// streamLayout is layoutFor for the part of the stream the flags ask for: from --start, or
+// with --epoch E exactly epoch E of this rank's stream (stream batches E*n .. (E+1)*n - 1 for
+// n batches per epoch), from its first batch or from --start inside it.
+func streamLayout(cfg *config.Config, tensors []config.Tensor, f runFlags, st sampler.Stats) (ring.Layout, error) {
+	if !f.epochSet {
+		return layoutFor(cfg, tensors, f.start)
+	}
+	if st.Order != config.OrderEpochs {
+		return ring.Layout{}, fmt.Errorf("--epoch %d needs [batch] order = %q; this configuration's order is %q", f.epoch, config.OrderEpochs, cfg.Batch.Order)
+	}
+	n := st.EpochBatches
+	if f.epoch >= math.MaxUint64/n { // (epoch+1)*n must not overflow
+		return ring.Layout{}, fmt.Errorf("--epoch %d: its batches are past the largest stream index", f.epoch)
+	}
+	first, end := f.epoch*n, (f.epoch+1)*n
+	start := first
+	if f.startSet {
+		if f.start < first || f.start >= end {
+			return ring.Layout{}, fmt.Errorf("--start %d is not in --epoch %d, whose batches are %d .. %d of this rank's stream (%d per epoch); expected --start in that range, or --epoch %d",
+				f.start, f.epoch, first, end-1, n, f.start/n)
+		}
+		start = f.start
+	}
+	l, err := layoutFor(cfg, tensors, start)
+	if err != nil {
+		return l, err
+	}
+	l.TotalBatches = end - start
 	return l, l.Validate()
 }
 

@@ -48,9 +48,9 @@ type runSource struct {
 
 // openSources opens the configured sources (for zarr: metadata and coordinates only). Its
 // errors are configuration errors (exit status 2).
-func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
+func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
 	t := time.Now()
-	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB})
+	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream})
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +66,9 @@ func openSources(cfg *config.Config, f runFlags, stream sampler.Stream, log zero
 			Int64("cache_mb", st.Cache.BudgetBytes>>20)
 		if st.ResidentSegments > 0 {
 			ev = ev.Int("resident_segments", st.ResidentSegments)
+		}
+		if st.Order == config.OrderEpochs {
+			ev = ev.Str("order", st.Order).Uint64("samples", st.Samples).Uint64("epoch_batches", st.EpochBatches)
 		}
 	}
 	ev.Msg("sources ready")

@@ -18,7 +18,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, rank: 2, world: 2}
+	flags := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, sourceFlags: sourceFlags{rank: 2, world: 2}}
 	if _, err := flags.check(nil); err == nil || !strings.Contains(err.Error(), "--rank 2") {
 		t.Fatalf("rank 2 of 2: %v", err)
 	}
@@ -32,7 +32,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	flags.dataRoot = t.TempDir()
-	if _, err = openSources(cfg, flags, stream, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "source[0].store") {
+	if _, err = openSources(cfg, flags.sourceFlags, stream, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "source[0].store") {
 		t.Fatalf("empty data root: %v", err)
 	}
 	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
@@ -43,7 +43,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
 	}
 	flags.dataRoot = dir
-	src, err := openSources(cfg, flags, stream, zerolog.Nop())
+	src, err := openSources(cfg, flags.sourceFlags, stream, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +73,13 @@ func TestRunSourcesLogRejections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, world: 1, dataRoot: dir}
+	flags := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, sourceFlags: sourceFlags{world: 1, dataRoot: dir}}
 	stream, err := flags.check(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	src, err := openSources(cfg, flags, stream, zerolog.New(&buf).Level(zerolog.InfoLevel))
+	src, err := openSources(cfg, flags.sourceFlags, stream, zerolog.New(&buf).Level(zerolog.InfoLevel))
 	if err != nil {
 		t.Fatal(err)
 	}

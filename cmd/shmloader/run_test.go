@@ -208,3 +208,44 @@ func TestPreflight(t *testing.T) {
 		t.Fatalf("MemAvailable: %d %v", n, ok)
 	}
 }
+
+// --epoch E bounds the ring to epoch E of the rank's stream; --start must lie inside it.
+func TestStreamLayoutEpoch(t *testing.T) {
+	cfg, err := config.Parse("t.toml", []byte(strings.Replace(fmt.Sprintf(oneSource, 0), "batches = 0\n", "order = \"epochs\"\n", 1)), config.TOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors := []config.Tensor{{Name: "x", DType: config.Int32, Shape: []int{2, 3}}}
+	st := sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7}
+	for _, c := range []struct {
+		f            runFlags
+		start, total uint64
+		err          string
+	}{
+		{f: runFlags{}, start: 0, total: 0}, // no --epoch: epochs one after another, unbounded
+		{f: runFlags{start: 9, startSet: true}, start: 9, total: 0},
+		{f: runFlags{epoch: 0, epochSet: true}, start: 0, total: 7},
+		{f: runFlags{epoch: 2, epochSet: true}, start: 14, total: 7},
+		{f: runFlags{epoch: 2, epochSet: true, start: 18, startSet: true}, start: 18, total: 3},
+		{f: runFlags{epoch: 2, epochSet: true, start: 20, startSet: true}, start: 20, total: 1},
+		{f: runFlags{epoch: 2, epochSet: true, start: 21, startSet: true}, err: "--start 21 is not in --epoch 2, whose batches are 14 .. 20 of this rank's stream (7 per epoch); expected --start in that range, or --epoch 3"},
+		{f: runFlags{epoch: 2, epochSet: true, start: 13, startSet: true}, err: "--start 13 is not in --epoch 2"},
+		{f: runFlags{epoch: 1 << 62, epochSet: true}, err: "past the largest stream index"},
+	} {
+		l, err := streamLayout(cfg, tensors, c.f, st)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %v, want %q", c.f, err, c.err)
+			}
+			continue
+		}
+		if err != nil || l.StartBatch != c.start || l.TotalBatches != c.total {
+			t.Errorf("%+v: start %d total %d (%v), want %d %d", c.f, l.StartBatch, l.TotalBatches, err, c.start, c.total)
+		}
+	}
+	cfg.Batch.Order = config.OrderStream
+	stream := sampler.Stats{Order: config.OrderStream}
+	if _, err := streamLayout(cfg, tensors, runFlags{epoch: 1, epochSet: true}, stream); err == nil || !strings.Contains(err.Error(), `--epoch 1 needs [batch] order = "epochs"; this configuration's order is "stream"`) {
+		t.Errorf("--epoch on a stream: %v", err)
+	}
+}

@@ -46,13 +46,15 @@ func nativeDescr(d zarr.DType) string {
 	return d.NumpyStr()
 }
 
-// read performs the request.
+// read performs the request with the reader's box reads, choosing the numpy type the
+// .npy file gets.
 func (r *boxRequest) read() (*boxResult, error) {
 	a := r.a
 	d := a.DType
 	cf := a.CF()
 	isTime := d.Kind == zarr.KindDatetime || d.Kind == zarr.KindTimedelta || cf.IsTime || cf.IsDuration
 	res := &boxResult{shape: r.shape()}
+	opt := &zarr.ReadOptions{Parallel: r.parallel}
 	switch {
 	case d.Kind == zarr.KindString: // --cf does not apply to strings
 		return r.readStrings(res)
@@ -67,14 +69,14 @@ func (r *boxRequest) read() (*boxResult, error) {
 	case d.Elem() != zarr.ElemNone:
 		res.descr = nativeDescr(d)
 		res.data = alignedBytes(r.count() * d.Size)
-		return res, a.ReadBox(r.start, r.stop, res.data, &zarr.ReadOptions{Parallel: r.parallel})
+		return res, a.ReadBox(r.start, r.stop, res.data, opt)
 	case r.cf && d.Kind == zarr.KindComplex:
 		return nil, fmt.Errorf("array %s: --cf does not support %s data", arrayName(a), d)
 	case d.Size > 0:
 		// Complex, fixed-length strings, raw bytes: copied as decoded.
 		res.descr = nativeDescr(d)
-		res.data = alignedBytes(r.count() * d.Size)
-		return res, r.readRaw(res.data)
+		res.data = make([]byte, r.count()*d.Size)
+		return res, a.ReadBoxRaw(r.start, r.stop, res.data, opt)
 	}
 	return nil, fmt.Errorf("array %s: dtype %s cannot be read", arrayName(a), d)
 }
@@ -85,132 +87,13 @@ func alignedBytes(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)[:n:n]
 }
 
-// readRaw copies the box out of decoded chunks (DecodeChunk: host byte order, C order,
-// full chunk shape), for element types ReadBox does not convert.
-func (r *boxRequest) readRaw(dst []byte) error {
-	a := r.a
-	nd := len(a.Shape)
-	es := a.DType.Size
-	buf := make([]byte, a.ChunkBytes())
-	if nd == 0 {
-		chunk, err := a.DecodeChunk(nil, buf)
-		if err != nil {
-			return err
-		}
-		copy(dst, chunk[:es])
-		return nil
-	}
-	if r.count() == 0 {
-		return nil
-	}
-	ch := a.Chunks
-	lo, hi := make([]int, nd), make([]int, nd)
-	for d := range nd {
-		lo[d] = r.start[d] / ch[d]
-		hi[d] = (r.stop[d]-1)/ch[d] + 1
-	}
-	bshape := r.shape()
-	idx := append([]int(nil), lo...)
-	for {
-		chunk, err := a.DecodeChunk(idx, buf)
-		if err != nil {
-			return err
-		}
-		copyChunkPart(dst, bshape, r.start, chunk, ch, idx, r.stop, es)
-		if !advance(idx, lo, hi) {
-			return nil
-		}
-	}
-}
-
-// copyChunkPart copies the intersection of chunk idx (shape ch) with the box that
-// starts at start (shape bshape, ends at stop) into dst, one innermost row at a time.
-func copyChunkPart(dst []byte, bshape, start []int, chunk []byte, ch, idx, stop []int, es int) {
-	nd := len(ch)
-	lo, hi := make([]int, nd), make([]int, nd)
-	for d := range nd {
-		c0 := idx[d] * ch[d]
-		lo[d] = max(start[d], c0)
-		hi[d] = min(stop[d], c0+ch[d])
-	}
-	row := (hi[nd-1] - lo[nd-1]) * es
-	pos := append([]int(nil), lo...)
-	for {
-		so, do := 0, 0
-		for d := range nd {
-			so = so*ch[d] + pos[d] - idx[d]*ch[d]
-			do = do*bshape[d] + pos[d] - start[d]
-		}
-		copy(dst[do*es:do*es+row], chunk[so*es:so*es+row])
-		// Advance over all but the innermost dimension.
-		d := nd - 2
-		for ; d >= 0; d-- {
-			pos[d]++
-			if pos[d] < hi[d] {
-				break
-			}
-			pos[d] = lo[d]
-		}
-		if d < 0 {
-			return
-		}
-	}
-}
-
-// advance steps idx through [lo, hi) in C order; false when done.
-func advance(idx, lo, hi []int) bool {
-	for d := len(idx) - 1; d >= 0; d-- {
-		idx[d]++
-		if idx[d] < hi[d] {
-			return true
-		}
-		idx[d] = lo[d]
-	}
-	return false
-}
-
-// boxIndices calls fn with the C-order flat index (in the whole array) of every
-// element of the box, in box order.
-func (r *boxRequest) boxIndices(fn func(i int)) {
-	shape := r.a.Shape
-	nd := len(shape)
-	if nd == 0 {
-		fn(0)
-		return
-	}
-	if r.count() == 0 {
-		return
-	}
-	pos := append([]int(nil), r.start...)
-	for {
-		flat := 0
-		for d := range nd {
-			flat = flat*shape[d] + pos[d]
-		}
-		fn(flat)
-		d := nd - 1
-		for ; d >= 0; d-- {
-			pos[d]++
-			if pos[d] < r.stop[d] {
-				break
-			}
-			pos[d] = r.start[d]
-		}
-		if d < 0 {
-			return
-		}
-	}
-}
-
 // readStrings writes strings as fixed-width numpy unicode '<U<n>', n the longest
 // string of the box in code points (at least 1, as numpy does).
 func (r *boxRequest) readStrings(res *boxResult) (*boxResult, error) {
-	all, err := r.a.ReadStrings()
+	strs, err := r.a.ReadBoxStrings(r.start, r.stop)
 	if err != nil {
 		return nil, err
 	}
-	strs := make([]string, 0, r.count())
-	r.boxIndices(func(i int) { strs = append(strs, all[i]) })
 	width := 1
 	for _, s := range strs {
 		width = max(width, utf8.RuneCountInString(s))
@@ -231,12 +114,10 @@ func (r *boxRequest) readStrings(res *boxResult) (*boxResult, error) {
 // longest value of the box (at least 1, as numpy does). Like numpy's |S, trailing NUL
 // bytes of a value do not survive.
 func (r *boxRequest) readVarBytes(res *boxResult) (*boxResult, error) {
-	all, err := r.a.ReadStrings()
+	vals, err := r.a.ReadBoxStrings(r.start, r.stop)
 	if err != nil {
 		return nil, err
 	}
-	vals := make([]string, 0, r.count())
-	r.boxIndices(func(i int) { vals = append(vals, all[i]) })
 	width := 1
 	for _, v := range vals {
 		width = max(width, len(v))
@@ -254,19 +135,21 @@ func (r *boxRequest) readVarBytes(res *boxResult) (*boxResult, error) {
 // timedelta64[ns].
 func (r *boxRequest) readTimes(res *boxResult) (*boxResult, error) {
 	a := r.a
-	var all []int64
+	var ns []int64
 	var err error
 	if a.DType.Kind == zarr.KindDatetime || (a.DType.Kind != zarr.KindTimedelta && a.CF().IsTime) {
 		res.descr = "<M8[ns]"
-		all, err = a.ReadTimes()
+		ns, err = a.ReadBoxTimes(r.start, r.stop)
 	} else {
 		res.descr = "<m8[ns]"
-		all, err = a.ReadDurations()
+		ns, err = a.ReadBoxDurations(r.start, r.stop)
 	}
 	if err != nil {
 		return nil, err
 	}
-	res.data = make([]byte, 0, r.count()*8)
-	r.boxIndices(func(i int) { res.data = binary.LittleEndian.AppendUint64(res.data, uint64(all[i])) })
+	res.data = make([]byte, 0, len(ns)*8)
+	for _, v := range ns {
+		res.data = binary.LittleEndian.AppendUint64(res.data, uint64(v))
+	}
 	return res, nil
 }

@@ -11,19 +11,24 @@ ring of a standalone ``shmloader run --ring NAME``. The protocol is docs/PROTOCO
 
 from __future__ import annotations
 
-from ._loader import Loader, shmloader_path
+from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
+from ._plan import plan
 from ._ring import Ring, TensorSpec, attach
-from .errors import ConfigError, GobatchError, LoaderError, RingError
+from .errors import ConfigError, GobatchError, LoaderError, RingError, StreamEndedError
 
 __all__ = [
     "Loader",
     "Ring",
     "TensorSpec",
     "attach",
+    "plan",
     "shmloader_path",
     "GobatchError",
     "LoaderError",
     "ConfigError",
     "RingError",
+    "StreamEndedError",
+    "ORDER_STREAM",
+    "ORDER_EPOCHS",
 ]
 __version__ = "0.1.0"

@@ -5,21 +5,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import IO, Any, Dict, Iterator, Mapping, NamedTuple, Optional, Sequence, Type, Union
 
-from ._ring import Ring, _check_framework
-from .errors import ConfigError, LoaderError
+from ._ring import Batch, Ring, _check_framework
+from .errors import ConfigError, LoaderError, RingError, StreamEndedError
 
-__all__ = ["Loader", "shmloader_path"]
+__all__ = ["Loader", "shmloader_path", "ORDER_STREAM", "ORDER_EPOCHS"]
 
 EXIT_USAGE = 2  # shmloader: bad command line or configuration (cmd/shmloader/main.go)
 EXIT_CONSUMER_DIED = 3
+
+ORDER_STREAM = "stream"  # [batch] order (config/config.go): the default, independent draws
+ORDER_EPOCHS = "epochs"  # a seeded permutation of the sample space per epoch
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -73,12 +77,39 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
 
 
-def _config_identity(config: "ConfigLike") -> Tuple[Optional[int], str]:
-    """(seed, sha256 of the configuration's content): what a saved position belongs to."""
+class _Identity(NamedTuple):
+    """What a saved position belongs to, read from the configuration."""
+
+    seed: Optional[int]  # [batch] seed (None when it cannot be read here)
+    digest: str  # sha256 of the configuration's content
+    order: str  # [batch] order: ORDER_STREAM or ORDER_EPOCHS
+
+
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]")  # [table] or [[array]]
+_ORDER_RE = re.compile(r"""^\s*order\s*=\s*["']([^"']*)["']""")
+
+
+def _toml_order(text: str) -> Optional[str]:
+    """[batch] order of a TOML file, read line by line: for Pythons without tomllib (< 3.11)."""
+    table = ""
+    for line in text.splitlines():
+        header = _HEADER_RE.match(line)
+        if header:
+            table = header.group(2) if header.group(1) == "[" else ""
+        elif table == "batch" and (m := _ORDER_RE.match(line)):
+            return m.group(1)
+    return None
+
+
+def _config_identity(config: "ConfigLike") -> _Identity:
+    """The seed, digest and batch order of a configuration (a dict, or a TOML or JSON file)."""
+    seed: Any = None
+    order: Any = None
     if isinstance(config, Mapping):
         text = json.dumps(config, sort_keys=True, default=str).encode()
         batch = config.get("batch")
-        seed = batch.get("seed", 0) if isinstance(batch, Mapping) else None
+        if isinstance(batch, Mapping):
+            seed, order = batch.get("seed", 0), batch.get("order")
     else:
         path = os.fspath(config)
         try:
@@ -88,17 +119,22 @@ def _config_identity(config: "ConfigLike") -> Tuple[Optional[int], str]:
             raise ConfigError(f"config file {path!r} does not exist") from None
         except OSError as e:
             raise ConfigError(f"config file {path!r}: {e.strerror}") from None
-        seed = None
         try:
             if path.endswith(".json"):
                 parsed = json.loads(text)
             else:
-                import tomllib
+                try:
+                    import tomllib
+                except ImportError:  # Python < 3.11: the order is what the loader must know
+                    order = _toml_order(text.decode(errors="replace"))
+                    raise
                 parsed = tomllib.loads(text.decode())
-            seed = parsed.get("batch", {}).get("seed", 0)
+            batch = parsed.get("batch", {})
+            seed, order = batch.get("seed", 0), batch.get("order")
         except Exception:  # shmloader reports a bad file with its line; the digest still works
             pass
-    return (seed if isinstance(seed, int) else None), hashlib.sha256(text).hexdigest()
+    return _Identity(seed if isinstance(seed, int) else None, hashlib.sha256(text).hexdigest(),
+                     order if isinstance(order, str) else ORDER_STREAM)
 
 
 class Loader(Ring):
@@ -121,7 +157,9 @@ class Loader(Ring):
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
         readers: reader goroutines of the child (``--readers``).
-        start: stream index of the first batch (``--start``, to resume a stream).
+        start: stream index of the first batch (``--start``, to resume a stream). With
+            ``order = "epochs"`` it must lie in ``epoch``.
+        epoch: ``[batch] order = "epochs"`` only: the epoch the first ``for`` runs (default 0).
         shmloader: the binary to run (default: see :func:`shmloader_path`).
         start_timeout: seconds to wait for the ring to become ready.
         close_timeout: seconds :meth:`close` waits for the child to exit before it signals it.
@@ -135,12 +173,30 @@ class Loader(Ring):
     :meth:`state_dict` and :meth:`load_state_dict` save and restore the stream position (the
     stream is a pure function of the configuration and its seed), so a resumed loader continues
     at exactly the next batch.
+
+    Epochs (``[batch] order = "epochs"``): each ``for batch in loader`` runs one epoch, a seeded
+    permutation of the whole sample space (every sample once, the last incomplete batch per
+    rank dropped), and ``len(loader)`` is this rank's batches per epoch. The first ``for`` runs
+    epoch ``epoch`` (0), each later one the next epoch, unless :meth:`set_epoch` or
+    :meth:`load_state_dict` placed the loader since: then it runs from there (a resumed epoch
+    from its saved batch). A ``for`` left early (``break``) skips the rest of its epoch. Ranks
+    see disjoint samples of every epoch, the same number of batches each, as with
+    ``DistributedSampler(drop_last=True)``. Each epoch is one ``shmloader`` child (it re-opens
+    the stores, and its cache starts empty).
+
+    A bounded stream (``[batch] batches = N``) is read once: iterating it again after its end
+    raises :class:`StreamEndedError` (never an empty loop).
     """
 
     _proc: Optional["subprocess.Popen[bytes]"] = None
     _stderr: Optional[IO[bytes]] = None
     _tmp_config: Optional[str] = None
     _close_timeout = 5.0
+    _order = ORDER_STREAM
+    _epoch = 0
+    _epoch_batches = 0
+    _positioned_at = 0  # epochs: the stream batch the loader was last placed at
+    _began = False  # epochs: a ``for`` has begun at that place
 
     def __init__(
         self,
@@ -150,6 +206,7 @@ class Loader(Ring):
         data_root: Optional[Union[str, "os.PathLike[str]"]] = None,
         readers: Optional[int] = None,
         start: Optional[int] = None,
+        epoch: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         shmloader: Optional[str] = None,
@@ -172,6 +229,15 @@ class Loader(Ring):
         self._rank, self._world_size = rank, world_size
         self._close_timeout = close_timeout
         self._identity = _config_identity(config)
+        self._order = self._identity.order
+        if epoch is not None:
+            if self._order != ORDER_EPOCHS:
+                raise ValueError(f"epoch={epoch!r} needs [batch] order = {ORDER_EPOCHS!r}; this "
+                                 f"configuration's order is {self._order!r}")
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self._epoch = epoch or 0
+        self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
         self._restart_args: Dict[str, Any] = dict(
             config=config, framework=framework, data_root=data_root, readers=readers,
             rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
@@ -185,6 +251,8 @@ class Loader(Ring):
                 args += ["--readers", str(readers)]
             if start is not None:
                 args += ["--start", str(int(start))]
+            if self._order == ORDER_EPOCHS:
+                args += ["--epoch", str(self._epoch)]  # one epoch per child: its ring ends there
             if data_root is not None:
                 args += ["--data-root", os.fspath(data_root)]
             if world_size != 1:
@@ -218,6 +286,8 @@ class Loader(Ring):
                 _tick=self._check_child,
             )
             self._tick = self._watch_child
+            if self._order == ORDER_EPOCHS:
+                self._learn_epoch()
             self._remove_tmp_config()  # read by now (the child parses it before creating the ring)
         except BaseException as e:
             self._stop_child(graceful=False)
@@ -356,20 +426,27 @@ class Loader(Ring):
     def state_dict(self) -> Dict[str, Any]:
         """The stream position, to resume at exactly the next batch: a small dict of
         ``next_batch`` (this rank's stream index of the batch the next request would return),
-        ``seed``, ``rank``, ``world_size`` and a digest of the configuration."""
-        return {
+        ``seed``, ``rank``, ``world_size`` and a digest of the configuration; with epochs also
+        ``order``, ``epoch`` (the epoch ``next_batch`` lies in: the next one once an epoch is
+        complete) and ``epoch_batches``."""
+        state: Dict[str, Any] = {
             "version": _STATE_VERSION,
             "next_batch": self.next_batch,
-            "seed": self._identity[0],
-            "config_sha256": self._identity[1],
+            "seed": self._identity.seed,
+            "config_sha256": self._identity.digest,
             "rank": self._rank,
             "world_size": self._world_size,
         }
+        if self._order == ORDER_EPOCHS:
+            state.update(order=ORDER_EPOCHS, epoch=self.next_batch // self._epoch_batches,
+                         epoch_batches=self._epoch_batches)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue the stream at ``state["next_batch"]`` (from :meth:`state_dict` of a loader
         with the same configuration, rank and world size): the child is restarted there, and
-        the next batch requested is exactly that batch."""
+        the next batch requested is exactly that batch. With epochs, the next ``for`` runs the
+        rest of the saved epoch, from that batch."""
         try:
             version, nxt = state["version"], state["next_batch"]
             seed, digest = state["seed"], state["config_sha256"]
@@ -380,13 +457,103 @@ class Loader(Ring):
             raise ValueError(f"state_dict version {version!r}, this gobatch reads {_STATE_VERSION}")
         if not isinstance(nxt, int) or nxt < 0:
             raise ValueError(f"state_dict next_batch must be an int >= 0, not {nxt!r}")
+        order = state.get("order", ORDER_STREAM)
         mismatches = [f"{k} {a!r} != {b!r}" for k, a, b in (
-            ("seed", seed, self._identity[0]), ("config_sha256", digest, self._identity[1]),
-            ("rank", rank, self._rank), ("world_size", world, self._world_size)) if a != b]
+            ("seed", seed, self._identity.seed), ("config_sha256", digest, self._identity.digest),
+            ("rank", rank, self._rank), ("world_size", world, self._world_size),
+            ("order", order, self._order)) if a != b]
+        if self._order == ORDER_EPOCHS and not mismatches and state.get("epoch_batches") != self._epoch_batches:
+            mismatches.append(f"epoch_batches {state.get('epoch_batches')!r} != {self._epoch_batches!r} "
+                              "(the same configuration over other data)")
         if mismatches:
             raise ValueError("state_dict is from another stream: " + ", ".join(mismatches))
+        epoch = nxt // self._epoch_batches if self._order == ORDER_EPOCHS else None
+        self._restart(start=nxt, epoch=epoch)
+
+    # ---- epochs ----
+
+    def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
+        """Stops the child and starts a new one at stream batch ``start`` (of ``epoch``)."""
         self.close()
-        Loader.__init__(self, start=nxt, **self._restart_args)
+        Loader.__init__(self, start=start, epoch=epoch, **self._restart_args)
+
+    def _learn_epoch(self) -> None:
+        """Reads this rank's batches per epoch off the ring: ``shmloader run --epoch E`` ends
+        the ring's stream at the end of epoch E, stream index (E + 1) * batches per epoch."""
+        end = self.start_batch + (self.total_batches or 0)
+        n, rest = divmod(end, self._epoch + 1)
+        if rest or n == 0 or not self._epoch * n <= self.start_batch < end:
+            raise RingError(f"{self._label}: asked for epoch {self._epoch}, got stream batches "
+                            f"{self.start_batch} .. {end - 1}, which are not one epoch (is the shmloader "
+                            "binary older than this gobatch?)")
+        self._epoch_batches = n
+        self._positioned_at = self.start_batch  # a new child: the next ``for`` runs from here
+        self._began = False
+
+    @property
+    def order(self) -> str:
+        """The configuration's ``[batch] order``: ``"stream"`` (independent draws) or
+        ``"epochs"``."""
+        return self._order
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the running ``for`` iterates, or the next ``for`` will (``order =
+        "epochs"``; 0 otherwise)."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``for`` run epoch ``epoch`` from its first batch, as
+        ``DistributedSampler.set_epoch`` does (call it before each epoch, or let each ``for``
+        take the next epoch). Setting the epoch the loader is already placed at and has not
+        begun (a fresh loader, or one :meth:`load_state_dict` resumed inside that epoch) keeps
+        that place. Raises ``ValueError`` unless ``[batch] order = "epochs"``."""
+        if self._order != ORDER_EPOCHS:
+            raise ValueError(f"set_epoch({epoch!r}): {self._label} streams without epochs ([batch] order = "
+                             f"{self._order!r}); set [batch] order = {ORDER_EPOCHS!r} to iterate epochs")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+        self._check_open()
+        if epoch == self._epoch and self._unbegun():
+            return
+        self._restart(start=None, epoch=epoch)
+
+    def _check_open(self) -> None:
+        """A closed (or foreign) loader is not restarted for another epoch."""
+        if self._foreign:
+            raise self._foreign_error()
+        if self.closed:
+            raise self._closed_error()
+
+    def _unbegun(self) -> bool:
+        """No ``for`` or ``next`` has taken a batch since the loader was placed."""
+        return not self._began and self.next_batch == self._positioned_at
+
+    def __len__(self) -> int:
+        """With epochs: this rank's batches per epoch. Otherwise the ring's (bounded) stream
+        length; ``TypeError`` for an unbounded stream."""
+        if self._order == ORDER_EPOCHS:
+            return self._epoch_batches
+        return super().__len__()
+
+    def __iter__(self) -> Iterator[Batch]:
+        """With epochs: the next epoch (see the class doc); the loader itself is the iterator.
+        Otherwise as :class:`gobatch.Ring`: raises :class:`StreamEndedError` on a bounded
+        stream read to its end."""
+        if self._order != ORDER_EPOCHS:
+            return super().__iter__()
+        self._check_open()
+        if not self._unbegun():
+            self._restart(start=None, epoch=self._epoch + 1)
+        self._began = True
+        return self
+
+    def _ended_message(self) -> str:
+        total = self.start_batch + int(self._geom.total_batches)
+        return (f"{self._label}: its stream of {total} batches ([batch] batches = {total}) has been read "
+                "to the end, so iterating it again would yield nothing; create a new Loader (or call "
+                "load_state_dict() with an earlier state) to read it again, or set [batch] order = "
+                f"{ORDER_EPOCHS!r} (leaving batches unset) to iterate epochs")
 
     @property
     def exit_code(self) -> Optional[int]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from .errors import GobatchError, LoaderError, RingError
+from .errors import GobatchError, LoaderError, RingError, StreamEndedError
 
 __all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
 
@@ -257,7 +257,23 @@ class Ring:
     # ---- iteration ----
 
     def __iter__(self) -> Iterator[Batch]:
+        """The ring itself: each ``for`` continues where the last one stopped. A bounded stream
+        that has been read to its end raises :class:`StreamEndedError` instead of silently
+        yielding nothing."""
+        if self._read_to_end():
+            raise StreamEndedError(self._ended_message())
         return self
+
+    def _read_to_end(self) -> bool:
+        """True when every batch of a bounded stream has been handed out."""
+        total = int(self._geom.total_batches) if self._ptr is not None else 0
+        return total != 0 and self._delivered >= total
+
+    def _ended_message(self) -> str:
+        n = int(self._geom.total_batches)
+        return (f"{self._label}: its stream (batches {self.start_batch} .. {self.start_batch + n - 1}) "
+                "has been read to the end, so iterating it again would yield nothing; start a new "
+                "producer (shmloader run) and attach to it to read more")
 
     def __next__(self) -> Batch:
         if self._foreign:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError"]
+__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError", "StreamEndedError"]
 
 
 class GobatchError(Exception):
@@ -41,3 +41,10 @@ class ConfigError(GobatchError):
         super().__init__(message)
         self.message = message
         self.stderr = stderr
+
+
+class StreamEndedError(GobatchError):
+    """A bounded stream that has been read to its end was iterated again. A finished stream
+    has nothing more to give; the message says how to read on (a new loader, an earlier
+    ``load_state_dict``, or ``[batch] order = "epochs"``, whose loaders iterate one epoch per
+    ``for``)."""

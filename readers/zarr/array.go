@@ -63,7 +63,7 @@ type Array struct {
 	cache ChunkCache
 	bufs  chan *[]byte // free decoded-chunk buffers (a bounded list; see getScratch)
 	cf    *CFInfo
-	cfp   *cfParams
+	cfp   CFParams
 	// Decoded shard indexes of a sharded array, by shard grid index (stores are
 	// taken to be unchanging while an Array is open).
 	idxMu    sync.Mutex
@@ -158,7 +158,7 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 		// Bad CF attributes only matter to CF decoding: keep the error for then.
 		a.cf = &CFInfo{ScaleFactor: 1, Err: err}
 	}
-	a.cfp = a.cf.params()
+	a.cfp = a.cf.Params()
 	return a, nil
 }
 

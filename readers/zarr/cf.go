@@ -43,24 +43,29 @@ func (a *Array) CF() CFInfo {
 	return c
 }
 
-// cfParams is CFInfo reduced to what the converter needs.
-type cfParams struct {
-	scale, offset float64
-	masks         []float64
+// CFParams are the numbers CF decoding applies to a raw value v: NaN when v equals
+// one of Masks, else v*Scale+Offset, computed in float64 (as xarray does) and then
+// rounded to the output type.
+type CFParams struct {
+	Scale, Offset float64
+	Masks         []float64
 }
 
-func (c *CFInfo) params() *cfParams {
-	p := &cfParams{scale: c.ScaleFactor, offset: c.AddOffset}
+// Params reduces c to the numbers CF decoding needs. Masks are the _FillValue and
+// missing_value values without duplicates and without NaN (a NaN raw value reads as
+// NaN anyway).
+func (c *CFInfo) Params() CFParams {
+	p := CFParams{Scale: c.ScaleFactor, Offset: c.AddOffset}
 	for _, v := range append(append([]float64(nil), c.FillValues...), c.MissingValues...) {
 		if math.IsNaN(v) {
 			continue // NaN raw values stay NaN
 		}
 		dup := false
-		for _, m := range p.masks {
+		for _, m := range p.Masks {
 			dup = dup || m == v
 		}
 		if !dup {
-			p.masks = append(p.masks, v)
+			p.Masks = append(p.Masks, v)
 		}
 	}
 	return p
@@ -315,32 +320,44 @@ func unitNanos(unit string, scale int64) (int64, bool) {
 // "<unit> since <time>". Missing values (NaT, _FillValue, missing_value, NaN) read as
 // NaT. Use time.Unix(0, v) to get a time.Time.
 func (a *Array) ReadTimes() ([]int64, error) {
-	return a.readTimes(true)
+	return a.ReadBoxTimes(a.fullBox(), a.Shape)
 }
 
 // ReadDurations reads the whole array as durations in nanoseconds: timedelta64
 // arrays, or numeric arrays with a CF time unit ("hours"). Missing values read as NaT.
 func (a *Array) ReadDurations() ([]int64, error) {
-	return a.readTimes(false)
+	return a.ReadBoxDurations(a.fullBox(), a.Shape)
 }
 
-func (a *Array) readTimes(absolute bool) ([]int64, error) {
+// ReadBoxTimes is ReadTimes for the box [start, stop) (C order).
+func (a *Array) ReadBoxTimes(start, stop []int) ([]int64, error) {
+	return a.readTimes(true, start, stop)
+}
+
+// ReadBoxDurations is ReadDurations for the box [start, stop) (C order).
+func (a *Array) ReadBoxDurations(start, stop []int) ([]int64, error) {
+	return a.readTimes(false, start, stop)
+}
+
+func (a *Array) readTimes(absolute bool, start, stop []int) ([]int64, error) {
 	fail := func(err error) ([]int64, error) {
-		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+		return nil, a.fail(err)
 	}
 	if a.cf.Err != nil && a.DType.Kind != KindDatetime && a.DType.Kind != KindTimedelta {
 		return fail(a.cf.Err)
 	}
-	n := a.Len()
+	n, err := a.boxLen(start, stop)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int64, n)
-	all := a.fullBox()
 	switch {
 	case (absolute && a.DType.Kind == KindDatetime) || (!absolute && a.DType.Kind == KindTimedelta):
 		un, ok := unitNanos(a.DType.Unit, a.DType.UnitScale)
 		if !ok {
 			return fail(fmt.Errorf("datetime unit %q has no fixed length: %w", a.DType.Unit, ErrUnsupported))
 		}
-		if err := a.ReadBox(all, a.Shape, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
+		if err := a.ReadBox(start, stop, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
 			return nil, err
 		}
 		for i, v := range out {
@@ -373,10 +390,10 @@ func (a *Array) readTimes(absolute bool) ([]int64, error) {
 			base = cf.Epoch.UnixNano()
 		}
 		un := int64(cf.TimeUnit)
-		masks := cf.params().masks
+		masks := cf.Params().Masks
 		if a.DType.Kind == KindFloat {
 			f := make([]float64, n)
-			if err := a.ReadBox(all, a.Shape, float64Bytes(f), &ReadOptions{Out: Float64}); err != nil {
+			if err := a.ReadBox(start, stop, float64Bytes(f), &ReadOptions{Out: Float64}); err != nil {
 				return nil, err
 			}
 			for i, v := range f {
@@ -392,7 +409,7 @@ func (a *Array) readTimes(absolute bool) ([]int64, error) {
 			}
 			return out, nil
 		}
-		if err := a.ReadBox(all, a.Shape, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
+		if err := a.ReadBox(start, stop, int64Bytes(out), &ReadOptions{Out: Int64}); err != nil {
 			return nil, err
 		}
 		for i, v := range out {

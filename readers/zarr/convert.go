@@ -397,7 +397,7 @@ func plainConv(src, dst Elem) convFunc {
 // newConverter returns the converter from src to dst. With cf, dst must be Float32 or
 // Float64 and cf describes the decoding. copyBytes reports that fn copies bytes (n is
 // then a byte count).
-func newConverter(src, dst Elem, cf *cfParams) (conv converter, copyBytes bool, err error) {
+func newConverter(src, dst Elem, cf *CFParams) (conv converter, copyBytes bool, err error) {
 	if src <= ElemNone || src > Float64 || dst <= ElemNone || dst > Float64 {
 		return conv, false, fmt.Errorf("cannot convert %s to %s", src, dst)
 	}
@@ -405,7 +405,7 @@ func newConverter(src, dst Elem, cf *cfParams) (conv converter, copyBytes bool, 
 		if dst != Float32 && dst != Float64 {
 			return conv, false, fmt.Errorf("CF decoding writes float32 or float64, not %s", dst)
 		}
-		conv.args = convArgs{scale: cf.scale, offset: cf.offset, masks: cf.masks}
+		conv.args = convArgs{scale: cf.Scale, offset: cf.Offset, masks: cf.Masks}
 		conv.fn = cfTable[src][0]
 		if dst == Float64 {
 			conv.fn = cfTable[src][1]

@@ -3,6 +3,7 @@
 //
 //	h, err := zarr.OpenPath("sat.zarr")     // a directory or a .zarr.zip; consolidated metadata when present
 //	a, err := h.OpenArray("data")
+//	a, err = zarr.OpenArrayPath("sat.zarr/data") // the same from one path (OpenNodePath: any node)
 //	dst := make([]float32, 12*11*64*64)
 //	err = a.ReadBoxFloat32([]int{0, 0, 100, 100}, []int{12, 11, 164, 164}, dst,
 //		&zarr.ReadOptions{CF: true, Parallel: 4})
@@ -29,10 +30,18 @@
 // state (buffers are pooled), is safe for concurrent use, and decodes chunks in
 // parallel with ReadOptions.Parallel.
 //
+// ReadBoxRaw reads a box of any fixed-size type as the stored elements' bytes (host
+// byte order), for the types ReadBox does not convert (complex, |S, <U);
+// ReadBoxStrings, ReadBoxTimes and ReadBoxDurations read a box of strings, times and
+// durations. All of them walk only the chunks the box touches.
+//
 // DecodeChunk returns one chunk decoded (native element type, host byte order, C
 // order, full chunk shape) for callers that cache and gather themselves; a
 // ChunkCache set with SetCache is shared by ReadBox calls. For sharded arrays the
 // chunk grid is the inner chunk grid and each inner chunk is read with range reads.
+// A Float32Decoder CF-decodes such chunks to float32 with ReadBox's arithmetic (a
+// table of every raw value for 1- and 2-byte types); CFInfo.Params gives its
+// parameters.
 //
 // # Formats
 //
@@ -42,7 +51,7 @@
 //   - chunk keys: v2 "." and "/" (and legacy nested stores without
 //     dimension_separator), v3 "default" and "v2" encodings; v2 C and F order;
 //   - data types: bool, int8..uint64, float16/32/64 in either byte order,
-//     complex (DecodeChunk only), datetime64/timedelta64 with any fixed unit,
+//     complex (DecodeChunk and ReadBoxRaw), datetime64/timedelta64 with any fixed unit,
 //     fixed-length (|S, <U) and variable-length strings (v2 object + vlen-utf8,
 //     v3 string) and bytes (v2 object + vlen-bytes, v3 variable_length_bytes);
 //   - fill values: numbers, "NaN", "Infinity", "-Infinity", "NaT", null, v3 hex

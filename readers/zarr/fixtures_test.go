@@ -295,14 +295,17 @@ func checkTimes(t *testing.T, a *Array, e manifestEntry) {
 	}
 	var got []int64
 	var err error
+	readBox := a.ReadBoxTimes
 	if a.DType.Kind == KindDatetime {
 		got, err = a.ReadTimes()
 	} else {
 		got, err = a.ReadDurations()
+		readBox = a.ReadBoxDurations
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkBoxes(t, a, got, readBox)
 	un, _ := unitNanos(a.DType.Unit, a.DType.UnitScale)
 	for i := range got {
 		w := e.Int64[i]
@@ -424,5 +427,34 @@ func checkStrings(t *testing.T, a *Array, e manifestEntry) {
 	}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
 		t.Fatalf("strings %q, want %q", got, want)
+	}
+	all, err := a.ReadStrings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBoxes(t, a, all, a.ReadBoxStrings)
+}
+
+// checkBoxes compares read (a ReadBox... method) on random boxes with the same boxes
+// of all, the whole array as the whole-array method read it.
+func checkBoxes[T comparable](t *testing.T, a *Array, all []T, read func(start, stop []int) ([]T, error)) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(int64(len(all))))
+	for range 20 {
+		start, stop := randomBox(rng, a.Shape)
+		got, err := read(start, stop)
+		if err != nil {
+			t.Fatalf("box %v:%v: %v", start, stop, err)
+		}
+		k := 0
+		boxIndices(a.Shape, start, stop, func(i int) {
+			if k >= len(got) || got[k] != all[i] {
+				t.Fatalf("box %v:%v element %d: %d values, want %v at flat %d", start, stop, k, len(got), all[i], i)
+			}
+			k++
+		})
+		if k != len(got) {
+			t.Fatalf("box %v:%v: %d values, want %d", start, stop, len(got), k)
+		}
 	}
 }

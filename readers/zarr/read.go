@@ -67,65 +67,121 @@ func (a *Array) ReadBox(start, stop []int, dst []byte, opt *ReadOptions) error {
 	if opt != nil {
 		o = *opt
 	}
-	fail := func(err error) error {
-		return &Error{Store: a.Store.String(), Path: a.Path, Err: err}
-	}
 	src := a.DType.Elem()
 	if src == ElemNone {
-		return fail(fmt.Errorf("ReadBox on a %s array (use ReadStrings): %w", a.DType, ErrUnsupported))
+		return a.fail(fmt.Errorf("ReadBox on a %s array (use ReadStrings): %w", a.DType, ErrUnsupported))
 	}
 	out := a.OutElem(&o)
-	var cfp *cfParams
+	var cfp *CFParams
 	if o.CF {
 		if a.cf.Err != nil {
-			return fail(fmt.Errorf("CF decoding: %w", a.cf.Err))
+			return a.fail(fmt.Errorf("CF decoding: %w", a.cf.Err))
 		}
-		cfp = a.cfp
+		cfp = &a.cfp
 		if a.cf.Unsigned {
 			src = unsignedOf(src)
 		}
 	}
 	conv, copyBytes, err := newConverter(src, out, cfp)
 	if err != nil {
-		return fail(err)
+		return a.fail(err)
 	}
+	os := out.Size()
+	total, err := a.checkBox(start, stop, dst, os)
+	if err != nil || total == 0 {
+		return err
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%uintptr(os) != 0 {
+		return a.fail(fmt.Errorf("destination is not aligned to %d bytes", os))
+	}
+	return a.readBox(boxRead{a: a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes,
+		os: os, es: a.DType.Size}, &o)
+}
+
+// ReadBoxRaw reads the box [start, stop) of the array into dst as the elements' bytes:
+// DType.Size bytes each, host byte order (as DecodeChunk gives them), C order. It
+// serves every fixed-size type, ReadBox's numeric ones and those it does not convert
+// (complex numbers, fixed-length strings and bytes). Of opt only Parallel, Cache and
+// NoCache apply; Out and CF are refused. dst needs no alignment.
+func (a *Array) ReadBoxRaw(start, stop []int, dst []byte, opt *ReadOptions) error {
+	var o ReadOptions
+	if opt != nil {
+		o = *opt
+	}
+	switch {
+	case o.CF || o.Out != ElemNone:
+		return a.fail(fmt.Errorf("ReadBoxRaw copies the stored elements: CF and Out do not apply"))
+	case a.DType.variable() || a.DType.Size <= 0:
+		return a.fail(fmt.Errorf("ReadBoxRaw on a %s array (use ReadBoxStrings): %w", a.DType, ErrUnsupported))
+	}
+	es := a.DType.Size
+	total, err := a.checkBox(start, stop, dst, es)
+	if err != nil || total == 0 {
+		return err
+	}
+	return a.readBox(boxRead{a: a, start: start, stop: stop, dst: dst, conv: converter{fn: convCopy},
+		copyBytes: true, os: es, es: es}, &o)
+}
+
+func (a *Array) fail(err error) error {
+	return &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+}
+
+// checkBox checks the box [start, stop) against the array's shape and dst (elements of
+// os bytes) and returns the box's element count.
+func (a *Array) checkBox(start, stop []int, dst []byte, os int) (int, error) {
+	total, err := a.boxLen(start, stop)
+	if err != nil {
+		return 0, err
+	}
+	if len(dst) < total*os {
+		return 0, a.fail(fmt.Errorf("destination holds %d bytes, the box needs %d", len(dst), total*os))
+	}
+	return total, nil
+}
+
+// boxLen checks the box [start, stop) against the array's shape and returns its
+// element count.
+func (a *Array) boxLen(start, stop []int) (int, error) {
 	nd := len(a.Shape)
 	if len(start) != nd || len(stop) != nd {
-		return fail(fmt.Errorf("box %v:%v for a %d-d array", start, stop, nd))
+		return 0, a.fail(fmt.Errorf("box %v:%v for a %d-d array", start, stop, nd))
 	}
 	total := 1
 	for d := 0; d < nd; d++ {
 		if start[d] < 0 || stop[d] < start[d] || stop[d] > a.Shape[d] {
-			return fail(fmt.Errorf("box %v:%v outside the array shape %v", start, stop, a.Shape))
+			return 0, a.fail(fmt.Errorf("box %v:%v outside the array shape %v", start, stop, a.Shape))
 		}
 		total *= stop[d] - start[d]
 	}
-	os := out.Size()
-	if len(dst) < total*os {
-		return fail(fmt.Errorf("destination holds %d bytes, the box needs %d", len(dst), total*os))
-	}
-	if total == 0 {
-		return nil
-	}
-	if uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%uintptr(os) != 0 {
-		return fail(fmt.Errorf("destination is not aligned to %d bytes", os))
-	}
-	cache := a.cache
-	if o.Cache != nil {
-		cache = o.Cache
-	}
-	if o.NoCache || nd > CacheDims {
-		cache = nil
-	}
-	r := boxRead{a: a, start: start, stop: stop, dst: dst, conv: conv, copyBytes: copyBytes,
-		os: os, es: a.DType.Size, cache: cache}
-	var lo, hi [MaxDims]int
-	nchunks := 1
-	for d := 0; d < nd; d++ {
+	return total, nil
+}
+
+// chunkRange is the part [lo, hi) of the chunk grid that the non-empty box
+// [start, stop) touches, and its number of chunks.
+func (a *Array) chunkRange(start, stop []int) (lo, hi [MaxDims]int, n int) {
+	n = 1
+	for d := range start {
 		lo[d] = start[d] / a.Chunks[d]
 		hi[d] = (stop[d]-1)/a.Chunks[d] + 1
-		nchunks *= hi[d] - lo[d]
+		n *= hi[d] - lo[d]
 	}
+	return lo, hi, n
+}
+
+// readBox is the box walk behind ReadBox and ReadBoxRaw: each chunk the (checked,
+// non-empty) box touches is decoded, or taken from the cache, and its part of the box
+// converted into r.dst, by up to o.Parallel goroutines.
+func (a *Array) readBox(r boxRead, o *ReadOptions) error {
+	nd := len(a.Shape)
+	r.cache = a.cache
+	if o.Cache != nil {
+		r.cache = o.Cache
+	}
+	if o.NoCache || nd > CacheDims {
+		r.cache = nil
+	}
+	lo, hi, nchunks := a.chunkRange(r.start, r.stop)
 	par := o.Parallel
 	if par < 0 {
 		par = runtime.GOMAXPROCS(0)
@@ -207,18 +263,6 @@ func unsignedOf(e Elem) Elem {
 		return Uint64
 	}
 	return e
-}
-
-// nextIndex advances idx in C order within [lo, hi); false when done.
-func nextIndex(idx, lo, hi []int) bool {
-	for d := len(idx) - 1; d >= 0; d-- {
-		idx[d]++
-		if idx[d] < hi[d] {
-			return true
-		}
-		idx[d] = lo[d]
-	}
-	return false
 }
 
 type boxRead struct {

@@ -269,15 +269,18 @@ func (s *MemStore) Size(key string) (int64, error) {
 }
 
 // List implements Lister.
-func (s *MemStore) List(prefix string) ([]string, error) {
+func (s *MemStore) List(prefix string) ([]string, error) { return keysWithPrefix(s.Data, prefix), nil }
+
+// keysWithPrefix lists the keys of an in-memory index that start with prefix, sorted.
+func keysWithPrefix[V any](m map[string]V, prefix string) []string {
 	var keys []string
-	for k := range s.Data {
+	for k := range m {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
-	return keys, nil
+	return keys
 }
 
 // metadataKeys lists the metadata documents (.zarray, .zgroup, .zattrs, .zmetadata,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -156,12 +155,5 @@ func (s *ZipStore) Size(key string) (int64, error) {
 
 // List implements Lister.
 func (s *ZipStore) List(prefix string) ([]string, error) {
-	var keys []string
-	for k := range s.entries {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	return keys, nil
+	return keysWithPrefix(s.entries, prefix), nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ReadStrings reads the whole array as strings, C order: variable-length strings
@@ -14,46 +15,56 @@ import (
 // strings as their raw bytes (|S with trailing NULs dropped, as numpy does; v2
 // vlen-bytes and v3 variable_length_bytes). Missing chunks read as the fill value.
 func (a *Array) ReadStrings() ([]string, error) {
+	return a.ReadBoxStrings(a.fullBox(), a.Shape)
+}
+
+// ReadBoxStrings reads the box [start, stop) of a string array (the types of
+// ReadStrings) as strings, C order. Only the chunks the box touches are read.
+func (a *Array) ReadBoxStrings(start, stop []int) ([]string, error) {
 	switch a.DType.Kind {
 	case KindString, KindVarBytes, KindUTF32, KindBytes:
 	default:
-		return nil, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("ReadStrings on a %s array", a.DType)}
+		return nil, a.fail(fmt.Errorf("ReadStrings on a %s array", a.DType))
 	}
-	out := make([]string, a.Len())
-	if len(out) == 0 {
+	total, err := a.boxLen(start, stop)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, total)
+	if total == 0 {
 		return out, nil
 	}
-	nd := len(a.Shape)
-	cn := prod(a.Chunks)
-	chunk := make([]string, cn)
+	// The box walk of ReadBox, with strings for elements: each chunk's strings are
+	// copied into its part of the box.
+	chunk := make([]string, prod(a.Chunks))
+	r := boxRead{a: a, start: start, stop: stop, dst: stringBytes(out), conv: converter{fn: convStrings},
+		os: stringSize, es: stringSize}
 	var raw []byte
-	lo := make([]int, nd)
-	idx := make([]int, nd)
-	ostr := cStrides(a.Shape)
-	cstr := cStrides(a.Chunks)
+	nd := len(a.Shape)
+	lo, hi, _ := a.chunkRange(start, stop)
+	idx := lo
 	for {
-		if err := a.chunkStrings(idx, chunk, &raw); err != nil {
+		if err := a.chunkStrings(idx[:nd], chunk, &raw); err != nil {
 			return nil, err
 		}
-		// Copy the in-bounds part of the chunk.
-		for k := 0; k < cn; k++ {
-			o, inside := 0, true
-			for d := 0; d < nd; d++ {
-				p := idx[d]*a.Chunks[d] + (k/cstr[d])%a.Chunks[d]
-				if p >= a.Shape[d] {
-					inside = false
-					break
-				}
-				o += p * ostr[d]
-			}
-			if inside {
-				out[o] = chunk[k]
-			}
-		}
-		if !nextIndex(idx, lo, a.grid) {
+		r.copyOut(idx[:nd], stringBytes(chunk))
+		if !nextIndex(idx[:nd], lo[:nd], hi[:nd]) {
 			return out, nil
 		}
 	}
+}
+
+const stringSize = int(unsafe.Sizeof(""))
+
+// stringBytes views s as bytes for the box walk, which moves elements through
+// unsafe.Pointer; convStrings copies them back as strings, so that the garbage
+// collector sees every string written.
+func stringBytes(s []string) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*stringSize)
+}
+
+func convStrings(_ convArgs, dst, src unsafe.Pointer, n int) {
+	copy(unsafe.Slice((*string)(dst), n), unsafe.Slice((*string)(src), n))
 }
 
 func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 )
@@ -50,22 +49,16 @@ func OpenDir(path string) (*Hierarchy, error) {
 }
 
 // OpenPath opens a Zarr directory, or a zip archive (a regular file, e.g.
-// "x.zarr.zip"). The archive stays open for the Hierarchy's lifetime.
+// "x.zarr.zip"). The archive stays open for the Hierarchy's lifetime. (OpenNodePath
+// also takes a path to a node inside a store.)
 func OpenPath(path string) (*Hierarchy, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("zarr: open %s: %w", path, err)
-	}
-	if st.IsDir() {
-		return OpenDir(path)
-	}
-	z, err := OpenZipStore(path)
+	s, err := openRoot(path)
 	if err != nil {
 		return nil, err
 	}
-	h, err := Open(z)
+	h, err := Open(s)
 	if err != nil {
-		z.Close()
+		closeStore(s)
 		return nil, err
 	}
 	return h, nil

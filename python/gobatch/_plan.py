@@ -1,0 +1,82 @@
+"""``gobatch.plan``: the dry run of a configuration, through ``shmloader plan --json``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from typing import Any, Dict, Mapping, Optional, Union
+
+from ._loader import shmloader_path
+from .errors import ConfigError, LoaderError
+
+ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+
+def _json_config(config: Mapping[str, Any]) -> bytes:
+    """The dict as JSON; values JSON cannot carry (NaN, infinities, objects) are refused."""
+
+    def check(v: Any, where: str) -> None:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{where}: {v!r} cannot be written to the configuration; expected a finite number")
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                check(x, f"{where}.{k}" if where else str(k))
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                check(x, f"{where}[{i}]")
+
+    check(config, "")
+    try:
+        return (json.dumps(config, indent=2) + "\n").encode()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"the config dict cannot be written as JSON: {e}") from e
+
+
+def plan(
+    config: ConfigLike,
+    *,
+    data_root: Optional[str] = None,
+    rank: int = 0,
+    world_size: int = 1,
+    cache_mb: Optional[int] = None,
+    shmloader: Optional[str] = None,
+    timeout: float = 120.0,
+) -> Dict[str, Any]:
+    """What a configuration would do, without starting a ring or decoding a chunk.
+
+    Opens the stores as :class:`Loader` would (metadata and coordinates only) and returns
+    ``shmloader plan --json``'s report as a dict: ``sources`` (each source's store, dims in store
+    order, shape and window steps), ``tensors``, ``batch_bytes``, the sampling ``mode``,
+    ``t0_candidates``, ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
+    ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
+
+    Raises :class:`ConfigError` naming the field when the configuration or its stores are
+    refused, :class:`LoaderError` when shmloader fails otherwise.
+    """
+    cmd = [shmloader_path(shmloader), "plan", "--json", "--rank", str(rank), "--world-size", str(world_size)]
+    stdin: Optional[bytes] = None
+    if isinstance(config, Mapping):
+        stdin = _json_config(config)
+        cmd += ["--config", "-"]
+    else:
+        path = os.fspath(config)
+        if not os.path.isfile(path):
+            raise ConfigError(f"config file {path!r} does not exist")
+        cmd += ["--config", path]
+    if data_root is not None:
+        cmd += ["--data-root", os.fspath(data_root)]
+    if cache_mb is not None:
+        cmd += ["--cache-mb", str(cache_mb)]
+    try:
+        p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LoaderError(f"shmloader plan did not finish within {timeout:g} s") from None
+    err = p.stderr.decode(errors="replace").strip()
+    if p.returncode == 2:
+        raise ConfigError(err or "shmloader refused the configuration", stderr=err)
+    if p.returncode != 0:
+        raise LoaderError(f"shmloader plan failed: {err}", stderr=err, exit_code=p.returncode)
+    report: Dict[str, Any] = json.loads(p.stdout)
+    return report

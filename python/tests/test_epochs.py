@@ -1,0 +1,288 @@
+"""Epochs (``[batch] order = "epochs"``) and finished bounded streams, through real
+``gobatch.Loader`` / ``shmloader`` processes.
+
+The nowcast-ref data is generated at test time (tools/gen_nowcast.py, half a day, 128 px). A
+sample of an epoch is a t0 candidate; the candidates come from the independent xarray
+reference (``NowcastReference.valid_t0_indices``), not from the sampler, and examples are
+identified from each batch's own ``t0``/``x``/``y`` tensors. Checked:
+
+- ``len(loader)`` is floor(candidates / (batch size * world size));
+- two epochs in a row: every candidate at most once per epoch, exactly ``len * size * world``
+  of them (drop-last below one batch per rank), a different order in each epoch, examples
+  equal to the reference;
+- ``set_epoch`` and ``loader.epoch``; a ``for`` left early skips to the next epoch;
+- ``state_dict``/``load_state_dict`` mid-epoch continue exactly as an uninterrupted run;
+- 2 ranks (with 1 and 2 readers) are disjoint and together complete;
+- a finished bounded stream raises ``StreamEndedError`` when iterated again (Loader and
+  attach), and epoch misuse is refused clearly.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import gobatch
+from nowcast_ref import NowcastReference
+from synthetic import config as synthetic_config
+from synthetic import run_shmloader, wait_for, write_config
+from test_sampler_loader import check_examples, preset, source
+
+REPO = Path(__file__).resolve().parents[2]
+SIZE = 8
+
+pytestmark = pytest.mark.timeout(180)
+
+Batch = dict[str, np.ndarray]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import gen_nowcast
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    out = tmp_path_factory.mktemp("nowcast") / "epochs"
+    gen_nowcast.generate(out, days=0.5, pixels=128, seed=5, quiet=True)
+    yield out
+    shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ref(data: Path) -> NowcastReference:
+    cfg = preset()
+    return NowcastReference(data, sat_channels=source(cfg, "satellite").get("channels"),
+                            nwp_variables=source(cfg, "nwp").get("channels"))
+
+
+@pytest.fixture(scope="module")
+def candidates(ref: NowcastReference) -> set[int]:
+    """The t0 candidates (unix seconds) by the reference."""
+    t = ref.sat_time[ref.valid_t0_indices()].astype("datetime64[s]").astype(np.int64)
+    return {int(v) for v in t}
+
+
+def epochs_cfg(**batch: Any) -> dict[str, Any]:
+    return preset(size=SIZE, order="epochs", **batch)
+
+
+def copied(batch: Any) -> Batch:
+    return {k: np.array(v) for k, v in batch.items()}
+
+
+def run_epoch(loader: gobatch.Loader, stop: int | None = None) -> list[Batch]:
+    """One ``for`` over the loader (all of it, or its first ``stop`` batches)."""
+    out: list[Batch] = []
+    for batch in loader:
+        out.append(copied(batch))
+        if stop is not None and len(out) == stop:
+            break
+    return out
+
+
+def samples(batches: list[Batch]) -> list[tuple[int, float, float]]:
+    return [(int(t), float(x), float(y)) for b in batches for t, x, y in zip(b["t0"], b["x"], b["y"])]
+
+
+def same(a: list[Batch], b: list[Batch]) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k], equal_nan=x[k].dtype.kind == "f") for k in x)
+        for x, y in zip(a, b))
+
+
+def check_once(t0s: list[int], candidates: set[int], per_rank: int, world: int, what: str) -> None:
+    """Every t0 of an epoch is a candidate, none twice, and all but the drop-last tail."""
+    assert set(t0s) <= candidates, f"{what}: t0 outside the candidates"
+    assert len(t0s) == len(set(t0s)), f"{what}: a sample twice in one epoch"
+    assert len(t0s) == per_rank * SIZE * world, (what, len(t0s), per_rank)
+    assert len(candidates) - len(t0s) < SIZE * world, f"{what}: more than the last incomplete batch dropped"
+
+
+def test_len_two_epochs_every_sample_once(data: Path, ref: NowcastReference, candidates: set[int]) -> None:
+    with gobatch.Loader(epochs_cfg(), data_root=data) as loader:
+        n = len(loader)
+        assert loader.order == "epochs" and n == len(candidates) // SIZE and n >= 10, (n, len(candidates))
+        assert loader.epoch == 0
+        first = run_epoch(loader)
+        assert loader.epoch == 0
+        second = run_epoch(loader)
+        assert loader.epoch == 1 and len(loader) == n
+    assert len(first) == len(second) == n
+    for e, epoch in enumerate((first, second)):
+        check_once([s[0] for s in samples(epoch)], candidates, n, 1, f"epoch {e}")
+    assert [s[0] for s in samples(first)] != [s[0] for s in samples(second)], "two epochs in the same order"
+    moved = {s[0]: s[1:] for s in samples(first)}
+    again = {s[0]: s[1:] for s in samples(second)}
+    assert sum(moved[t] != again[t] for t in moved.keys() & again.keys()) > len(moved) // 2, \
+        "a t0 keeps its centre from epoch to epoch"
+    check_examples(ref, first[:2] + second[-1:])
+
+
+def test_set_epoch_and_break(data: Path) -> None:
+    with gobatch.Loader(epochs_cfg(), data_root=data, readers=2) as loader:
+        whole = [run_epoch(loader) for _ in range(3)]
+    with gobatch.Loader(epochs_cfg(), data_root=data, readers=1) as loader:
+        loader.set_epoch(1)
+        assert loader.epoch == 1
+        assert same(run_epoch(loader), whole[1])
+        loader.set_epoch(1)  # again from its start, as DistributedSampler repeats an epoch
+        assert same(run_epoch(loader), whole[1])
+        assert same(run_epoch(loader), whole[2]) and loader.epoch == 2
+        loader.set_epoch(0)
+        assert same(run_epoch(loader, stop=3), whole[0][:3])
+        # A for left early: the next one runs the next epoch, whole.
+        assert same(run_epoch(loader), whole[1]) and loader.epoch == 1
+    with gobatch.Loader(epochs_cfg(), data_root=data, epoch=2) as loader:
+        assert loader.epoch == 2 and same(run_epoch(loader), whole[2])
+
+
+def test_state_dict_resumes_mid_epoch(data: Path) -> None:
+    cfg = epochs_cfg()
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        n = len(loader)
+        whole = [run_epoch(loader) for _ in range(3)]
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        run_epoch(loader)
+        it = iter(loader)
+        for _ in range(4):
+            next(it)
+        state = loader.state_dict()
+    assert state["next_batch"] == n + 4 and state["epoch"] == 1 and state["epoch_batches"] == n
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        run_epoch(loader, stop=2)  # somewhere else
+        loader.load_state_dict(copy.deepcopy(state))
+        assert loader.epoch == 1
+        loader.set_epoch(1)  # the usual loop calls it: it keeps the resumed place
+        rest = run_epoch(loader)
+        assert same(rest, whole[1][4:]), "the resumed epoch is not the rest of the uninterrupted one"
+        assert same(run_epoch(loader), whole[2]) and loader.epoch == 2
+        end = loader.state_dict()
+    assert end["next_batch"] == 3 * n and end["epoch"] == 3
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        with pytest.raises(ValueError, match="order 'stream' != 'epochs'"):
+            loader.load_state_dict({**state, "order": "stream"})
+        with pytest.raises(ValueError, match="epoch_batches"):
+            loader.load_state_dict({**state, "epoch_batches": n + 1})
+
+
+@pytest.mark.parametrize("readers", [1, 2])
+def test_two_ranks_disjoint_and_complete(data: Path, candidates: set[int], readers: int) -> None:
+    per_rank: list[list[list[Batch]]] = []
+    for rank in range(2):
+        with gobatch.Loader(epochs_cfg(), data_root=data, rank=rank, world_size=2, readers=readers) as loader:
+            assert len(loader) == len(candidates) // (2 * SIZE)
+            per_rank.append([run_epoch(loader) for _ in range(2)])
+    for e in range(2):
+        t0 = [[s[0] for s in samples(per_rank[r][e])] for r in range(2)]
+        assert not set(t0[0]) & set(t0[1]), f"epoch {e}: ranks 0 and 1 share samples"
+        check_once(t0[0] + t0[1], candidates, len(per_rank[0][e]), 2, f"epoch {e}, 2 ranks, {readers} readers")
+    if readers == 2:  # the same shares as with one reader
+        with gobatch.Loader(epochs_cfg(), data_root=data, rank=1, world_size=2, readers=1) as loader:
+            assert same(run_epoch(loader), per_rank[1][0])
+
+
+def test_epoch_misuse_is_refused(data: Path) -> None:
+    with pytest.raises(gobatch.ConfigError, match="batch.batches"):
+        gobatch.Loader(epochs_cfg(batches=5), data_root=data)
+    small = epochs_cfg()
+    source(small, "satellite")["cache_mb"] = 16  # 113 MB of decoded data: locality sampling
+    with pytest.raises(gobatch.ConfigError, match=r"source\[0\]\.cache_mb.*order = \"epochs\""):
+        gobatch.Loader(small, data_root=data)
+    with pytest.raises(gobatch.ConfigError, match="--start 0 is not in --epoch 1"):
+        gobatch.Loader(epochs_cfg(), data_root=data, start=0, epoch=1)
+    with pytest.raises(ValueError, match="needs \\[batch\\] order = 'epochs'"):
+        gobatch.Loader(preset(), data_root=data, epoch=1)
+    with gobatch.Loader(preset(), data_root=data) as loader:
+        with pytest.raises(ValueError, match="streams without epochs"):
+            loader.set_epoch(1)
+    loader = gobatch.Loader(epochs_cfg(), data_root=data)
+    loader.close()
+    with pytest.raises(gobatch.LoaderError, match="is closed"):
+        loader.set_epoch(1)
+    with pytest.raises(gobatch.LoaderError, match="is closed"):
+        iter(loader)
+
+
+def test_standalone_ring_streams_epoch_after_epoch(data: Path, tmp_path: Path, ring_name: str) -> None:
+    """Without --epoch (a named ring), an epochs stream runs epoch after epoch in one process:
+    the same batches as the Loader's epochs, one per child."""
+    cfg = epochs_cfg()
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        n = len(loader)
+        whole = run_epoch(loader) + run_epoch(loader)
+    path = write_config(tmp_path / "epochs.json", cfg)
+    proc = run_shmloader(["run", "--config", str(path), "--data-root", str(data), "--ring", ring_name],
+                         stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}") or proc.poll() is not None, 30, "ring file")
+        with gobatch.attach(ring_name, timeout=30) as ring:
+            assert ring.total_batches is None
+            got = [copied(b) for _, b in zip(range(2 * n), ring)]
+        assert same(got, whole)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_finished_bounded_stream_raises_when_iterated_again(tmp_path: Path, ring_name: str) -> None:
+    cfg = synthetic_config({"x": ((3,), "int64")}, size=2, batches=3)
+    with gobatch.Loader(cfg) as loader:
+        assert [int(b["x"][0, 0]) for b in loader] == [0, 2, 4]
+        with pytest.raises(gobatch.StreamEndedError, match="order = 'epochs'") as e:
+            for _ in loader:
+                raise AssertionError("a finished stream yielded a batch")
+        assert "create a new Loader" in str(e.value)
+        with pytest.raises(StopIteration):
+            next(loader)  # the iterator protocol itself stays: exhausted
+        # load_state_dict to an earlier place makes it readable again.
+        loader.load_state_dict({**loader.state_dict(), "next_batch": 1})
+        assert [int(b["x"][0, 0]) for b in loader] == [2, 4]
+    # Read to the last batch without seeing the end: iterating again still raises.
+    with gobatch.Loader(cfg) as loader:
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        with pytest.raises(gobatch.StreamEndedError):
+            iter(loader)
+    # A ring attached by name, from a standalone shmloader.
+    path = write_config(tmp_path / "c.json", cfg)
+    proc = run_shmloader(["run", "--config", str(path), "--ring", ring_name], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(f"/dev/shm/gobatch-{ring_name}") or proc.poll() is not None,
+                 10, "ring file")
+        with gobatch.attach(ring_name, timeout=30) as ring:
+            assert len(list(ring)) == 3
+            with pytest.raises(gobatch.StreamEndedError, match="start a new producer"):
+                list(ring)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_toml_order_without_tomllib() -> None:
+    """The line reader Pythons before 3.11 use for [batch] order agrees with tomllib."""
+    import tomllib
+
+    from gobatch._loader import _toml_order
+
+    cases = [
+        '[batch]\nsize = 4\norder = "epochs"\n',
+        "[ batch ] # the batch\nseed = 1\n  order = 'stream'\n[ring]\nslots = 2\n",
+        '[batch]\nsize = 4\n[[source]]\norder = "epochs"\n',
+        '[ring]\norder = "epochs"\n[batch]\nsize = 1\n',
+        (REPO / "presets" / "nowcast.toml").read_text(),
+    ]
+    for text in cases:
+        assert _toml_order(text) == tomllib.loads(text).get("batch", {}).get("order"), text

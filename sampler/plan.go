@@ -1,0 +1,89 @@
+package sampler
+
+import "github.com/gobatch/gobatch/config"
+
+// Plan describes what a configuration's sources would do, found at start-up without filling a
+// batch or starting a ring: the dry run that `shmloader plan` prints and gobatch.plan returns.
+type Plan struct {
+	Sources []SourcePlan `json:"sources"`
+	Tensors []TensorPlan `json:"tensors"`
+	// BatchBytes is the size of one batch (every tensor).
+	BatchBytes int64 `json:"batch_bytes"`
+
+	// The zarr job's sampling; zero without zarr sources.
+	Mode         string `json:"mode,omitempty"`          // SampleRandom or SampleLocality
+	Candidates   int    `json:"t0_candidates,omitempty"` // anchor times where every window fits
+	AnchorTimes  int    `json:"anchor_times,omitempty"`  // anchor times in the store
+	Centres      int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
+	DecodedBytes int64  `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
+	CacheBytes   int64  `json:"cache_bytes,omitempty"`   // the cache budget
+	// Rejections are the anchor times each source rules out as t0, and why the first was
+	// (Job.Rejections).
+	Rejections []Rejection `json:"t0_rejections,omitempty"`
+
+	// Order is the batch order (config.OrderStream or config.OrderEpochs); with epochs,
+	// Samples is the sample space one epoch permutes and EpochBatches the rank's batches per
+	// epoch.
+	Order        string `json:"order"`
+	Samples      uint64 `json:"samples,omitempty"`
+	EpochBatches uint64 `json:"epoch_batches,omitempty"`
+}
+
+// TensorPlan is one tensor of a batch in a Plan.
+type TensorPlan struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"` // numpy's name
+	Shape []int  `json:"shape"` // [batch.size, ...]
+	Bytes int64  `json:"bytes"`
+}
+
+// SourcePlan is one configured source in a Plan.
+type SourcePlan struct {
+	Field    string `json:"field"` // "source[1]"
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Role     string `json:"role,omitempty"`
+	Store    string `json:"store,omitempty"` // as opened (resolved against the data root)
+	Variable string `json:"variable,omitempty"`
+	// Dims are the data array's dimension names in store order, Shape its shape.
+	Dims  []string `json:"dims,omitempty"`
+	Shape []int    `json:"shape,omitempty"`
+	// WindowSteps is the number of time steps of one example's window.
+	WindowSteps int `json:"window_steps,omitempty"`
+}
+
+// Plan implements the dry run for every part of the set.
+func (s *Set) Plan() Plan {
+	p := Plan{Order: config.OrderStream}
+	for _, t := range s.tensors {
+		p.Tensors = append(p.Tensors, TensorPlan{Name: t.Name, DType: t.DType.String(), Shape: t.Shape, Bytes: t.NBytes()})
+		p.BatchBytes += t.NBytes()
+	}
+	for _, part := range s.parts {
+		switch v := part.(type) {
+		case *Job:
+			v.plan(&p)
+		case *synthetic:
+			p.Sources = append(p.Sources, SourcePlan{Field: v.field, Name: v.tensor.Name, Kind: "synthetic"})
+		}
+	}
+	return p
+}
+
+// plan adds the job's sources and sampling to p.
+func (j *Job) plan(p *Plan) {
+	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.len()
+	p.Centres = j.ny * j.nx
+	p.Rejections = j.Rejections()
+	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()
+	if st := j.Stats(); st.Order == config.OrderEpochs {
+		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches
+	}
+	for i, s := range j.srcs {
+		sp, c := s.spec(), s.data()
+		p.Sources = append(p.Sources, SourcePlan{
+			Field: sp.Field, Name: sp.Name, Kind: "zarr", Role: sp.Role, Store: j.stores[i], Variable: sp.Variable,
+			Dims: c.arr.Dims(), Shape: c.shape, WindowSteps: sp.Steps(),
+		})
+	}
+}
