@@ -259,6 +259,33 @@ def test_gappy_times_every_encoding(tmp_path: Path, time_enc: str, step_enc: str
     assert fallback & set(drawn.tolist()) and next_to_gap & set(drawn.tolist())
 
 
+def test_plan_reports_each_sources_rejections(tmp_path: Path) -> None:
+    """gobatch.plan's t0_rejections: per source, the anchor times whose window it lacks."""
+    write_stores(tmp_path, "cf_minutes", "float_hours")
+    ref = Reference(tmp_path)
+    lo, hi = np.datetime64("2021-01-01T01:00:00", "s"), np.datetime64("2021-01-01T11:00:00", "s")
+    rep = gobatch.plan(config(t0_start=str(lo), t0_end=str(hi)), data_root=str(tmp_path))
+    sat = set(ref.sat_time.tolist())
+    inside = [t for t in ref.sat_time if lo <= t <= hi]
+    want = {
+        "satellite": sum(not all(w in sat for w in (t + OFFSETS).tolist()) for t in inside),
+        "nwp": sum(ref.nwp_choice(t) is None for t in inside),
+        "pv": sum(not all(w in ref.pv_time for w in (t + OFFSETS).tolist()) for t in inside),
+    }
+    got = {r["name"]: r["count"] for r in rep["t0_rejections"] if r["field"] != "batch"}
+    assert got == want and all(want.values()), (got, want)
+    batch = [r for r in rep["t0_rejections"] if r["field"] == "batch"]
+    assert len(batch) == 1 and batch[0]["count"] == len(ref.sat_time) - len(inside)
+    assert rep["t0_candidates"] == len(ref.allowed(lo, hi))
+    first = {r["name"]: r["first"] for r in rep["t0_rejections"]}
+    t0 = next(t for t in inside if not all(w in sat for w in (t + OFFSETS).tolist()))
+    lack = next(w for w in t0 + OFFSETS if w.tolist() not in sat)
+    assert first["satellite"] == f"at t0 {str(t0)[:16]}: the time coordinate has no step at t0 + " \
+        f"{(lack - t0) // MIN} min = {str(lack)[:16]} (a gap)", first
+    t0 = next(t for t in inside if ref.nwp_choice(t) is None)
+    assert first["nwp"].startswith(f"at t0 {str(t0)[:16]}: "), first
+
+
 def test_t0_start_end(tmp_path: Path) -> None:
     write_stores(tmp_path, "cf_minutes", "float_hours")
     ref = Reference(tmp_path)
