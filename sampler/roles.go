@@ -67,14 +67,18 @@ func windowWhy(t *timeAxis, w timeWindow, t0 int64) string {
 
 // fmtOffset writes seconds relative to t0 or an init time: "+ 60 min", "- 30 min", "+ 90 s".
 func fmtOffset(s int64) string {
-	sign := "+"
 	if s < 0 {
-		sign, s = "-", -s
+		return "- " + fmtSeconds(-s)
 	}
+	return "+ " + fmtSeconds(s)
+}
+
+// fmtSeconds writes a duration in whole minutes when it is one ("5 min"), else in seconds.
+func fmtSeconds(s int64) string {
 	if s%60 == 0 {
-		return fmt.Sprintf("%s %d min", sign, s/60)
+		return fmt.Sprintf("%d min", s/60)
 	}
-	return fmt.Sprintf("%s %d s", sign, s)
+	return fmt.Sprintf("%d s", s)
 }
 
 // dropout applies a cut-off to a window: the number of leading steps at or before t0 + cut.

@@ -27,60 +27,49 @@ func coordArray(cfg *config.Config, sp *Spec, ds Dataset, name string) (Array, e
 	return a, nil
 }
 
-// readTimeAxis reads a time coordinate (datetime64 of any unit or CF "<unit> since <date>"
-// numbers) as unix seconds. It must be strictly ascending; gaps and changes of step are
+// readTimeAxis reads a series' time coordinate (datetime64 of any unit or CF "<unit> since
+// <date>" numbers) as unix seconds. It must be strictly ascending; gaps and changes of step are
 // allowed (a t0 whose window meets one is not a candidate).
 func readTimeAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
-	ax, err := readTimes(cfg, sp, ds, name)
+	ax, err := readTimeCoord(cfg, sp, ds, name, false)
 	if err != nil {
 		return timeAxis{}, err
 	}
-	// On a regular axis a resolution that is not a multiple of the step fits nowhere: say so
-	// now. On an irregular one some windows may still fit; the candidates' report tells.
-	if ax.regular && sp.TimeResolutionMinutes*60%ax.reg.step != 0 {
-		return timeAxis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d min)",
-			sp.TimeResolutionMinutes, ax.reg.step/60)
-	}
-	return ax, nil
+	return ax, checkResolution(cfg, sp, &ax)
 }
 
-// readTimes reads the time coordinate name (NWP init times; readTimeAxis for a series).
-func readTimes(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
+// readTimeCoord reads coordinate name as a strictly ascending time axis: absolute times (unix
+// seconds) or, with lead, durations (seconds: NWP steps as timedelta64 or numbers with units
+// hours, minutes, seconds...).
+func readTimeCoord(cfg *config.Config, sp *Spec, ds Dataset, name string, lead bool) (timeAxis, error) {
 	a, err := coordArray(cfg, sp, ds, name)
 	if err != nil {
 		return timeAxis{}, err
 	}
-	ts, err := a.Times()
+	read, fmtv, want := a.Times, fmtTime, "a strictly ascending time coordinate"
+	if lead {
+		read, fmtv, want = a.Durations, fmtOffset, "strictly ascending lead steps"
+	}
+	vals, err := read()
 	if err != nil {
 		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
 	}
-	ax, err := newTimeAxis(ts, fmtTime)
+	ax, err := newTimeAxis(vals, fmtv)
 	if err != nil {
-		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected a strictly ascending time coordinate", ds, name, err)
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected %s", ds, name, err, want)
 	}
 	return ax, nil
 }
 
-// readLeadAxis reads NWP lead times (timedelta64, or numbers with units hours, minutes,
-// seconds...) as seconds, strictly ascending like readTimeAxis.
-func readLeadAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
-	a, err := coordArray(cfg, sp, ds, name)
-	if err != nil {
-		return timeAxis{}, err
-	}
-	steps, err := a.Durations()
-	if err != nil {
-		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
-	}
-	ax, err := newTimeAxis(steps, fmtOffset)
-	if err != nil {
-		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected strictly ascending lead steps", ds, name, err)
-	}
+// checkResolution refuses a time_resolution_minutes that is not a multiple of a regular axis's
+// step: such a window fits nowhere, so say so now. On an irregular axis some windows may still
+// fit; the candidates' report (Job.Rejections) tells.
+func checkResolution(cfg *config.Config, sp *Spec, ax *timeAxis) error {
 	if ax.regular && sp.TimeResolutionMinutes*60%ax.reg.step != 0 {
-		return timeAxis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's step spacing (%d min)",
-			sp.TimeResolutionMinutes, ax.reg.step/60)
+		return cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%s)",
+			sp.TimeResolutionMinutes, fmtSeconds(ax.reg.step))
 	}
-	return ax, nil
+	return nil
 }
 
 func readFloats(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([]float64, error) {
@@ -197,13 +186,16 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	}
 	shape := arr.Shape()
 	n := &nwpSource{s: sp, c: c}
-	if n.inits, err = readTimes(cfg, sp, ds, dims[0]); err != nil {
+	if n.inits, err = readTimeCoord(cfg, sp, ds, dims[0], false); err != nil {
 		return nil, err
 	}
 	if n.inits.len() != shape[0] {
 		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, dims[0], n.inits.len(), shape[0])
 	}
-	if n.steps, err = readLeadAxis(cfg, sp, ds, dims[1]); err != nil {
+	if n.steps, err = readTimeCoord(cfg, sp, ds, dims[1], true); err != nil {
+		return nil, err
+	}
+	if err := checkResolution(cfg, sp, &n.steps); err != nil {
 		return nil, err
 	}
 	if n.steps.len() != shape[1] {
