@@ -655,3 +655,39 @@ func BenchmarkWindowPlace(b *testing.B) {
 	})
 	_ = sink
 }
+
+// With order = "epochs" an epoch permutes exactly the candidates that the gaps and
+// t0_start / t0_end leave: every one of them once (up to the dropped tail), no other t0.
+func TestEpochsOverGappyRange(t *testing.T) {
+	all, ds := newGappyJob(t, "")
+	times := ds["satellite.zarr"].arrays["time"].ints
+	lo, hi := times[all.cands[2]], times[all.cands[len(all.cands)-3]]
+	iso := func(v int64) string { return time.Unix(v, 0).UTC().Format(time.RFC3339) }
+	j, _ := newGappyJob(t, fmt.Sprintf("order = \"epochs\"\nt0_start = %q\nt0_end = %q\n", iso(lo), iso(hi)))
+	want := map[int64]bool{}
+	for _, c := range all.cands {
+		if v := times[c]; v >= lo && v <= hi {
+			want[v] = true
+		}
+	}
+	st := j.Stats()
+	if st.Samples != uint64(len(want)) || st.EpochBatches != uint64(len(want)/j.size) {
+		t.Fatalf("samples %d, epoch batches %d; want %d candidates", st.Samples, st.EpochBatches, len(want))
+	}
+	seen := map[int64]bool{}
+	buf := batchBuf(j)
+	for b := uint64(0); b < st.EpochBatches; b++ {
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range bytesAsInt64(buf[3]) {
+			if !want[v] || seen[v] {
+				t.Fatalf("batch %d: t0 %s (a candidate in range: %v, seen before: %v)", b, fmtTime(v), want[v], seen[v])
+			}
+			seen[v] = true
+		}
+	}
+	if len(want)-len(seen) >= j.size {
+		t.Fatalf("one epoch drew %d of %d candidates", len(seen), len(want))
+	}
+}
