@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -40,6 +41,9 @@ type Batch struct {
 	Seed    uint64 // the stream is a pure function of (config, seed)
 	Batches uint64 // batches in the stream; 0 = unbounded
 	Order   string // OrderStream (default) or OrderEpochs
+	// T0Start and T0End (t0_start, t0_end: ISO 8601 times, both included) restrict the t0 of
+	// the examples, for train/validation splits; nil when absent.
+	T0Start, T0End *time.Time
 }
 
 // Batch orders ([batch] order).
@@ -241,6 +245,12 @@ func build(top *Table) *Config {
 		}
 		cfg.Batch.Seed = uint64(b.Int("seed", 0, 0, math.MaxInt64))
 		cfg.Batch.Batches = uint64(b.Int("batches", 0, 0, math.MaxInt64))
+		cfg.Batch.T0Start = t0Bound(b, "t0_start")
+		cfg.Batch.T0End = t0Bound(b, "t0_end")
+		if s, e := cfg.Batch.T0Start, cfg.Batch.T0End; s != nil && e != nil && e.Before(*s) {
+			b.Errorf("t0_end", "%s is before t0_start (%s); expected t0_start <= t0_end (both included)",
+				e.Format(time.RFC3339), s.Format(time.RFC3339))
+		}
 		cfg.Batch.Order = buildOrder(b, cfg.Batch.Batches)
 		b.Done()
 	} else if !top.Has("batch") {
@@ -254,6 +264,51 @@ func build(top *Table) *Config {
 	cfg.Sources = buildSources(top, cfg.Batch.Size)
 	top.Done()
 	return cfg
+}
+
+// t0Layouts are the ISO 8601 forms t0_start and t0_end accept (and a space for the T); a time
+// without a zone is UTC, a date alone is its midnight.
+var t0Layouts = []string{
+	time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04Z07:00", "2006-01-02T15:04", "2006-01-02",
+}
+
+// t0Bound reads an ISO 8601 time (a string, or a TOML date-time or date) at key; nil when the
+// key is absent or wrong (which is recorded).
+func t0Bound(t *Table, key string) *time.Time {
+	v, ok := t.get(key)
+	if !ok {
+		return nil
+	}
+	const want = `an ISO 8601 time such as "2021-06-01T00:00:00Z" or "2021-06-01"`
+	var tm time.Time
+	switch x := v.(type) {
+	case time.Time:
+		// A TOML local date-time or date has a zone of offset 0: UTC, as for strings. A local
+		// time alone has year 0.
+		if x.Year() == 0 {
+			t.Errorf(key, "a time of day without a date; expected %s", want)
+			return nil
+		}
+		tm = x
+	case string:
+		s := strings.Replace(strings.TrimSpace(x), " ", "T", 1)
+		parsed := false
+		for _, l := range t0Layouts {
+			if p, err := time.Parse(l, s); err == nil {
+				tm, parsed = p, true
+				break
+			}
+		}
+		if !parsed {
+			t.Errorf(key, "%q is not an ISO 8601 time; expected %s", x, want)
+			return nil
+		}
+	default:
+		t.wrongType(key, want, v)
+		return nil
+	}
+	tm = tm.UTC()
+	return &tm
 }
 
 // buildOrder reads [batch] order. An epochs stream is made of whole epochs, whose length the

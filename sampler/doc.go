@@ -26,7 +26,8 @@
 //	channels                        grid and nwp: selection by name; required when the store
 //	                                has a channel axis, absent when it has none (one channel)
 //	min_staleness_minutes           nwp: the latest run with init_time <= t0 - this
-//	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit)
+//	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit); an older
+//	                                run within it when the latest lacks a step of the window
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
 //	                                to the int64 tensor ids_tensor (default <name>_system)
 //	nan_policy                      "keep" (default) or "zero"
@@ -86,12 +87,11 @@
 // # Examples
 //
 // A [Job] is made from a validated configuration. At start-up it reads the stores' metadata
-// and coordinates only; it computes the t0 candidates (the anchor times at which every
-// source's window fits: a config with none is refused, saying which source rejects how many)
-// and the location range (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of
-// global batch g draws its t0 candidate and its centre pixel from a counter-based hash of
-// (seed, g, e) (or takes them from the epoch's permutation, below), so the stream is a pure function of the configuration and the seed, whatever
-// the number of readers, processes or their timing; rank r of world_size n produces the global
+// and coordinates only; it computes the t0 candidates (below, Times) and the location range
+// (centres in [h/2, H - h/2) so that the anchor crop fits). Example e of global batch g draws
+// its t0 candidate and its centre pixel from a counter-based hash of (seed, g, e) (or takes
+// them from the epoch's permutation, below), so the stream is a pure function of the
+// configuration and the seed, whatever the number of readers, processes or their timing; rank r of world_size n produces the global
 // batches k*n + r ([Stream]). The anchor crop is taken by index around the centre; other grids and NWP
 // use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
 // clamped into the grid; NWP takes the latest run old enough and the lead steps
@@ -100,6 +100,24 @@
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
 // then location_id when site-anchored.
+//
+// # Times
+//
+// Time coordinates are datetime64 of any unit or CF numbers ("minutes since 2021-01-01"); NWP
+// steps timedelta64 or numbers with a units attribute (hours, minutes, seconds). Every time
+// axis must be strictly ascending (else the store, coordinate and index are named), but it may
+// have gaps and change its step: real archives miss images and runs. The t0 candidates are
+// the anchor's times, within [batch] t0_start .. t0_end (ISO 8601, both included; a train /
+// validation split) when given, at which every source has every step of its window at exactly
+// the expected time: grid and points t0 + interval_start .. t0 + interval_end every
+// time_resolution_minutes; NWP the latest run with init_time <= t0 - min_staleness_minutes
+// (and t0 - init_time <= max_staleness_minutes) whose lead steps floor((t0 + interval_start -
+// init_time) / resolution) onwards all exist, else the next older run within the limits (a
+// missing run is simply absent from init_time). A window's steps are found by arithmetic on a
+// regular axis and by search on any other; one across a change of step gathers through an index
+// list. [Job.Rejections] says, per source, how many anchor times it rules out and why the first
+// was (shmloader logs it at start-up with -v); a configuration with no candidate is refused
+// with that report.
 //
 // # Epochs
 //

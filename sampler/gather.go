@@ -4,11 +4,13 @@ package sampler
 // Everything is already decoded in the cache, so the inner loop is one copy per output row.
 
 // box4 is a window over the last four dimensions (a, b, y, x) of an array, optionally below a
-// fixed leading index (an NWP run). Along a the indices are a0 + k*aStride (time steps), along b
+// fixed leading index (an NWP run). Along a the indices are a0 + k*aStride (time steps), or
+// at[k] when at is not nil (a time window across a change of the store's time step), along b
 // an explicit list (channels), along y and x contiguous ranges.
 type box4 struct {
 	lead            int // index along the leading dimension, or -1 for a 4-d array
 	a0, aStride, na int
+	at              []int // ascending indices along a; nil: a0 + k*aStride
 	b               []int
 	y0, h, x0, w    int
 	nanFrom         int // steps k >= nanFrom along a are filled (dropout); na for none
@@ -31,6 +33,9 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
 	lastKa := -1
 	for k := 0; k < bx.na; k++ {
 		a := bx.a0 + k*bx.aStride
+		if bx.at != nil {
+			a = bx.at[k]
+		}
 		ka, wa := a/ca, a%ca
 		if ka != lastKa {
 			// a only grows: the chunks of earlier a-chunks are not needed again. Unpinning

@@ -57,6 +57,143 @@ func (a axis) index(v int64) (int, bool) {
 
 func (a axis) value(i int) int64 { return a.start + int64(i)*a.step }
 
+// timeAxis is a strictly ascending time coordinate: unix seconds (satellite and PV times, NWP
+// init times) or seconds of lead (NWP steps). Real archives have gaps (a missing image, a
+// missing run) and may change step; a regular axis (the usual case) answers by arithmetic,
+// any other by binary search.
+type timeAxis struct {
+	vals    []int64
+	regular bool
+	reg     axis  // the arithmetic form when regular
+	minStep int64 // the smallest step (1 for a single value): bounds the searches
+}
+
+// newTimeAxis checks that vals is strictly ascending. An error names the first index at fault
+// and its values (fmtv formats one).
+func newTimeAxis(vals []int64, fmtv func(int64) string) (timeAxis, error) {
+	if len(vals) == 0 {
+		return timeAxis{}, fmt.Errorf("empty coordinate")
+	}
+	t := timeAxis{vals: vals, minStep: math.MaxInt64}
+	for i := 1; i < len(vals); i++ {
+		d := vals[i] - vals[i-1]
+		if d <= 0 {
+			return timeAxis{}, fmt.Errorf("not strictly ascending at index %d (%s, then %s at index %d)",
+				i, fmtv(vals[i-1]), fmtv(vals[i]), i)
+		}
+		t.minStep = min(t.minStep, d)
+	}
+	if len(vals) == 1 {
+		t.minStep = 1
+	}
+	if reg, err := regularAxis(vals); err == nil {
+		t.regular, t.reg = true, reg
+	}
+	return t, nil
+}
+
+func (t *timeAxis) len() int          { return len(t.vals) }
+func (t *timeAxis) value(i int) int64 { return t.vals[i] }
+func (t *timeAxis) last() int64       { return t.vals[len(t.vals)-1] }
+
+// index returns i with value(i) == v, or false when v is not on the axis.
+func (t *timeAxis) index(v int64) (int, bool) {
+	if t.regular {
+		return t.reg.index(v)
+	}
+	return t.search(0, len(t.vals), v)
+}
+
+// search looks for v in vals[lo:hi].
+func (t *timeAxis) search(lo, hi int, v int64) (int, bool) {
+	end := hi
+	for lo < hi { // invariant: vals[:lo] < v <= vals[hi:end]
+		m := int(uint(lo+hi) >> 1)
+		if t.vals[m] < v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < end && t.vals[lo] == v
+}
+
+// span is where the steps of a window are on a time axis: step k is at index
+// first + k*stride, or at[k] when at is not nil (a window across a change of the axis's step,
+// whose indices are not evenly spaced). Indices always ascend.
+type span struct {
+	first, stride int
+	at            []int
+}
+
+func (s span) index(k int) int {
+	if s.at != nil {
+		return s.at[k]
+	}
+	return s.first + k*s.stride
+}
+
+// steps places the n times start, start + res, ... on the axis. missing is -1 when every one
+// is on the axis, else the first k whose time is not (and the span is unusable). When the
+// indices are not evenly spaced they are written to at (len >= n) and the span refers to it;
+// with at nil such a window is only checked (for callers that ask whether it fits).
+func (t *timeAxis) steps(start, res int64, n int, at []int) (sp span, missing int) {
+	if t.regular {
+		// The fast path: arithmetic only. When it fails, the search finds the missing step.
+		if first, stride, ok := seriesIndices(t.reg, timeWindow{n: n, res: res}, start); ok {
+			return span{first: first, stride: stride}, -1
+		}
+	}
+	return t.searchSteps(start, res, n, at)
+}
+
+// searchSteps is steps by search (any ascending axis).
+func (t *timeAxis) searchSteps(start, res int64, n int, at []int) (sp span, missing int) {
+	i, ok := t.index(start)
+	if !ok {
+		return span{}, 0
+	}
+	sp = span{first: i}
+	even := true
+	prev := i
+	for k := 1; k < n; k++ {
+		v := start + int64(k)*res
+		// Values ascend by at least minStep, so v is at most (v - vals[prev]) / minStep
+		// indices after prev: a short search, not one over the whole axis.
+		ahead := (v - t.vals[prev]) / t.minStep
+		hi := len(t.vals)
+		if ahead >= 0 && ahead < int64(hi-prev) {
+			hi = prev + 1 + int(ahead)
+		}
+		j, ok := t.search(prev+1, hi, v)
+		if !ok {
+			return span{}, k
+		}
+		if k == 1 {
+			sp.stride = j - i
+		} else if j-prev != sp.stride {
+			even = false
+		}
+		if at != nil {
+			at[k] = j
+		}
+		prev = j
+	}
+	if !even {
+		if at == nil {
+			return span{}, -1
+		}
+		at[0] = i
+		sp.at = at[:n]
+	}
+	return sp, -1
+}
+
+// place finds window w around t0 on the axis (see steps).
+func (t *timeAxis) place(w timeWindow, t0 int64, at []int) (span, int) {
+	return t.steps(t0+w.first*w.res, w.res, w.n, at)
+}
+
 // timeWindow is a source's window relative to t0: n steps of res seconds starting at
 // t0 + first*res.
 type timeWindow struct {
@@ -65,8 +202,8 @@ type timeWindow struct {
 	res   int64 // seconds
 }
 
-// seriesIndices places a time window on a regular time axis: the index of its first step and
-// the index stride between steps. ok is false when a step falls outside the axis.
+// seriesIndices places a time window on a regular time axis (timeAxis's fast path): the
+// index of its first step and the index stride between steps. ok is false when a step falls outside the axis.
 func seriesIndices(a axis, w timeWindow, t0 int64) (first, stride int, ok bool) {
 	if w.res%a.step != 0 {
 		return 0, 0, false
@@ -103,39 +240,40 @@ type nwpRule struct {
 	window   timeWindow
 }
 
-// nwpChoice is the selected run and the step indices of the window.
+// nwpChoice is the selected run and where the window's lead steps are on the step axis.
 type nwpChoice struct {
-	run        int // index into init times
-	step0      int // step index of the first window step
-	stepStride int
+	run   int // index into init times
+	steps span
 }
 
-// choose applies the rule: the latest run with init <= t0 - minStale; the first lead
-// floor((t0 + first*res - init) / res) in whole resolutions; n consecutive leads, each of which
-// must be on the step axis.
-func (r nwpRule) choose(inits []int64, steps axis, t0 int64) (nwpChoice, bool) {
-	run := latestAtOrBefore(inits, t0-r.minStale)
-	if run < 0 {
-		return nwpChoice{}, false
-	}
-	init := inits[run]
-	if r.maxStale > 0 && t0-init > r.maxStale {
-		return nwpChoice{}, false
-	}
+// lead is the window's first lead for a run initialised at init: t0 + first*res - init rounded
+// down to a whole resolution.
+func (r nwpRule) lead(init, t0 int64) int64 {
 	res := r.window.res
-	lead := floorDiv(t0+r.window.first*res-init, res) * res
-	if res%steps.step != 0 {
-		return nwpChoice{}, false
+	return floorDiv(t0+r.window.first*res-init, res) * res
+}
+
+// choose applies the rule: the latest run with init <= t0 - minStale (and t0 - init <=
+// maxStale) whose n leads lead(init, t0), + res, ... are all on the step axis. When the latest
+// run lacks one (a truncated run) an older run is tried, and so on within maxStale: older runs
+// need longer leads, so the walk ends once the first lead passes the last step. A missing run
+// (a gap in the init times) is simply not among the runs. at is scratch for a span whose
+// indices are not evenly spaced (see timeAxis.steps).
+func (r nwpRule) choose(inits []int64, steps *timeAxis, t0 int64, at []int) (nwpChoice, bool) {
+	for run := latestAtOrBefore(inits, t0-r.minStale); run >= 0; run-- {
+		init := inits[run]
+		if r.maxStale > 0 && t0-init > r.maxStale {
+			break
+		}
+		lead := r.lead(init, t0)
+		if lead > steps.last() {
+			break
+		}
+		if sp, missing := steps.steps(lead, r.window.res, r.window.n, at); missing < 0 {
+			return nwpChoice{run: run, steps: sp}, true
+		}
 	}
-	s0, ok := steps.index(lead)
-	if !ok {
-		return nwpChoice{}, false
-	}
-	stride := int(res / steps.step)
-	if s0+(r.window.n-1)*stride >= steps.n {
-		return nwpChoice{}, false
-	}
-	return nwpChoice{run: run, step0: s0, stepStride: stride}, true
+	return nwpChoice{}, false
 }
 
 // nearestIndex is the index of the coordinate nearest v; on a tie, the lower index. NaN

@@ -78,13 +78,13 @@ func TestLatestAtOrBefore(t *testing.T) {
 func TestNWPRule(t *testing.T) {
 	const min = 60
 	inits := []int64{0, 180 * min, 360 * min, 540 * min}
-	steps := axis{start: 0, step: 60 * min, n: 16}
+	steps := regularTimes(axis{start: 0, step: 60 * min, n: 16})
 	r := nwpRule{minStale: 60 * min, window: timeWindow{first: -1, n: 4, res: 60 * min}}
 	// docs/WORKLOAD.md step 4, computed independently: run = latest init <= t0 - 60 min,
 	// s = floor((t0 - 60 min - init) / 60 min).
 	for t0m := int64(0); t0m < 800; t0m += 5 {
 		t0 := t0m * min
-		got, ok := r.choose(inits, steps, t0)
+		got, ok := r.choose(inits, steps, t0, nil)
 		run := -1
 		for i, v := range inits {
 			if v <= t0-60*min {
@@ -98,25 +98,25 @@ func TestNWPRule(t *testing.T) {
 			continue
 		}
 		s := (t0 - 60*min - inits[run]) / (60 * min)
-		if !ok || got.run != run || got.step0 != int(s) || got.stepStride != 1 {
+		if !ok || got.run != run || got.steps.first != int(s) || got.steps.stride != 1 {
 			t.Fatalf("t0 %d min: got %+v %v, want run %d step %d", t0m, got, ok, run, s)
 		}
 	}
 	// max staleness: a run older than 120 min is refused.
 	r.maxStale = 120 * min
-	if _, ok := r.choose(inits, steps, 301*min); ok { // 121 min old
+	if _, ok := r.choose(inits, steps, 301*min, nil); ok { // 121 min old
 		t.Error("max_staleness not applied")
 	}
-	if _, ok := r.choose(inits, steps, 300*min); !ok {
+	if _, ok := r.choose(inits, steps, 300*min, nil); !ok {
 		t.Error("run exactly max_staleness old refused")
 	}
 	// Lead steps beyond the run's last step are refused.
-	short := axis{start: 0, step: 60 * min, n: 4}
+	short := regularTimes(axis{start: 0, step: 60 * min, n: 4})
 	r.maxStale = 0
-	if _, ok := r.choose(inits, short, 360*min); ok { // run 180 min, s = 2 -> steps 2..5 > 3
+	if _, ok := r.choose(inits, short, 360*min, nil); ok { // run 180 min, s = 2 -> steps 2..5 > 3
 		t.Error("steps past the end accepted")
 	}
-	if c, ok := r.choose(inits, short, 240*min); !ok || c.step0 != 0 { // run 180 min, s = 0
+	if c, ok := r.choose(inits, short, 240*min, nil); !ok || c.steps.first != 0 { // run 180 min, s = 0
 		t.Errorf("steps 0..3 of a 4-step run refused: %+v %v", c, ok)
 	}
 }

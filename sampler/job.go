@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +52,8 @@ type Job struct {
 	sites  *sites // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
 
 	cands          []int32 // anchor time indices where every window fits, ascending
-	cy0, ny        int     // centre rows [cy0, cy0+ny)
+	rejections     []Rejection
+	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
 	tensors        []config.Tensor
 	cache          *Cache
@@ -226,23 +228,85 @@ func (j *Job) placeCentres(a *Spec) error {
 	return nil
 }
 
-// findCandidates keeps the anchor times at which every source's window fits; when there is
-// none, the error says which source rejected how many and why.
+// Rejection is how many anchor times one source rules out as t0 (its window lacks a step
+// there), or that [batch] t0_start / t0_end leave out, and why the first of them was.
+type Rejection struct {
+	Field string `json:"field"` // "source[1]"; "batch" for the t0_start / t0_end range
+	Name  string `json:"name"`  // the source's name; "" for the range
+	Count int    `json:"count"` // anchor times rejected (a time several sources reject counts for each)
+	First string `json:"first"` // the first rejected time and why: "at t0 2021-01-01T00:10: ..."; "" when Count is 0
+}
+
+func (r Rejection) String() string {
+	who := r.Field
+	if r.Name != "" {
+		who = fmt.Sprintf("%s (%s)", r.Field, r.Name)
+	}
+	if r.Count == 0 {
+		return who + " rejects none"
+	}
+	return fmt.Sprintf("%s rejects %d: %s", who, r.Count, r.First)
+}
+
+// t0Range is the anchor index range [lo, hi) inside [batch] t0_start .. t0_end.
+func (j *Job) t0Range() (lo, hi int) {
+	ts := j.anchor.times.vals
+	lo, hi = 0, len(ts)
+	if s := j.cfg.Batch.T0Start; s != nil {
+		v := s.Unix()
+		if s.Nanosecond() > 0 {
+			v++ // t0 are whole seconds: the first one at or after s
+		}
+		lo = sort.Search(len(ts), func(i int) bool { return ts[i] >= v })
+	}
+	if e := j.cfg.Batch.T0End; e != nil {
+		v := e.Unix() // whole seconds at or before e
+		hi = sort.Search(len(ts), func(i int) bool { return ts[i] > v })
+	}
+	return lo, max(lo, hi)
+}
+
+// findCandidates keeps the anchor times inside [batch] t0_start .. t0_end at which every
+// source has every step of its window, and records what each source rejects (Rejections);
+// when no time is left, the error says which source rejected how many and why.
 func (j *Job) findCandidates() error {
-	rejects := make([]int, len(j.srcs))
-	whys := make([]string, len(j.srcs))
-	for i := 0; i < j.anchor.times.n; i++ {
+	lo, hi := j.t0Range()
+	j.rejections = make([]Rejection, len(j.srcs))
+	for si, s := range j.srcs {
+		j.rejections[si] = Rejection{Field: s.spec().Field, Name: s.spec().Name}
+	}
+	n := j.anchor.times.len()
+	if lo > 0 || hi < n {
+		r := Rejection{Field: "batch", Count: n - (hi - lo)}
+		if lo > 0 {
+			r.First = fmt.Sprintf("at t0 %s: before t0_start", fmtTime(j.anchor.times.value(0)))
+		} else {
+			r.First = fmt.Sprintf("at t0 %s: after t0_end", fmtTime(j.anchor.times.value(hi)))
+		}
+		j.rejections = append(j.rejections, r)
+	}
+	if lo == hi {
+		key := "batch.t0_start"
+		if lo == 0 {
+			key = "batch.t0_end"
+		}
+		return j.cfg.Errorf(key, "no anchor time is in t0_start .. t0_end (%s .. %s); the anchor's times are %s .. %s",
+			fmtBound(j.cfg.Batch.T0Start), fmtBound(j.cfg.Batch.T0End),
+			fmtTime(j.anchor.times.value(0)), fmtTime(j.anchor.times.last()))
+	}
+	for i := lo; i < hi; i++ {
 		t0 := j.anchor.times.value(i)
 		good := true
 		for si, s := range j.srcs {
-			if ok, why := s.fits(t0); !ok {
-				rejects[si]++
-				if whys[si] == "" {
-					whys[si] = why
-				}
-				good = false
-				break
+			if s.fits(t0) {
+				continue
 			}
+			good = false
+			r := &j.rejections[si]
+			if r.Count == 0 {
+				r.First = fmt.Sprintf("at t0 %s: %s", fmtTime(t0), s.whyNot(t0))
+			}
+			r.Count++
 		}
 		if good {
 			j.cands = append(j.cands, int32(i))
@@ -252,15 +316,30 @@ func (j *Job) findCandidates() error {
 		return nil
 	}
 	var parts []string
-	for si, n := range rejects {
-		if n > 0 {
-			sp := j.srcs[si].spec()
-			parts = append(parts, fmt.Sprintf("%s (%s) rejects %d: %s", sp.Field, sp.Name, n, whys[si]))
+	for _, r := range j.rejections[:len(j.srcs)] {
+		if r.Count > 0 {
+			parts = append(parts, r.String())
 		}
 	}
-	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times (%s .. %s) has every source's window; %s",
-		j.anchor.times.n, fmtTime(j.anchor.times.value(0)), fmtTime(j.anchor.times.value(j.anchor.times.n-1)),
+	within, of := "", ""
+	if lo > 0 || hi < n {
+		within, of = " within t0_start .. t0_end", fmt.Sprintf("; the anchor has %d", n)
+	}
+	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s%s) has every source's window; %s",
+		hi-lo, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)), of,
 		strings.Join(parts, "; "))
+}
+
+// Rejections lists, for every source in configuration order, the anchor times it rules out
+// as t0 and why the first was; then, when [batch] t0_start or t0_end leaves times out, an
+// entry for the range (Field "batch"). For start-up logs and shmloader plan.
+func (j *Job) Rejections() []Rejection { return append([]Rejection(nil), j.rejections...) }
+
+func fmtBound(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(t.Unix())
 }
 
 // layTensors lists the batch's tensors: the data sources in configuration order, then t0, x,

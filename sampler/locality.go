@@ -70,7 +70,7 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 // segmentsOf cuts the anchor's time axis into segments of steps time indices.
 func segmentsOf(j *Job, a *Spec, steps int) *locality {
 	l := &locality{j: j, steps: steps, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
-	T := j.anchor.times.n
+	T := j.anchor.times.len()
 	nseg := (T + l.steps - 1) / l.steps
 	for m := 0; m < nseg; m++ {
 		lo := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= m*l.steps })
@@ -93,6 +93,10 @@ func (l *locality) bytesOf(i int) int64 {
 	type rowKey struct{ src, row int }
 	rows := map[rowKey]bool{}
 	total := int64(0)
+	var at []int // scratch for unevenly spaced windows
+	for _, s := range l.j.srcs {
+		at = make([]int, max(len(at), s.spec().Steps()))
+	}
 	for _, ci := range l.j.cands[l.lo[i]:l.hi[i]] {
 		t0 := l.j.anchor.times.value(int(ci))
 		for si, s := range l.j.srcs {
@@ -104,13 +108,13 @@ func (l *locality) bytesOf(i int) int64 {
 			var first, last int
 			switch v := s.(type) {
 			case *gridSource:
-				f, st, _ := seriesIndices(v.times, v.win, t0)
-				first, last = f/c.chunks[0], (f+(v.win.n-1)*st)/c.chunks[0]
+				sp, _ := v.times.place(v.win, t0, at)
+				first, last = sp.index(0)/c.chunks[0], sp.index(v.win.n-1)/c.chunks[0]
 			case *pointSource:
-				f, st, _ := seriesIndices(v.times, v.win, t0)
-				first, last = f/c.chunks[0], (f+(v.win.n-1)*st)/c.chunks[0]
+				sp, _ := v.times.place(v.win, t0, at)
+				first, last = sp.index(0)/c.chunks[0], sp.index(v.win.n-1)/c.chunks[0]
 			case *nwpSource:
-				ch, _ := v.rule.choose(v.inits, v.steps, t0)
+				ch, _ := v.rule.choose(v.inits.vals, &v.steps, t0, at)
 				first, last = ch.run/c.chunks[0], ch.run/c.chunks[0]
 			}
 			for row := first; row <= last; row++ {

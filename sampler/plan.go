@@ -17,6 +17,9 @@ type Plan struct {
 	Centres      int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
 	DecodedBytes int64  `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes   int64  `json:"cache_bytes,omitempty"`   // the cache budget
+	// Rejections are the anchor times each source rules out as t0, and why the first was
+	// (Job.Rejections).
+	Rejections []Rejection `json:"t0_rejections,omitempty"`
 
 	// Order is the batch order (config.OrderStream or config.OrderEpochs); with epochs,
 	// Samples is the sample space one epoch permutes and EpochBatches the rank's batches per
@@ -69,8 +72,9 @@ func (s *Set) Plan() Plan {
 
 // plan adds the job's sources and sampling to p.
 func (j *Job) plan(p *Plan) {
-	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.n
+	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.len()
 	p.Centres = j.ny * j.nx
+	p.Rejections = j.Rejections()
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()
 	if st := j.Stats(); st.Order == config.OrderEpochs {
 		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches

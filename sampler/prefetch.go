@@ -86,9 +86,13 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 		leadKey = bx.lead / c.chunks[0] * c.gstride[0]
 	}
 	ca, cb, cy, cx := c.chunks[d], c.chunks[d+1], c.chunks[d+2], c.chunks[d+3]
-	aLo, aHi := bx.a0, bx.a0+(min(bx.na, bx.nanFrom)-1)*bx.aStride
-	if aHi < aLo {
+	n := min(bx.na, bx.nanFrom)
+	if n < 1 {
 		return keys
+	}
+	aLo, aHi := bx.a0, bx.a0+(n-1)*bx.aStride
+	if bx.at != nil {
+		aLo, aHi = bx.at[0], bx.at[n-1]
 	}
 	for ka := aLo / ca; ka <= aHi/ca; ka++ {
 		lastKb := -1
@@ -120,9 +124,9 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 			found := false
 			switch v := s.(type) { // concrete calls: bx stays on the stack
 			case *gridSource:
-				found = v.box(ex, &bx)
+				found = v.box(ex, &bx, rs.timeScratch(v.win.n))
 			case *nwpSource:
-				found = v.box(ex, &bx)
+				found = v.box(ex, &bx, rs.timeScratch(v.rule.window.n))
 			}
 			if found {
 				keys = addBoxKeys(s.data(), &bx, keys)

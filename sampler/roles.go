@@ -11,9 +11,11 @@ import (
 type dataSource interface {
 	spec() *Spec
 	data() *chunked
-	// fits reports whether the source's window exists at anchor time t0 (unix seconds); why
-	// says what is missing when it does not.
-	fits(t0 int64) (ok bool, why string)
+	// fits reports whether every step of the source's window exists at anchor time t0 (unix
+	// seconds); whyNot says what is missing when it does not (called for the first rejection
+	// only: the start-up report).
+	fits(t0 int64) bool
+	whyNot(t0 int64) string
 	// fill writes example ex into out (one example's slice of the source's tensor).
 	fill(rs *readerState, ex *example, out []float32) error
 }
@@ -36,6 +38,48 @@ type readerState struct {
 	ex   example
 	segs []int    // locality: distinct segments of the batch (stats)
 	keys []uint64 // prefetch: chunks of the batch
+	at   []int    // time indices of a window whose steps are not evenly spaced (span.at)
+}
+
+// timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
+// nothing.
+func (rs *readerState) timeScratch(n int) []int {
+	if len(rs.at) < n {
+		rs.at = make([]int, n)
+	}
+	return rs.at[:n]
+}
+
+// windowWhy says which step of window w at t0 the time axis lacks: past an end of the
+// coordinate, or in a gap.
+func windowWhy(t *timeAxis, w timeWindow, t0 int64) string {
+	_, k := t.place(w, t0, nil)
+	if k < 0 {
+		return ""
+	}
+	off := (w.first + int64(k)) * w.res
+	v := t0 + off
+	if v < t.value(0) || v > t.last() {
+		return fmt.Sprintf("the time window leaves the time coordinate (t0 %s = %s is outside %s .. %s)",
+			fmtOffset(off), fmtTime(v), fmtTime(t.value(0)), fmtTime(t.last()))
+	}
+	return fmt.Sprintf("the time coordinate has no step at t0 %s = %s (a gap)", fmtOffset(off), fmtTime(v))
+}
+
+// fmtOffset writes seconds relative to t0 or an init time: "+ 60 min", "- 30 min", "+ 90 s".
+func fmtOffset(s int64) string {
+	if s < 0 {
+		return "- " + fmtSeconds(-s)
+	}
+	return "+ " + fmtSeconds(s)
+}
+
+// fmtSeconds writes a duration in whole minutes when it is one ("5 min"), else in seconds.
+func fmtSeconds(s int64) string {
+	if s%60 == 0 {
+		return fmt.Sprintf("%d min", s/60)
+	}
+	return fmt.Sprintf("%d s", s)
 }
 
 // dropout applies a cut-off to a window: the number of leading steps at or before t0 + cut.
@@ -52,8 +96,8 @@ func dropoutSteps(w timeWindow, cut int64) int {
 type gridSource struct {
 	s      *Spec
 	c      *chunked
-	dims   dimMap // the store's dimensions on the canonical axes
-	times  axis   // unix seconds
+	dims   dimMap   // the store's dimensions on the canonical axes
+	times  timeAxis // unix seconds
 	win    timeWindow
 	chans  []int     // store channel of each output channel
 	xs, ys []float64 // coordinates
@@ -68,20 +112,20 @@ type gridSource struct {
 func (g *gridSource) spec() *Spec    { return g.s }
 func (g *gridSource) data() *chunked { return g.c }
 
-func (g *gridSource) fits(t0 int64) (bool, string) {
-	if _, _, ok := seriesIndices(g.times, g.win, t0); !ok {
-		return false, "the time window leaves the time coordinate"
-	}
-	return true, ""
+func (g *gridSource) fits(t0 int64) bool {
+	_, missing := g.times.place(g.win, t0, nil)
+	return missing < 0
 }
 
-// box is the example's window in the array.
-func (g *gridSource) box(ex *example, bx *box4) bool {
-	first, stride, ok := seriesIndices(g.times, g.win, ex.t0)
-	if !ok {
+func (g *gridSource) whyNot(t0 int64) string { return windowWhy(&g.times, g.win, t0) }
+
+// box is the example's window in the array; at is scratch for an unevenly spaced window.
+func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
+	sp, missing := g.times.place(g.win, ex.t0, at)
+	if missing >= 0 {
 		return false
 	}
-	*bx = box4{lead: -1, a0: first, aStride: stride, na: g.win.n, b: g.chans,
+	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
 	if g.crop == nil { // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
@@ -93,7 +137,7 @@ func (g *gridSource) box(ex *example, bx *box4) bool {
 
 func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
 	var bx box4
-	return gatherBox(rs, g.c, &bx, g.box(ex, &bx), ex, out, "no time window")
+	return gatherBox(rs, g.c, &bx, g.box(ex, &bx, rs.timeScratch(g.win.n)), ex, out, "no time window")
 }
 
 // gatherBox gathers box bx of c into out; when the example has no box (found false: t0 was a
@@ -112,8 +156,8 @@ func gatherBox(rs *readerState, c *chunked, bx *box4, found bool, ex *example, o
 type nwpSource struct {
 	s     *Spec
 	c     *chunked
-	inits []int64 // unix seconds, ascending
-	steps axis    // seconds
+	inits timeAxis // unix seconds
+	steps timeAxis // lead seconds
 	rule  nwpRule
 	chans []int
 	crop  cropTable // where the crop starts for every anchor pixel (align.go)
@@ -122,40 +166,47 @@ type nwpSource struct {
 func (n *nwpSource) spec() *Spec    { return n.s }
 func (n *nwpSource) data() *chunked { return n.c }
 
-func (n *nwpSource) fits(t0 int64) (bool, string) {
-	if _, ok := n.rule.choose(n.inits, n.steps, t0); !ok {
-		return false, n.whyNot(t0)
-	}
-	return true, ""
+func (n *nwpSource) fits(t0 int64) bool {
+	_, ok := n.rule.choose(n.inits.vals, &n.steps, t0, nil)
+	return ok
 }
 
 func (n *nwpSource) whyNot(t0 int64) string {
-	run := latestAtOrBefore(n.inits, t0-n.rule.minStale)
-	switch {
-	case run < 0:
-		return fmt.Sprintf("no run with init_time <= t0 - %d min", n.rule.minStale/60)
-	case n.rule.maxStale > 0 && t0-n.inits[run] > n.rule.maxStale:
-		return fmt.Sprintf("the latest run is more than max_staleness_minutes (%d) older than t0", n.rule.maxStale/60)
-	default:
-		return "the lead steps of the window are not all in the run"
+	r := n.rule
+	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
+	if run < 0 {
+		return fmt.Sprintf("no run with init_time <= t0 - %d min (the first run is %s)", r.minStale/60, fmtTime(n.inits.value(0)))
 	}
+	init := n.inits.value(run)
+	if r.maxStale > 0 && t0-init > r.maxStale {
+		return fmt.Sprintf("the latest run with init_time <= t0 - %d min (%s) is more than max_staleness_minutes (%d) older than t0",
+			r.minStale/60, fmtTime(init), r.maxStale/60)
+	}
+	lead := r.lead(init, t0)
+	_, k := n.steps.steps(lead, r.window.res, r.window.n, nil)
+	older := "no older run"
+	if r.maxStale > 0 {
+		older = fmt.Sprintf("no older run within max_staleness_minutes (%d)", r.maxStale/60)
+	}
+	return fmt.Sprintf("the latest run (%s) has no step %s, and %s has every step of the window",
+		fmtTime(init), fmtOffset(lead+int64(max(k, 0))*r.window.res), older)
 }
 
-// box is the example's window in the array.
-func (n *nwpSource) box(ex *example, bx *box4) bool {
-	ch, ok := n.rule.choose(n.inits, n.steps, ex.t0)
+// box is the example's window in the array; at is scratch for an unevenly spaced window.
+func (n *nwpSource) box(ex *example, bx *box4, at []int) bool {
+	ch, ok := n.rule.choose(n.inits.vals, &n.steps, ex.t0, at)
 	if !ok {
 		return false
 	}
 	y0, x0 := n.crop.at(ex.cy, ex.cx)
-	*bx = box4{lead: ch.run, a0: ch.step0, aStride: ch.stepStride, na: n.rule.window.n, b: n.chans,
+	*bx = box4{lead: ch.run, a0: ch.steps.first, aStride: ch.steps.stride, at: ch.steps.at, na: n.rule.window.n, b: n.chans,
 		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n}
 	return true
 }
 
 func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
 	var bx box4
-	return gatherBox(rs, n.c, &bx, n.box(ex, &bx), ex, out, "no run")
+	return gatherBox(rs, n.c, &bx, n.box(ex, &bx, rs.timeScratch(n.rule.window.n)), ex, out, "no run")
 }
 
 // ---- points: (time, system) -----------------------------------------------------------------
@@ -163,7 +214,7 @@ func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
 type pointSource struct {
 	s      *Spec
 	c      *chunked
-	times  axis
+	times  timeAxis
 	win    timeWindow
 	xs, ys []float64 // position of each system
 	xName  string    // the names of the positions' coordinates
@@ -178,12 +229,12 @@ type pointSource struct {
 func (p *pointSource) spec() *Spec    { return p.s }
 func (p *pointSource) data() *chunked { return p.c }
 
-func (p *pointSource) fits(t0 int64) (bool, string) {
-	if _, _, ok := seriesIndices(p.times, p.win, t0); !ok {
-		return false, "the time window leaves the time coordinate"
-	}
-	return true, ""
+func (p *pointSource) fits(t0 int64) bool {
+	_, missing := p.times.place(p.win, t0, nil)
+	return missing < 0
 }
+
+func (p *pointSource) whyNot(t0 int64) string { return windowWhy(&p.times, p.win, t0) }
 
 // setOrder prepares the ascending-id ordering of the chosen systems.
 func (p *pointSource) setOrder() {
@@ -223,8 +274,8 @@ func (p *pointSource) choose(rs *readerState, ex *example) error {
 }
 
 func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
-	first, stride, ok := seriesIndices(p.times, p.win, ex.t0)
-	if !ok {
+	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
+	if missing >= 0 {
 		return fmt.Errorf("%s: no time window at t0 %d", p.c.what, ex.t0)
 	}
 	c := p.c
@@ -233,6 +284,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	defer rs.pins.releaseAll()
+	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
 		row := out[step*k : (step+1)*k]
 		if step >= nanFrom {
@@ -241,10 +293,11 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 			}
 			continue
 		}
-		t := first + step*stride
+		t := sp.index(step)
 		kt, wt := t/ct, t%ct
-		if step == 0 || (t-stride)/ct != kt {
+		if kt != lastKt {
 			rs.pins.releaseAll() // t only grows: earlier time chunks are done
+			lastKt = kt
 		}
 		for q, sys := range rs.sel {
 			ks, ws := int(sys)/cs, int(sys)%cs

@@ -144,6 +144,17 @@ func (s *Set) Stats() Stats {
 	return st
 }
 
+// Rejections is the zarr job's report of the anchor times each source rules out as t0
+// (Job.Rejections); nil when the configuration has no zarr sources.
+func (s *Set) Rejections() []Rejection {
+	for _, p := range s.parts {
+		if j, ok := p.(*Job); ok {
+			return j.Rejections()
+		}
+	}
+	return nil
+}
+
 // Close releases what the sources hold (the zarr job's cache). No Fill may run afterwards.
 func (s *Set) Close() {
 	for _, p := range s.parts {

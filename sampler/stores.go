@@ -3,7 +3,6 @@ package sampler
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -49,24 +48,49 @@ func coordArray(cfg *config.Config, sp *Spec, ds Dataset, name string) (Array, e
 	return a, nil
 }
 
-func readTimeAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (axis, error) {
+// readTimeAxis reads a series' time coordinate (datetime64 of any unit or CF "<unit> since
+// <date>" numbers) as unix seconds. It must be strictly ascending; gaps and changes of step are
+// allowed (a t0 whose window meets one is not a candidate).
+func readTimeAxis(cfg *config.Config, sp *Spec, ds Dataset, name string) (timeAxis, error) {
+	ax, err := readTimeCoord(cfg, sp, ds, name, false)
+	if err != nil {
+		return timeAxis{}, err
+	}
+	return ax, checkResolution(cfg, sp, &ax)
+}
+
+// readTimeCoord reads coordinate name as a strictly ascending time axis: absolute times (unix
+// seconds) or, with lead, durations (seconds: NWP steps as timedelta64 or numbers with units
+// hours, minutes, seconds...).
+func readTimeCoord(cfg *config.Config, sp *Spec, ds Dataset, name string, lead bool) (timeAxis, error) {
 	a, err := coordArray(cfg, sp, ds, name)
 	if err != nil {
-		return axis{}, err
+		return timeAxis{}, err
 	}
-	ts, err := a.Times()
+	read, fmtv, want := a.Times, fmtTime, "a strictly ascending time coordinate"
+	if lead {
+		read, fmtv, want = a.Durations, fmtOffset, "strictly ascending lead steps"
+	}
+	vals, err := read()
 	if err != nil {
-		return axis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, name, err)
 	}
-	ax, err := regularAxis(ts)
+	ax, err := newTimeAxis(vals, fmtv)
 	if err != nil {
-		return axis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected a regular time coordinate", ds, name, err)
-	}
-	if sp.TimeResolutionMinutes*60%ax.step != 0 {
-		return axis{}, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%d min)",
-			sp.TimeResolutionMinutes, ax.step/60)
+		return timeAxis{}, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected %s", ds, name, err, want)
 	}
 	return ax, nil
+}
+
+// checkResolution refuses a time_resolution_minutes that is not a multiple of a regular axis's
+// step: such a window fits nowhere, so say so now. On an irregular axis some windows may still
+// fit; the candidates' report (Job.Rejections) tells.
+func checkResolution(cfg *config.Config, sp *Spec, ax *timeAxis) error {
+	if ax.regular && sp.TimeResolutionMinutes*60%ax.reg.step != 0 {
+		return cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's time step (%s)",
+			sp.TimeResolutionMinutes, fmtSeconds(ax.reg.step))
+	}
+	return nil
 }
 
 func readFloats(cfg *config.Config, sp *Spec, ds Dataset, name string, n int) ([]float64, error) {
@@ -164,8 +188,8 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 	if g.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
-	if g.times.n != nt {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), g.times.n, nt)
+	if g.times.len() != nt {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), g.times.len(), nt)
 	}
 	if g.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
 		return nil, err
@@ -197,36 +221,20 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	nr, ns, nc := axisLen(arr, m, axisInit), axisLen(arr, m, axisStep), axisLen(arr, m, axisChannel)
 	ny, nx := axisLen(arr, m, axisY), axisLen(arr, m, axisX)
 	n := &nwpSource{s: sp, c: c}
-	ia, err := coordArray(cfg, sp, ds, initName)
-	if err != nil {
+	if n.inits, err = readTimeCoord(cfg, sp, ds, initName, false); err != nil {
 		return nil, err
 	}
-	if n.inits, err = ia.Times(); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, initName, err)
+	if n.inits.len() != nr {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, initName, n.inits.len(), nr)
 	}
-	if len(n.inits) != nr {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d values; the data has %d runs", ds, initName, len(n.inits), nr)
-	}
-	if !sort.SliceIsSorted(n.inits, func(a, b int) bool { return n.inits[a] < n.inits[b] }) {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s is not ascending", ds, initName)
-	}
-	sa, err := coordArray(cfg, sp, ds, stepName)
-	if err != nil {
+	if n.steps, err = readTimeCoord(cfg, sp, ds, stepName, true); err != nil {
 		return nil, err
 	}
-	steps, err := sa.Durations()
-	if err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v", ds, stepName, err)
+	if err := checkResolution(cfg, sp, &n.steps); err != nil {
+		return nil, err
 	}
-	if n.steps, err = regularAxis(steps); err != nil {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s: %v; expected regular lead steps", ds, stepName, err)
-	}
-	if n.steps.n != ns {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, stepName, n.steps.n, ns)
-	}
-	if sp.TimeResolutionMinutes*60%n.steps.step != 0 {
-		return nil, cfg.Errorf(sp.Field+".time_resolution_minutes", "%d is not a multiple of the store's step spacing (%d min)",
-			sp.TimeResolutionMinutes, n.steps.step/60)
+	if n.steps.len() != ns {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d steps; the data has %d", ds, stepName, n.steps.len(), ns)
 	}
 	n.rule = nwpRule{minStale: sp.MinStalenessMinutes * 60, maxStale: sp.MaxStalenessMinutes * 60, window: sp.window()}
 	if n.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
@@ -265,8 +273,8 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if p.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
-	if p.times.n != nt {
-		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), p.times.n, nt)
+	if p.times.len() != nt {
+		return nil, cfg.Errorf(sp.Field+".store", "%s/%s has %d times; the data has %d", ds, m.name(axisTime), p.times.len(), nt)
 	}
 	if p.ids, err = readIDs(cfg, sp, ds, m.name(axisID), nk); err != nil {
 		return nil, err

@@ -120,6 +120,9 @@ func (r *planReport) text() string {
 	}
 	if r.Mode != "" {
 		fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		for _, rej := range r.Rejections {
+			fmt.Fprintf(&b, "    %s\n", rej)
+		}
 		fmt.Fprintf(&b, "  decoded data %s against a cache of %s: %s sampling\n", bytesText(r.DecodedBytes), bytesText(r.CacheBytes), r.Mode)
 	}
 	if r.Order == config.OrderEpochs {

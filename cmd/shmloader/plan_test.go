@@ -51,8 +51,12 @@ func TestPlanNowcast(t *testing.T) {
 		rep.Candidates < 1 || rep.CacheBytes != 64<<20 || rep.Mode != sampler.SampleRandom {
 		t.Fatalf("%+v", rep)
 	}
-	if text := rep.text(); !strings.Contains(text, "random sampling") || !strings.Contains(text, "t0 candidates") {
+	if text := rep.text(); !strings.Contains(text, "random sampling") || !strings.Contains(text, "t0 candidates") ||
+		!strings.Contains(text, "source[0] (satellite) rejects 18: at t0 ") || !strings.Contains(text, "source[2] (pv) rejects ") {
 		t.Fatalf("plan text:\n%s", text)
+	}
+	if len(rep.Rejections) != 3 || rep.Rejections[1].Field != "source[1]" || rep.Rejections[1].Name != "nwp" {
+		t.Fatalf("rejections %+v", rep.Rejections)
 	}
 	if _, err := makePlan(cfg, sourceFlags{dataRoot: t.TempDir(), world: 1}, sampler.Stream{WorldSize: 1}); err == nil || !strings.Contains(err.Error(), "source[0].store") {
 		t.Fatalf("empty data root: %v", err)

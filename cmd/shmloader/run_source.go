@@ -42,6 +42,8 @@ type runSource struct {
 	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
 
 	reported ring.JobCounters // counters already added to the ring (publish)
+
+	rejections []sampler.Rejection // anchor times each zarr source rules out as t0 (logged at start-up)
 }
 
 // openSources opens the configured sources (for zarr: metadata and coordinates only). Its
@@ -55,7 +57,7 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(heapLimit)
 	}
-	s := &runSource{Source: src, log: log, start: time.Now()}
+	s := &runSource{Source: src, log: log, start: time.Now(), rejections: src.Rejections()}
 	st := src.Stats()
 	ev := log.Info().Int("tensors", len(src.Tensors())).Uint64("rank", stream.Rank).Uint64("world_size", stream.WorldSize).
 		Dur("open", time.Since(t)).Dur("since_exec", time.Since(processStart))
@@ -73,6 +75,13 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 		}
 	}
 	ev.Msg("sources ready")
+	// Which anchor times each source rules out as t0 (a gap, the window past an end, no NWP run
+	// old enough) and the first such time: the first thing to look at when there are fewer
+	// candidates than the data suggests.
+	for _, r := range s.rejections {
+		log.Info().Str("source", r.Field).Str("name", r.Name).Int("rejected_t0", r.Count).
+			Str("first", r.First).Msg("t0 rejections")
+	}
 	if log.GetLevel() <= zerolog.InfoLevel {
 		go func() { // progress for -v: the counters every statsEvery, until the process exits
 			for range time.Tick(statsEvery) {

@@ -49,7 +49,9 @@ def plan(
     Opens the stores as :class:`Loader` would (metadata and coordinates only) and returns
     ``shmloader plan --json``'s report as a dict: ``sources`` (each source's store, dims in store
     order, shape and window steps), ``tensors``, ``batch_bytes``, the sampling ``mode``,
-    ``t0_candidates``, ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
+    ``t0_candidates``, ``t0_rejections`` (per source: ``field``, ``name``, ``count`` of anchor
+    times it rules out as t0 and why the ``first`` was; a ``batch`` entry for the times
+    t0_start / t0_end leave out), ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
     ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
 
     Raises :class:`ConfigError` naming the field when the configuration or its stores are
