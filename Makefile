@@ -13,12 +13,13 @@ all: build
 build: go-build clib
 
 # The PROJ C library, which the sampler's projections use (through github.com/twpayne/go-proj,
-# cgo): Debian's libproj-dev and proj-data, installed with apt-get when pkg-config lacks it.
+# cgo, found with pkg-config): Debian's pkg-config, libproj-dev and proj-data, installed with
+# apt-get when pkg-config or PROJ is missing.
 sysdeps:
-	@pkg-config --exists proj || { \
+	@pkg-config --exists proj 2>/dev/null || { \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  echo "installing libproj-dev and proj-data (PROJ) with apt-get"; \
-	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq libproj-dev proj-data; }
+	  echo "installing pkg-config, libproj-dev and proj-data (PROJ) with apt-get"; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq pkg-config libproj-dev proj-data; }
 
 go-build: sysdeps
 	@mkdir -p bin

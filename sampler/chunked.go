@@ -39,6 +39,11 @@ type chunked struct {
 	normStd   []float64
 	nanToZero bool
 
+	// For the plan: the mapping of the store's dimensions ("time=time channel=variable ...")
+	// and the direction of the coordinates along y and x, as the roles found them.
+	axes   string
+	orders map[string]string
+
 	scratch sync.Pool // *[]byte of elems * itemLen: the native chunk
 	load    chunkLoader
 	idxPool sync.Pool // *[]int: chunk coordinates
@@ -55,6 +60,7 @@ func newChunked(id int, what string, arr Array, m *dimMap) (*chunked, error) {
 	c := &chunked{id: uint64(id), what: what, arr: arr, shape: shape, chunks: chunks, chanAxis: -1, storeRank: len(shape)}
 	if m != nil {
 		c.canonical(m)
+		c.axes = m.String()
 	}
 	conv, err := newDecoder(arr)
 	if err != nil {
@@ -320,4 +326,19 @@ func (c *chunked) fillValue() float32 {
 		return 0
 	}
 	return float32(math.NaN())
+}
+
+// noteOrder records the direction of the coordinate along canonical axis ax.
+func (c *chunked) noteOrder(ax string, coord []float64) {
+	if c.orders == nil {
+		c.orders = map[string]string{}
+	}
+	switch {
+	case len(coord) < 2:
+		c.orders[ax] = "single"
+	case coord[len(coord)-1] > coord[0]:
+		c.orders[ax] = "ascending"
+	default:
+		c.orders[ax] = "descending"
+	}
 }

@@ -15,6 +15,9 @@ type Plan struct {
 	Candidates   int    `json:"t0_candidates,omitempty"` // anchor times where every window fits
 	AnchorTimes  int    `json:"anchor_times,omitempty"`  // anchor times in the store
 	Centres      int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
+	// Site-anchored: the locations examples are centred on, and the systems dropped.
+	Locations        int `json:"locations,omitempty"`
+	LocationsDropped int `json:"locations_dropped,omitempty"`
 	DecodedBytes int64  `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes   int64  `json:"cache_bytes,omitempty"`   // the cache budget
 	// Rejections are the anchor times each source rules out as t0, and why the first was
@@ -48,6 +51,11 @@ type SourcePlan struct {
 	// Dims are the data array's dimension names in store order, Shape its shape.
 	Dims  []string `json:"dims,omitempty"`
 	Shape []int    `json:"shape,omitempty"`
+	// Axes maps the role's canonical axes to the store's dimensions ("time=time_utc
+	// channel=channel y=y_geostationary x=x_geostationary"); Order is the direction of the
+	// coordinates along y and x (crops keep it).
+	Axes  string            `json:"axes,omitempty"`
+	Order map[string]string `json:"coordinate_order,omitempty"`
 	// WindowSteps is the number of time steps of one example's window.
 	WindowSteps int `json:"window_steps,omitempty"`
 }
@@ -74,6 +82,7 @@ func (s *Set) Plan() Plan {
 func (j *Job) plan(p *Plan) {
 	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.len()
 	p.Centres = j.ny * j.nx
+	p.Locations, p.LocationsDropped = j.Locations(), j.LocationsDropped()
 	p.Rejections = j.Rejections()
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()
 	if st := j.Stats(); st.Order == config.OrderEpochs {
@@ -83,7 +92,7 @@ func (j *Job) plan(p *Plan) {
 		sp, c := s.spec(), s.data()
 		p.Sources = append(p.Sources, SourcePlan{
 			Field: sp.Field, Name: sp.Name, Kind: "zarr", Role: sp.Role, Store: j.stores[i], Variable: sp.Variable,
-			Dims: c.arr.Dims(), Shape: c.shape, WindowSteps: sp.Steps(),
+			Dims: c.arr.Dims(), Shape: c.arr.Shape(), Axes: c.axes, Order: c.orders, WindowSteps: sp.Steps(),
 		})
 	}
 }

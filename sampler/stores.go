@@ -200,6 +200,8 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 	if g.xs, err = readFloats(cfg, sp, ds, m.name(axisX), nx); err != nil {
 		return nil, err
 	}
+	c.noteOrder(axisY, g.ys)
+	c.noteOrder(axisX, g.xs)
 	if anchor != nil {
 		if sp.Height > ny || sp.Width > nx {
 			return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "a %d x %d crop does not fit the %d x %d grid", sp.Height, sp.Width, ny, nx)
@@ -248,6 +250,8 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	if err != nil {
 		return nil, err
 	}
+	c.noteOrder(axisY, ys)
+	c.noteOrder(axisX, xs)
 	if sp.Height > ny {
 		return nil, cfg.Errorf(sp.Field+".image_size_pixels_height", "%d does not fit the NWP grid of %d rows", sp.Height, ny)
 	}

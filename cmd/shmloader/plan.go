@@ -115,11 +115,20 @@ func (r *planReport) text() string {
 		if s.Store != "" {
 			fmt.Fprintf(&b, ", %s/%s dims (%s) shape %v, window %s", s.Store, s.Variable,
 				strings.Join(s.Dims, ", "), s.Shape, plural(s.WindowSteps, "step"))
+			fmt.Fprintf(&b, "\n      axes %s", s.Axes)
+			for _, ax := range []string{"y", "x"} {
+				if o := s.Order[ax]; o != "" {
+					fmt.Fprintf(&b, ", %s %s", ax, o)
+				}
+			}
 		}
 		b.WriteString("\n")
 	}
 	if r.Mode != "" {
 		fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		if r.Locations > 0 {
+			fmt.Fprintf(&b, "  site-anchored: %d locations kept, %d dropped\n", r.Locations, r.LocationsDropped)
+		}
 		for _, rej := range r.Rejections {
 			fmt.Fprintf(&b, "    %s\n", rej)
 		}

@@ -51,6 +51,12 @@ def test_plan_matches_the_stores(data: Path) -> None:
         assert got["shape"] == list(da.shape)
         steps = (want["interval_end_minutes"] - want["interval_start_minutes"]) // want["time_resolution_minutes"] + 1
         assert got["window_steps"] == steps
+        if want.get("role", "grid") in ("grid", "nwp"):
+            ds = xr.open_zarr(data / want["store"], chunks=None)
+            for ax in ("y", "x"):
+                c = ds[ax].values
+                assert got["coordinate_order"][ax] == ("ascending" if c[-1] > c[0] else "descending")
+            assert "y=y x=x" in got["axes"]
     ref = NowcastReference(data)
     assert rep["t0_candidates"] == len(ref.valid_t0_indices())
     assert rep["anchor_times"] == len(ref.sat_time)
