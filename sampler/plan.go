@@ -11,15 +11,15 @@ type Plan struct {
 	BatchBytes int64 `json:"batch_bytes"`
 
 	// The zarr job's sampling; zero without zarr sources.
-	Mode         string `json:"mode,omitempty"`          // SampleRandom or SampleLocality
-	Candidates   int    `json:"t0_candidates,omitempty"` // anchor times where every window fits
-	AnchorTimes  int    `json:"anchor_times,omitempty"`  // anchor times in the store
-	Centres      int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
+	Mode        string `json:"mode,omitempty"`          // SampleRandom or SampleLocality
+	Candidates  int    `json:"t0_candidates,omitempty"` // anchor times where every window fits
+	AnchorTimes int    `json:"anchor_times,omitempty"`  // anchor times in the store
+	Centres     int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
 	// Site-anchored: the locations examples are centred on, and the systems dropped.
-	Locations        int `json:"locations,omitempty"`
-	LocationsDropped int `json:"locations_dropped,omitempty"`
-	DecodedBytes int64  `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
-	CacheBytes   int64  `json:"cache_bytes,omitempty"`   // the cache budget
+	Locations        int   `json:"locations,omitempty"`
+	LocationsDropped int   `json:"locations_dropped,omitempty"`
+	DecodedBytes     int64 `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
+	CacheBytes       int64 `json:"cache_bytes,omitempty"`   // the cache budget
 	// Rejections are the anchor times each source rules out as t0, and why the first was
 	// (Job.Rejections).
 	Rejections []Rejection `json:"t0_rejections,omitempty"`
