@@ -85,6 +85,22 @@ def machine() -> str:
             f"load average at start {load[0]:.1f}")
 
 
+def previous_sections(readme: str) -> dict[str, str]:
+    """The sections of an earlier README by part title. A section runs from its "## TITLE"
+    heading to the next part's: the parts' own output may hold "##" headings of its own."""
+    starts = []
+    for title, *_ in PARTS.values():
+        i = readme.find(f"\n## {title}")
+        if i >= 0:
+            starts.append((i, title))
+    starts.sort()
+    out = {}
+    for k, (i, title) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(readme)
+        out[title] = readme[i + 1:end]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short runs of every part")
@@ -139,8 +155,7 @@ def main() -> int:
         if args.only and readme.exists():
             # Keep the other parts' sections from the last run; replace those run now.
             old = readme.read_text()
-            kept = {sec.split("\n", 1)[0].split(" (FAILED")[0]: "## " + sec
-                    for sec in old.split("\n## ")[1:]}
+            kept = previous_sections(old)
             fresh = {sec.split("\n", 1)[0][3:].split(" (FAILED")[0]: sec for sec in sections}
             sections = [fresh.get(t) or kept[t] for t, *_ in PARTS.values() if t in fresh or t in kept]
             head = old.split("\n## ", 1)[0].rstrip() + (
