@@ -158,7 +158,10 @@ def main() -> int:
             kept = previous_sections(old)
             fresh = {sec.split("\n", 1)[0][3:].split(" (FAILED")[0]: sec for sec in sections}
             sections = [fresh.get(t) or kept[t] for t, *_ in PARTS.values() if t in fresh or t in kept]
-            head = old.split("\n## ", 1)[0].rstrip() + (
+            # One note per rerun part: an earlier note about only these parts is replaced.
+            notes = [p for p in old.split("\n## ", 1)[0].rstrip().split("\n\n")
+                     if not (p.startswith("The parts ") and set(p[len("The parts "):].split(" were rerun")[0].split(", ")) <= set(names))]
+            head = "\n\n".join(notes) + (
                 f"\n\nThe parts {', '.join(names)} were rerun on {dt.date.today().isoformat()} "
                 f"(machine at that time: {mach}).\n")
         readme.write_text(head + "\n" + "\n".join(s.rstrip() + "\n" for s in sections))
