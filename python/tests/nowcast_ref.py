@@ -12,8 +12,12 @@ It also says which t0 indices and centres are valid (:meth:`valid_t0_indices`,
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 import xarray as xr
@@ -174,3 +178,24 @@ class NowcastReference:
     def example_at(self, i: int, cy: int, cx: int) -> Example:
         """The expected example for satellite time index i and centre pixel (cy, cx)."""
         return self.example(self.unix_seconds(i), float(self.sat_x[cx]), float(self.sat_y[cy]))
+
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+@contextlib.contextmanager
+def generated_nowcast(parent: Path, name: str, **kw: Any) -> Iterator[Path]:
+    """A nowcast-ref dataset written by tools/gen_nowcast.py into parent/name (keyword
+    arguments as gen_nowcast.generate takes them), removed afterwards: the stores are large for
+    pytest's kept temporary directories."""
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import gen_nowcast
+    finally:
+        sys.path.remove(str(TOOLS))
+    out = parent / name
+    gen_nowcast.generate(out, quiet=True, **kw)
+    try:
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,7 +29,7 @@ import numpy as np
 import pytest
 
 import gobatch
-from nowcast_ref import NowcastReference
+from nowcast_ref import NowcastReference, generated_nowcast
 from synthetic import config as synthetic_config
 from synthetic import run_shmloader, wait_for, write_config
 from test_sampler_loader import check_examples, preset, source
@@ -46,15 +44,8 @@ Batch = dict[str, np.ndarray]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import gen_nowcast
-    finally:
-        sys.path.remove(str(REPO / "tools"))
-    out = tmp_path_factory.mktemp("nowcast") / "epochs"
-    gen_nowcast.generate(out, days=0.5, pixels=128, seed=5, quiet=True)
-    yield out
-    shutil.rmtree(out, ignore_errors=True)
+    with generated_nowcast(tmp_path_factory.mktemp("nowcast"), "epochs", days=0.5, pixels=128, seed=5) as out:
+        yield out
 
 
 @pytest.fixture(scope="module")

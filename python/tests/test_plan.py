@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-import shutil
-import sys
 import tomllib
 from pathlib import Path
 from typing import Iterator
@@ -16,7 +14,7 @@ import pytest
 import xarray as xr
 
 import gobatch
-from nowcast_ref import NowcastReference
+from nowcast_ref import NowcastReference, generated_nowcast
 
 REPO = Path(__file__).resolve().parents[2]
 PRESET = REPO / "presets" / "nowcast.toml"
@@ -26,15 +24,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import gen_nowcast
-    finally:
-        sys.path.remove(str(REPO / "tools"))
-    out = tmp_path_factory.mktemp("plan") / "half-day"
-    gen_nowcast.generate(out, days=0.5, pixels=64, seed=3, quiet=True)
-    yield out
-    shutil.rmtree(out, ignore_errors=True)
+    with generated_nowcast(tmp_path_factory.mktemp("plan"), "half-day", days=0.5, pixels=64, seed=3) as out:
+        yield out
 
 
 def preset() -> dict:

@@ -19,8 +19,6 @@ under a changed condition (reader count, a second run, a resume, DDP ranks):
 from __future__ import annotations
 
 import copy
-import shutil
-import sys
 import threading
 import time
 import tomllib
@@ -32,7 +30,7 @@ import psutil
 import pytest
 
 import gobatch
-from nowcast_ref import NowcastReference
+from nowcast_ref import NowcastReference, generated_nowcast
 
 REPO = Path(__file__).resolve().parents[2]
 PRESET = REPO / "presets" / "nowcast.toml"
@@ -49,15 +47,8 @@ Batch = dict[str, np.ndarray]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import gen_nowcast
-    finally:
-        sys.path.remove(str(REPO / "tools"))
-    out = tmp_path_factory.mktemp("nowcast") / "half-day"
-    gen_nowcast.generate(out, days=0.5, pixels=256, seed=11, quiet=True)
-    yield out
-    shutil.rmtree(out, ignore_errors=True)  # 120 MB: do not leave it in pytest's kept temp dirs
+    with generated_nowcast(tmp_path_factory.mktemp("nowcast"), "half-day", days=0.5, pixels=256, seed=11) as out:
+        yield out
 
 
 def preset(**batch: Any) -> dict[str, Any]:
