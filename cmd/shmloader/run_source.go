@@ -142,17 +142,23 @@ func (s *runSource) publish(r *ring.Ring) {
 	now := ring.JobCounters{
 		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
 		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
+		ChunksDecoded: st.ChunksDecoded, ChunksMissing: st.ChunksMissing,
 	}
 	if st.SegmentsSum > 0 {
 		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
 	}
 	last := s.reported
-	r.AddJobCounters(ring.JobCounters{
+	d := ring.JobCounters{
 		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
 		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
 		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
 		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
-	})
+	}
+	for i := range d.ChunksDecoded {
+		d.ChunksDecoded[i] = now.ChunksDecoded[i] - last.ChunksDecoded[i]
+		d.ChunksMissing[i] = now.ChunksMissing[i] - last.ChunksMissing[i]
+	}
+	r.AddJobCounters(d)
 	s.reported = now
 }
 
