@@ -155,7 +155,8 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 
 // loadParallel decodes the chunks of keys (batch g's) into the cache with workers goroutines,
 // which start the chunks of lower batches being prefetched by other readers first. It returns
-// when every chunk of keys is decoded (or failed: the gather reports the error and retries).
+// when every chunk of keys is decoded, or at a worker's first failure (the gather reports the
+// error and retries).
 func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
 	w := &decodeWork{g: g, keys: keys}
 	j.decodes.add(w)
@@ -168,9 +169,13 @@ func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
 					return
 				}
 				c := j.srcs[k>>keyShift].data()
-				if e, err := j.cache.acquire(k, c.elems, c.load); err == nil {
-					j.cache.release(e)
+				e, err := j.cache.acquire(k, c.elems, c.load)
+				if err != nil {
+					// The gather meets the same error and reports it: loading the rest first
+					// would only delay that (by a deadline per chunk on a hung mount).
+					return
 				}
+				j.cache.release(e)
 			}
 		})
 	}

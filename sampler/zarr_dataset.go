@@ -100,6 +100,13 @@ func (z *zarrArray) MissingChunkError(idx []int) error { return z.a.ChunkError(i
 // ChunkError wraps err with the store, the array and the key of chunk idx.
 func (z *zarrArray) ChunkError(idx []int, err error) error { return z.a.ChunkError(idx, err) }
 
+// storedChunks counts the chunk objects on the store's listing (no chunk is read) and those
+// the array has when complete (storeLister).
+func (z *zarrArray) storedChunks() (stored, total int, err error) {
+	stored, _, err = z.a.StoredChunks()
+	return stored, z.a.NumObjects(), err
+}
+
 func (z *zarrArray) all() (start, stop []int) {
 	return make([]int, len(z.a.Shape)), z.a.Shape
 }

@@ -256,6 +256,16 @@ func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 	return count, bytes, nil
 }
 
+// NumObjects is the number of chunk objects the array has when every one is stored: its
+// chunks, or its shards for a sharded array (what StoredChunks counts).
+func (a *Array) NumObjects() int {
+	n, obj := 1, a.objectShape()
+	for d, s := range a.Shape {
+		n *= (s + obj[d] - 1) / obj[d]
+	}
+	return n
+}
+
 // isChunkKey reports whether rel (relative to the array) is one of its chunk keys.
 func (a *Array) isChunkKey(rel string) bool {
 	if a.keys.prefix != "" {
