@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -16,6 +17,7 @@ type holeyArray struct {
 	*memArray
 	missing func(idx []int) bool
 	block   chan struct{} // nil: reads return at once
+	delay   time.Duration // each read takes this long (a slow disk)
 	served  atomic.Uint64 // chunks read as the fill value
 }
 
@@ -23,6 +25,7 @@ func (h *holeyArray) DecodeChunkFound(idx []int, dst []byte) (bool, error) {
 	if h.block != nil {
 		<-h.block
 	}
+	time.Sleep(h.delay)
 	if h.missing != nil && h.missing(idx) {
 		for i := 0; i+1 < len(dst); i += 2 { // int16 fill -1
 			dst[i], dst[i+1] = 0xff, 0xff
@@ -187,4 +190,39 @@ func TestCoverage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFillStopsOnCancel: a fill decoding a batch's chunks from a slow store (30 ms a chunk, a
+// batch of some 30 chunks) returns within 100 ms of its context's end: the prefetch stops
+// taking chunks and the gather stops between examples. (The context ends when the watchdog
+// sees the consumer gone.)
+func TestFillStopsOnCancel(t *testing.T) {
+	var worst time.Duration
+	const trials = 10
+	for trial := 0; trial < trials; trial++ {
+		j, _, err := newHoleyJob(t, "", func(h *holeyArray) { h.delay = 30 * time.Millisecond })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- j.Fill(cctx, uint64(trial), batchBuf(j)) }()
+		time.Sleep(time.Duration(20+7*trial) * time.Millisecond)
+		cancel()
+		start := time.Now()
+		select {
+		case err = <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the fill did not stop within 5 s of the cancellation")
+		}
+		took := time.Since(start)
+		worst = max(worst, took)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("trial %d: %v; want the cancellation", trial, err)
+		}
+		if took > 100*time.Millisecond {
+			t.Fatalf("trial %d: the fill returned %v after the cancellation; want within 100 ms", trial, took)
+		}
+	}
+	t.Logf("%d trials: the fill stopped at worst %v after the cancellation", trials, worst)
 }

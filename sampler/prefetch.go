@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -114,7 +115,7 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 
 // prefetch decodes, in parallel, the missing chunks of the grid and NWP windows of global
 // batch g (point data is small and left to the gather).
-func (j *Job) prefetch(g uint64, rs *readerState) {
+func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 	keys := rs.keys[:0]
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
@@ -150,20 +151,24 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 	if workers < 2 || bytes > j.cache.Budget()/2 {
 		return
 	}
-	j.loadParallel(g, missing, workers)
+	j.loadParallel(ctx, g, missing, workers)
 }
 
 // loadParallel decodes the chunks of keys (batch g's) into the cache with workers goroutines,
 // which start the chunks of lower batches being prefetched by other readers first. It returns
-// when every chunk of keys is decoded, or at a worker's first failure (the gather reports the
+// when every chunk of keys is decoded, when ctx ends (each worker finishes the chunk it is
+// decoding), or at a worker's first failure (the gather reports the
 // error and retries).
-func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
+func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers int) {
 	w := &decodeWork{g: g, keys: keys}
 	j.decodes.add(w)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for {
+				if ctx.Err() != nil {
+					return // the process is stopping (the consumer is gone): no more decoding
+				}
 				k, ok := j.decodes.take(w)
 				if !ok {
 					return
@@ -193,5 +198,5 @@ func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
 func (j *Job) Prefetch(g uint64) {
 	rs := j.state()
 	defer j.putState(rs)
-	j.prefetch(g, rs)
+	j.prefetch(context.Background(), g, rs)
 }
