@@ -151,16 +151,18 @@ func TestChunkDeadline(t *testing.T) {
 	}
 }
 
-// TestCoverage: a source whose grid lies beyond the anchor's centres is refused naming both
-// extents; one whose crops clamp at its border within one pixel is accepted.
+// TestCoverage: a source whose grid lies away from every anchor centre is refused naming both
+// extents; one that reaches some of them is accepted.
 func TestCoverage(t *testing.T) {
 	// The NWP grid (10 columns 8 km apart from x = 200 km, crops of 4) against the anchor's
-	// centres (x 208 .. 270 km): shifted by 30 km east or 20 km west its crops clamp at the
-	// border (within one pixel), by 40 km it misses the outermost centres, by 10,000 km all.
+	// centres (x 208 .. 270 km): shifted by 40 km it misses the outermost centres (their crops
+	// clamp at its border, as where a regional NWP meets a wider satellite view); by 90 km
+	// east (80 km west) the nearest centre is still within reach of a crop (half a crop and
+	// one pixel, 24 km); by 100 km east, 90 km west or 10,000 km it misses them all.
 	for _, c := range []struct {
 		shift float64
 		ok    bool
-	}{{0, true}, {30000, true}, {-20000, true}, {40000, false}, {-40000, false}, {1e7, false}} {
+	}{{0, true}, {40000, true}, {-40000, true}, {90000, true}, {-80000, true}, {100000, false}, {-90000, false}, {1e7, false}} {
 		cfg, err := parseCfg(t, fmt.Sprintf(memConfig, ""))
 		if err != nil {
 			t.Fatal(err)
@@ -192,7 +194,7 @@ func TestCoverage(t *testing.T) {
 	}
 }
 
-// TestFillStopsOnCancel: a fill decoding a batch's chunks from a slow store (30 ms a chunk, a
+// TestFillStopsOnCancel: a fill decoding a batch's chunks from a slow store (20 ms a chunk, a
 // batch of some 30 chunks) returns within 100 ms of its context's end: the prefetch stops
 // taking chunks and the gather stops between examples. (The context ends when the watchdog
 // sees the consumer gone.)
@@ -200,7 +202,7 @@ func TestFillStopsOnCancel(t *testing.T) {
 	var worst time.Duration
 	const trials = 10
 	for trial := 0; trial < trials; trial++ {
-		j, _, err := newHoleyJob(t, "", func(h *holeyArray) { h.delay = 30 * time.Millisecond })
+		j, _, err := newHoleyJob(t, "", func(h *holeyArray) { h.delay = 20 * time.Millisecond })
 		if err != nil {
 			t.Fatal(err)
 		}

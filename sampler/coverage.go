@@ -7,13 +7,15 @@ import (
 	"github.com/gobatch/gobatch/config"
 )
 
-// Coverage: a grid or NWP source must reach every centre the anchor draws. Its crop table
+// Coverage: a grid or NWP source must reach the centres the anchor draws. Its crop table
 // clamps a crop into the grid, so a grid that lies elsewhere (an NWP store of another
-// region, a wrong crs) would otherwise give every example the same border crop. The crop
-// centred on a centre must come within one pixel of the grid: a centre may lie outside the
-// grid's outermost coordinates by up to half the source's crop plus one pixel (the crop then
-// clamps at the border by at most one pixel's worth of its own extent); further out, the
-// source is refused at start-up, naming its grid's extent and the centres'.
+// region, a wrong crs, coordinates in other units) would otherwise give every example the
+// same border crop. A centre is reached when the crop centred on it comes within one pixel
+// of the grid: it lies outside the grid's outermost coordinates by at most half the source's
+// crop plus one pixel. A source that reaches none of the centres is refused at start-up,
+// naming its grid's extent and the centres'. One that reaches only some is accepted: a
+// regional NWP under a wider satellite view is the usual case (the centres beyond it get
+// crops clamped at its border).
 
 // coverage is what a crop table was built from, kept for the check once the centres are known.
 type coverage struct {
@@ -68,7 +70,7 @@ func (cs centreSet) each(f func(cy, cx int) bool) {
 	}
 }
 
-// checkCoverage refuses a grid or NWP source whose grid does not hold every centre.
+// checkCoverage refuses a grid or NWP source whose grid reaches none of the centres.
 func (j *Job) checkCoverage() error {
 	cs := j.centreSet()
 	for _, src := range j.srcs {
@@ -97,17 +99,16 @@ func (cv *coverage) check(cfg *config.Config, sp *Spec, cs centreSet) error {
 	var cover struct{ xlo, xhi, ylo, yhi float64 }
 	cover.xlo, cover.ylo = math.Inf(1), math.Inf(1)
 	cover.xhi, cover.yhi = math.Inf(-1), math.Inf(-1)
-	badY, badX, bad := -1, -1, false
+	reached, n := false, 0
 	cs.each(func(cy, cx int) bool {
 		x, y := cv.pos.at(cy, cx)
 		cover.xlo, cover.xhi = math.Min(cover.xlo, x), math.Max(cover.xhi, x)
 		cover.ylo, cover.yhi = math.Min(cover.ylo, y), math.Max(cover.yhi, y)
-		if !bad && (okx && !ex.holds(x) || oky && !ey.holds(y)) {
-			badY, badX, bad = cy, cx, true
-		}
-		return true
+		n++
+		reached = (!okx || ex.holds(x)) && (!oky || ey.holds(y))
+		return !reached
 	})
-	if !bad {
+	if reached || n == 0 {
 		return nil
 	}
 	key := sp.Field + ".store"
@@ -117,12 +118,11 @@ func (cv *coverage) check(cfg *config.Config, sp *Spec, cs centreSet) error {
 	case sp.CRS != "":
 		key = sp.Field + ".crs"
 	}
-	x, y := cv.pos.at(badY, badX)
 	return cfg.Errorf(key, "the grid of %s (x %s, y %s in its coordinates) does not cover the anchor's centres (x %s, y %s in the same coordinates): "+
-		"the centre at anchor row %d, column %d is at x %.6g, y %.6g, where a crop of %d x %d pixels would not come within one pixel of the grid; expected a grid that holds every centre "+
+		"a crop of %d x %d pixels around any of them would not come within one pixel of the grid; expected a grid over the anchor's region "+
 		"(check the store, its crs or anchor_coords)",
 		sp.Name, extentText(ex.lo, ex.hi, okx, cv.xs), extentText(ey.lo, ey.hi, oky, cv.ys), extentText(cover.xlo, cover.xhi, true, nil), extentText(cover.ylo, cover.yhi, true, nil),
-		badY, badX, x, y, sp.Height, sp.Width)
+		sp.Height, sp.Width)
 }
 
 // extentText writes a range for a message; a coordinate of one value is written as that value.
