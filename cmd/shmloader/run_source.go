@@ -178,4 +178,10 @@ func (s *runSource) logStats() {
 		ev = ev.Float64("segments_per_batch", st.SegmentsPerBatch).Int("resident_segments", st.ResidentSegments)
 	}
 	ev.Msg("sampler stats")
+	for i, m := range st.ChunksMissing {
+		if m > 0 { // a store cut short: say so once more at exit, beside the consumer's stats
+			s.log.Warn().Int("source", i).Uint64("chunks_missing", m).Uint64("chunks_decoded", st.ChunksDecoded[i]).
+				Float64("missing_fraction", float64(m)/float64(st.ChunksDecoded[i])).Msg("chunks not stored were read as the fill value")
+		}
+	}
 }
