@@ -279,21 +279,23 @@ func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, aban
 		found, err = c.decodeNow(sidx, native)
 		return found, err, false
 	}
-	type result struct {
-		found bool
-		err   error
+	call, _ := deadlineCalls.Get().(*deadlineCall)
+	if call == nil {
+		call = &deadlineCall{done: make(chan deadlineResult, 1), t: time.NewTimer(time.Hour)}
+		call.t.Stop()
 	}
-	done := make(chan result, 1)
 	go func() {
 		f, e := c.decodeNow(sidx, native)
-		done <- result{f, e}
+		call.done <- deadlineResult{f, e}
 	}()
-	t := time.NewTimer(c.deadline)
-	defer t.Stop()
+	call.t.Reset(c.deadline)
 	select {
-	case r := <-done:
+	case r := <-call.done:
+		call.t.Stop()
+		deadlineCalls.Put(call)
 		return r.found, r.err, false
-	case <-t.C:
+	case <-call.t.C:
+		// The goroutine will still send on call.done: the call is never reused.
 	}
 	err = fmt.Errorf("read did not finish within %v (a hung mount or a file that never delivers?): %w", c.deadline, ErrChunkDeadline)
 	if p, ok := c.arr.(presenceArray); ok {
@@ -301,6 +303,20 @@ func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, aban
 	}
 	return false, err, true
 }
+
+// deadlineCall is the channel and timer of a read under a deadline, reused from one read to
+// the next (a miss allocates only the goroutine's closure).
+type deadlineCall struct {
+	done chan deadlineResult
+	t    *time.Timer
+}
+
+type deadlineResult struct {
+	found bool
+	err   error
+}
+
+var deadlineCalls sync.Pool
 
 func (c *chunked) decodeNow(sidx []int, native []byte) (bool, error) {
 	if p, ok := c.arr.(presenceArray); ok {
