@@ -228,3 +228,30 @@ func TestFillStopsOnCancel(t *testing.T) {
 	}
 	t.Logf("%d trials: the fill stopped at worst %v after the cancellation", trials, worst)
 }
+
+// BenchmarkChunkDeadline: a chunk load with and without a deadline (the deadline's goroutine
+// and timer, against the decode of a 12 x 4 x 16 x 16 int16 chunk).
+func BenchmarkChunkDeadline(b *testing.B) {
+	cfg, err := parseCfg(b, fmt.Sprintf(memConfig, ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := NewJob(cfg, Options{Open: memOpen(newMemNowcast(smallMem))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	c := j.srcs[0].data()
+	dst := make([]float32, c.elems)
+	for _, d := range []time.Duration{0, time.Minute} {
+		b.Run(fmt.Sprint("deadline=", d), func(b *testing.B) {
+			c.deadline = d
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := c.loadChunk(c.key(i%4), dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
