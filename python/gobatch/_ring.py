@@ -358,7 +358,10 @@ class Ring:
 
     def stats(self) -> Dict[str, Any]:
         """Counters of the ring: batches and bytes read, time the consumer waited for batches and
-        the producers for free slots, rates since attach."""
+        the producers for free slots, rates since attach; the sampler's cache counters, and per
+        source (lists indexed by the source's position in the configuration) ``chunks_decoded``,
+        ``chunks_missing`` (chunks not stored, read as the fill value) and
+        ``missing_chunk_fraction``."""
         if self._foreign:
             raise self._foreign_error()
         s = _lib.Stats()
