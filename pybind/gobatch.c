@@ -588,6 +588,10 @@ int gb_stats(gb_ring *r, gb_stats_t *out) {
     out->cache_budget = ld64(r, GB_H_CACHE_BUDGET);
     out->segments_sum = ld64(r, GB_H_SEGMENTS_SUM);
     out->segments_batches = ld64(r, GB_H_SEGMENTS_BATCHES);
+    for (uint32_t i = 0; i < GB_MAX_TENSORS; i++) {
+        out->chunks_decoded[i] = ld64(r, GB_H_CHUNKS_DECODED + 8u * i);
+        out->chunks_missing[i] = ld64(r, GB_H_CHUNKS_MISSING + 8u * i);
+    }
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
         uint32_t st = atomic_load_explicit(a32(r, ENTRY_FIELD(e, GB_R_STATE)), memory_order_seq_cst);
         if (st != GB_ENTRY_FREE) out->producers_total++;

@@ -88,6 +88,8 @@ typedef struct gb_stats_t {
     uint64_t cache_budget;
     uint64_t segments_sum;
     uint64_t segments_batches;
+    uint64_t chunks_decoded[GB_MAX_TENSORS]; /* per source, section 2.5a */
+    uint64_t chunks_missing[GB_MAX_TENSORS];
 } gb_stats_t;
 
 /* Section 3.6 step 1: fstat the file (size >= 8192) and map its header read-write.

@@ -116,6 +116,8 @@
 #define GB_H_CACHE_BUDGET 1440u /* u64 */
 #define GB_H_SEGMENTS_SUM 1448u /* u64 */
 #define GB_H_SEGMENTS_BATCHES 1456u /* u64 */
+#define GB_H_CHUNKS_DECODED 1472u /* u64[32] */
+#define GB_H_CHUNKS_MISSING 1728u /* u64[32] */
 
 /* Registry entries (PROTOCOL.md 2.6): entry i at GB_REGISTRY_BASE + i * GB_REGISTRY_STRIDE;
  * the offsets of its fields */

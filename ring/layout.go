@@ -85,6 +85,8 @@ const (
 	offCacheBudget     = 1440
 	offSegmentsSum     = 1448
 	offSegmentsBatches = 1456
+	offChunksDecoded   = 1472 // u64[MaxTensors]: per source
+	offChunksMissing   = 1728 // u64[MaxTensors]
 
 	offRegistry    = 2048
 	registryStride = 64

@@ -89,6 +89,8 @@ func specRegions() []Region {
 			{"cache_evictions", offCacheEvictions, u64}, {"cache_bytes", offCacheBytes, u64},
 			{"cache_budget", offCacheBudget, u64}, {"segments_sum", offSegmentsSum, u64},
 			{"segments_batches", offSegmentsBatches, u64},
+			{"chunks_decoded", offChunksDecoded, fmt.Sprintf("u64[%d]", MaxTensors)},
+			{"chunks_missing", offChunksMissing, fmt.Sprintf("u64[%d]", MaxTensors)},
 		}},
 		{Section: "2.6", Name: "registry", Base: offRegistry, Stride: registryStride, Fields: []Field{
 			{"state", regState, u32}, {"pid", regPID, u32}, {"starttime", regStarttime, u64},

@@ -153,6 +153,18 @@ type JobCounters struct {
 	CacheHits, CacheMisses, CacheEvictions uint64 // counters
 	CacheBytes, CacheBudget                uint64 // gauges
 	SegmentsSum, SegmentsBatches           uint64 // counters
+	// Per source (index: the source's position in the configuration): chunks decoded, and
+	// those among them that were not stored and read as the fill value (counters).
+	ChunksDecoded, ChunksMissing [MaxTensors]uint64
+}
+
+// MissingFraction is source i's fraction of decoded chunks that were not stored (0 when
+// none was decoded).
+func (c JobCounters) MissingFraction(i int) float64 {
+	if c.ChunksDecoded[i] == 0 {
+		return 0
+	}
+	return float64(c.ChunksMissing[i]) / float64(c.ChunksDecoded[i])
 }
 
 // AddJobCounters adds a producer process's counts since its last report to the ring's
@@ -164,6 +176,12 @@ func (r *Ring) AddJobCounters(d JobCounters) {
 	atomic.AddUint64(r.u64(offCacheEvictions), d.CacheEvictions)
 	atomic.AddUint64(r.u64(offSegmentsSum), d.SegmentsSum)
 	atomic.AddUint64(r.u64(offSegmentsBatches), d.SegmentsBatches)
+	for i := range d.ChunksDecoded {
+		if d.ChunksDecoded[i] != 0 || d.ChunksMissing[i] != 0 {
+			atomic.AddUint64(r.u64(offChunksDecoded+8*uint64(i)), d.ChunksDecoded[i])
+			atomic.AddUint64(r.u64(offChunksMissing+8*uint64(i)), d.ChunksMissing[i])
+		}
+	}
 	atomic.StoreUint64(r.u64(offCacheBytes), d.CacheBytes)
 	atomic.StoreUint64(r.u64(offCacheBudget), d.CacheBudget)
 }
@@ -171,9 +189,14 @@ func (r *Ring) AddJobCounters(d JobCounters) {
 // JobCounters reads the job counters of PROTOCOL.md 2.5a.
 func (r *Ring) JobCounters() JobCounters {
 	ld := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
-	return JobCounters{
+	c := JobCounters{
 		CacheHits: ld(offCacheHits), CacheMisses: ld(offCacheMisses), CacheEvictions: ld(offCacheEvictions),
 		CacheBytes: ld(offCacheBytes), CacheBudget: ld(offCacheBudget),
 		SegmentsSum: ld(offSegmentsSum), SegmentsBatches: ld(offSegmentsBatches),
 	}
+	for i := range c.ChunksDecoded {
+		c.ChunksDecoded[i] = ld(offChunksDecoded + 8*uint64(i))
+		c.ChunksMissing[i] = ld(offChunksMissing + 8*uint64(i))
+	}
+	return c
 }

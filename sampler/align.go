@@ -49,6 +49,7 @@ func (p *positions) at(cy, cx int) (x, y float64) {
 type cropTable struct {
 	w          int
 	rows, cols []int32
+	cover      *coverage // what the table was built from, for the coverage check (coverage.go)
 }
 
 func (t *cropTable) at(cy, cx int) (y0, x0 int) {
@@ -61,7 +62,8 @@ func (t *cropTable) at(cy, cx int) (y0, x0 int) {
 
 // newCropTable places crops of h x w on a grid with coordinates ys, xs around every position.
 func newCropTable(pos *positions, ys, xs []float64, h, w int) cropTable {
-	t := cropTable{w: pos.w, rows: make([]int32, len(pos.ys)), cols: make([]int32, len(pos.xs))}
+	t := cropTable{w: pos.w, rows: make([]int32, len(pos.ys)), cols: make([]int32, len(pos.xs)),
+		cover: &coverage{pos: pos, ys: ys, xs: xs}}
 	ny, nx := newNearest(ys), newNearest(xs)
 	for i, v := range pos.ys {
 		t.rows[i] = int32(cropStart(ny.index(v), h, len(ys)))

@@ -1,9 +1,12 @@
 package sampler
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gobatch/gobatch/readers/zarr"
 )
@@ -38,6 +41,12 @@ type chunked struct {
 	normMean  []float64 // per channel of the store (identity where unselected); nil: none
 	normStd   []float64
 	nanToZero bool
+
+	// Chunk reads: refuse chunks that are not stored (missing_chunks = "error"), the deadline of
+	// one read (0: none), and the counts of chunks decoded and of those that were absent.
+	refuseMissing    bool
+	deadline         time.Duration
+	decoded, missing atomic.Uint64
 
 	// For the plan: the mapping of the store's dimensions ("time=time channel=variable ...")
 	// and the direction of the coordinates along y and x, as the roles found them.
@@ -226,17 +235,98 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 		b := make([]byte, c.elems*c.itemLen)
 		bp = &b
 	}
-	err := c.arr.DecodeChunk(sidx, *bp)
+	found, err, abandoned := c.decode(sidx, *bp)
+	if err == nil {
+		c.decoded.Add(1)
+		if !found {
+			c.missing.Add(1)
+			if c.refuseMissing {
+				err = fmt.Errorf("%s: %w (missing_chunks = %q)", c.what, c.arr.(presenceArray).MissingChunkError(sidx), MissingError)
+			}
+		}
+	}
 	if err == nil {
 		c.convert(dst, *bp)
 		c.postprocess(idx, dst)
-	} else {
+	} else if !errors.Is(err, zarr.ErrMissingChunk) {
 		err = fmt.Errorf("%s: chunk %v: %w", c.what, sidx, err)
+	}
+	if abandoned {
+		return err // a read still blocked owns the buffers: they never go back to the pools
 	}
 	c.scratch.Put(bp)
 	c.idxPool.Put(ip)
 	return err
 }
+
+// presenceArray is implemented by arrays that tell a chunk that is not stored (read as the
+// fill value) from one that is: the store-backed arrays. The others count no missing chunk.
+type presenceArray interface {
+	DecodeChunkFound(idx []int, dst []byte) (found bool, err error)
+	MissingChunkError(idx []int) error
+	ChunkError(idx []int, err error) error
+}
+
+// ErrChunkDeadline is wrapped by the error of a chunk read that did not finish in time.
+var ErrChunkDeadline = errors.New("chunk read deadline passed")
+
+// decode reads chunk sidx (store order) into native; found is false when it was not stored.
+// With a deadline the read runs on its own goroutine: a read that blocks for ever (a hung
+// mount) cannot be interrupted, but the loader returns an error naming the chunk when the
+// deadline passes, and abandoned says that the goroutine still owns sidx and native.
+func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, abandoned bool) {
+	if c.deadline <= 0 {
+		found, err = c.decodeNow(sidx, native)
+		return found, err, false
+	}
+	call, _ := deadlineCalls.Get().(*deadlineCall)
+	if call == nil {
+		call = &deadlineCall{done: make(chan deadlineResult, 1), t: time.NewTimer(time.Hour)}
+		call.t.Stop()
+	}
+	go func() {
+		f, e := c.decodeNow(sidx, native)
+		call.done <- deadlineResult{f, e}
+	}()
+	call.t.Reset(c.deadline)
+	select {
+	case r := <-call.done:
+		call.t.Stop()
+		deadlineCalls.Put(call)
+		return r.found, r.err, false
+	case <-call.t.C:
+		// The goroutine will still send on call.done: the call is never reused.
+	}
+	err = fmt.Errorf("read did not finish within %v (a hung mount or a file that never delivers?): %w", c.deadline, ErrChunkDeadline)
+	if p, ok := c.arr.(presenceArray); ok {
+		err = p.ChunkError(sidx, err)
+	}
+	return false, err, true
+}
+
+// deadlineCall is the channel and timer of a read under a deadline, reused from one read to
+// the next (a miss allocates only the goroutine's closure).
+type deadlineCall struct {
+	done chan deadlineResult
+	t    *time.Timer
+}
+
+type deadlineResult struct {
+	found bool
+	err   error
+}
+
+var deadlineCalls sync.Pool
+
+func (c *chunked) decodeNow(sidx []int, native []byte) (bool, error) {
+	if p, ok := c.arr.(presenceArray); ok {
+		return p.DecodeChunkFound(sidx, native)
+	}
+	return true, c.arr.DecodeChunk(sidx, native)
+}
+
+// chunkCounts are the chunks decoded since the start and those among them that were not stored.
+func (c *chunked) chunkCounts() (decoded, missing uint64) { return c.decoded.Load(), c.missing.Load() }
 
 // convert CF-decodes native chunk bytes into dst in canonical order.
 func (c *chunked) convert(dst []float32, native []byte) {

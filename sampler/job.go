@@ -89,6 +89,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.placeCentres(anchor); err != nil {
 		return nil, err
 	}
+	if err := j.checkCoverage(); err != nil {
+		return nil, err
+	}
 	if err := j.findCandidates(); err != nil {
 		return nil, err
 	}
@@ -202,6 +205,8 @@ func (j *Job) measureData() {
 		c := s.data()
 		c.id = uint64(s.spec().Index)
 		c.nanToZero = s.spec().NaNPolicy == NaNZero
+		c.refuseMissing = s.spec().MissingChunks == MissingError
+		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
 		n := int64(1)
 		for _, g := range c.grid {
 			n *= int64(g)
@@ -460,5 +465,9 @@ func (j *Job) Stats() Stats {
 		s.ResidentSegments = j.loc.resident
 	}
 	s.Cache = j.cache.Stats()
+	for _, src := range j.srcs {
+		i := src.spec().Index
+		s.ChunksDecoded[i], s.ChunksMissing[i] = src.data().chunkCounts()
+	}
 	return s
 }

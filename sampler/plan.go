@@ -58,6 +58,20 @@ type SourcePlan struct {
 	Order map[string]string `json:"coordinate_order,omitempty"`
 	// WindowSteps is the number of time steps of one example's window.
 	WindowSteps int `json:"window_steps,omitempty"`
+	// From the store's listing (no chunk read): the chunk objects stored (chunks, or shards
+	// of a sharded array), those the array has when complete, and the fraction missing,
+	// which read as the fill value (or are refused with missing_chunks = "error").
+	// ChunksListed is false when the store cannot list its keys.
+	ChunksListed         bool     `json:"chunks_listed,omitempty"`
+	ChunksStored         int      `json:"chunks_stored,omitempty"`
+	ChunksTotal          int      `json:"chunks_total,omitempty"`
+	MissingChunkFraction *float64 `json:"missing_chunk_fraction,omitempty"`
+	MissingChunks        string   `json:"missing_chunks,omitempty"` // the policy: MissingFill or MissingError
+}
+
+// storeLister is implemented by arrays whose store can list its chunk keys.
+type storeLister interface {
+	storedChunks() (stored, total int, err error)
 }
 
 // Plan implements the dry run for every part of the set.
@@ -90,9 +104,28 @@ func (j *Job) plan(p *Plan) {
 	}
 	for i, s := range j.srcs {
 		sp, c := s.spec(), s.data()
-		p.Sources = append(p.Sources, SourcePlan{
+		sp2 := SourcePlan{
 			Field: sp.Field, Name: sp.Name, Kind: "zarr", Role: sp.Role, Store: j.stores[i], Variable: sp.Variable,
 			Dims: c.arr.Dims(), Shape: c.arr.Shape(), Axes: c.axes, Order: c.orders, WindowSteps: sp.Steps(),
-		})
+			MissingChunks: sp.MissingChunks,
+		}
+		planChunks(&sp2, c.arr)
+		p.Sources = append(p.Sources, sp2)
 	}
+}
+
+// planChunks fills in the stored chunks of a source from its store's listing; a store that
+// cannot list (an HTTP store, for one) leaves them unknown.
+func planChunks(sp *SourcePlan, arr Array) {
+	l, ok := arr.(storeLister)
+	if !ok {
+		return
+	}
+	stored, total, err := l.storedChunks()
+	if err != nil || total == 0 {
+		return
+	}
+	sp.ChunksListed, sp.ChunksStored, sp.ChunksTotal = true, stored, total
+	f := 1 - float64(min(stored, total))/float64(total)
+	sp.MissingChunkFraction = &f
 }

@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -114,7 +115,7 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 
 // prefetch decodes, in parallel, the missing chunks of the grid and NWP windows of global
 // batch g (point data is small and left to the gather).
-func (j *Job) prefetch(g uint64, rs *readerState) {
+func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 	keys := rs.keys[:0]
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
@@ -150,27 +151,36 @@ func (j *Job) prefetch(g uint64, rs *readerState) {
 	if workers < 2 || bytes > j.cache.Budget()/2 {
 		return
 	}
-	j.loadParallel(g, missing, workers)
+	j.loadParallel(ctx, g, missing, workers)
 }
 
 // loadParallel decodes the chunks of keys (batch g's) into the cache with workers goroutines,
 // which start the chunks of lower batches being prefetched by other readers first. It returns
-// when every chunk of keys is decoded (or failed: the gather reports the error and retries).
-func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
+// when every chunk of keys is decoded, when ctx ends (each worker finishes the chunk it is
+// decoding), or at a worker's first failure (the gather reports the
+// error and retries).
+func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers int) {
 	w := &decodeWork{g: g, keys: keys}
 	j.decodes.add(w)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for {
+				if ctx.Err() != nil {
+					return // the process is stopping (the consumer is gone): no more decoding
+				}
 				k, ok := j.decodes.take(w)
 				if !ok {
 					return
 				}
 				c := j.srcs[k>>keyShift].data()
-				if e, err := j.cache.acquire(k, c.elems, c.load); err == nil {
-					j.cache.release(e)
+				e, err := j.cache.acquire(k, c.elems, c.load)
+				if err != nil {
+					// The gather meets the same error and reports it: loading the rest first
+					// would only delay that (by a deadline per chunk on a hung mount).
+					return
 				}
+				j.cache.release(e)
 			}
 		})
 	}
@@ -188,5 +198,5 @@ func (j *Job) loadParallel(g uint64, keys []uint64, workers int) {
 func (j *Job) Prefetch(g uint64) {
 	rs := j.state()
 	defer j.putState(rs)
-	j.prefetch(g, rs)
+	j.prefetch(context.Background(), g, rs)
 }

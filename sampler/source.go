@@ -52,6 +52,9 @@ type Stats struct {
 	// Site-anchored jobs: the locations examples are centred on, and the systems dropped
 	// (no position, outside the grid, crop does not fit). Both 0 otherwise.
 	Locations, LocationsDropped int
+	// Per source (index: its position in the configuration): the chunks decoded since the
+	// start, and those among them that were not stored and read as the fill value.
+	ChunksDecoded, ChunksMissing [config.MaxSources]uint64
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in

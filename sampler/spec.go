@@ -21,6 +21,16 @@ const (
 	NaNZero = "zero" // NaN becomes 0 (after normalisation)
 )
 
+// Missing-chunk policies (key missing_chunks).
+const (
+	MissingFill  = "fill"  // a chunk that is not stored reads as the fill value (the default)
+	MissingError = "error" // it is refused, naming the source, the store and the chunk key
+)
+
+// DefaultChunkDeadlineS is the default of chunk_deadline_s: the longest a chunk read may take
+// before the source fails naming the chunk (a hung mount, a file that never delivers).
+const DefaultChunkDeadlineS = 60
+
 // Sampling modes (anchor source, key "sampling").
 const (
 	SampleAuto     = "auto"     // random if the decoded data fits in the cache, else locality
@@ -57,6 +67,8 @@ type Spec struct {
 	IDsTensor string // points: name of the int64 [k] tensor of system ids (default <name>_system)
 
 	NaNPolicy     string
+	MissingChunks string    // MissingFill or MissingError
+	ChunkDeadline float64   // seconds a chunk read may take (0: no deadline)
 	NormaliseMean []float64 // per channel (or one value for points); empty = none
 	NormaliseStd  []float64
 
@@ -141,6 +153,7 @@ func decodeSpec(t *config.Table) config.Spec {
 	d.staleness()
 	d.points()
 	d.normalisation()
+	d.chunkReads()
 	d.dropout()
 	d.alignment()
 	d.anchorKeys()
@@ -354,6 +367,19 @@ func (d *specDecoder) normalisation() {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			d.bad("normalise_mean", "element %d is %v; expected a finite number", i, v)
 		}
+	}
+}
+
+// chunkReads reads what a chunk that is missing or slow to read does.
+func (d *specDecoder) chunkReads() {
+	s, t := d.s, d.t
+	s.MissingChunks = t.String("missing_chunks", MissingFill)
+	if s.MissingChunks != MissingFill && s.MissingChunks != MissingError {
+		d.bad("missing_chunks", "unknown policy %q; expected %q or %q", s.MissingChunks, MissingFill, MissingError)
+	}
+	s.ChunkDeadline = t.Float("chunk_deadline_s", DefaultChunkDeadlineS)
+	if !(s.ChunkDeadline >= 0 && s.ChunkDeadline <= 1e6) {
+		d.bad("chunk_deadline_s", "%v is out of range; expected seconds in [0, 1e6] (0: no deadline)", s.ChunkDeadline)
 	}
 }
 

@@ -82,6 +82,31 @@ func (z *zarrArray) DecodeChunk(idx []int, dst []byte) error {
 	return nil
 }
 
+// DecodeChunkFound is DecodeChunk that reports whether the chunk is stored (presenceArray).
+func (z *zarrArray) DecodeChunkFound(idx []int, dst []byte) (bool, error) {
+	out, found, err := z.a.DecodeChunkFound(idx, dst)
+	if err != nil {
+		return found, err
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		return found, fmt.Errorf("chunk %v: decoded into a new buffer of %d bytes (expected %d)", idx, len(out), len(dst))
+	}
+	return found, nil
+}
+
+// MissingChunkError names the store, the array and the key of chunk idx, which is not stored.
+func (z *zarrArray) MissingChunkError(idx []int) error { return z.a.ChunkError(idx, nil) }
+
+// ChunkError wraps err with the store, the array and the key of chunk idx.
+func (z *zarrArray) ChunkError(idx []int, err error) error { return z.a.ChunkError(idx, err) }
+
+// storedChunks counts the chunk objects on the store's listing (no chunk is read) and those
+// the array has when complete (storeLister).
+func (z *zarrArray) storedChunks() (stored, total int, err error) {
+	stored, _, err = z.a.StoredChunks()
+	return stored, z.a.NumObjects(), err
+}
+
 func (z *zarrArray) all() (start, stop []int) {
 	return make([]int, len(z.a.Shape)), z.a.Shape
 }

@@ -121,6 +121,7 @@ func (r *planReport) text() string {
 					fmt.Fprintf(&b, ", %s %s", ax, o)
 				}
 			}
+			b.WriteString(chunksText(s))
 		}
 		b.WriteString("\n")
 	}
@@ -145,4 +146,21 @@ func (r *planReport) text() string {
 	}
 	fmt.Fprintf(&b, "ring %d slots, %s of shared memory\n", r.RingSlots, bytesText(r.SegmentBytes))
 	return b.String()
+}
+
+// chunksText is a source's stored chunks from its store's listing, and what the missing
+// ones become ("" when the store cannot list).
+func chunksText(s sampler.SourcePlan) string {
+	if !s.ChunksListed || s.MissingChunkFraction == nil {
+		return ""
+	}
+	t := fmt.Sprintf("\n      chunks %d of %d stored", s.ChunksStored, s.ChunksTotal)
+	if f := *s.MissingChunkFraction; f > 0 {
+		then := "read as the fill value"
+		if s.MissingChunks == sampler.MissingError {
+			then = "refused (missing_chunks = \"error\")"
+		}
+		t += fmt.Sprintf(", %.1f %% missing: %s", 100*f, then)
+	}
+	return t
 }

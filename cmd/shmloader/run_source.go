@@ -142,17 +142,23 @@ func (s *runSource) publish(r *ring.Ring) {
 	now := ring.JobCounters{
 		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
 		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
+		ChunksDecoded: st.ChunksDecoded, ChunksMissing: st.ChunksMissing,
 	}
 	if st.SegmentsSum > 0 {
 		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
 	}
 	last := s.reported
-	r.AddJobCounters(ring.JobCounters{
+	d := ring.JobCounters{
 		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
 		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
 		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
 		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
-	})
+	}
+	for i := range d.ChunksDecoded {
+		d.ChunksDecoded[i] = now.ChunksDecoded[i] - last.ChunksDecoded[i]
+		d.ChunksMissing[i] = now.ChunksMissing[i] - last.ChunksMissing[i]
+	}
+	r.AddJobCounters(d)
 	s.reported = now
 }
 
@@ -172,4 +178,10 @@ func (s *runSource) logStats() {
 		ev = ev.Float64("segments_per_batch", st.SegmentsPerBatch).Int("resident_segments", st.ResidentSegments)
 	}
 	ev.Msg("sampler stats")
+	for i, m := range st.ChunksMissing {
+		if m > 0 { // a store cut short: say so once more at exit, beside the consumer's stats
+			s.log.Warn().Int("source", i).Uint64("chunks_missing", m).Uint64("chunks_decoded", st.ChunksDecoded[i]).
+				Float64("missing_fraction", float64(m)/float64(st.ChunksDecoded[i])).Msg("chunks not stored were read as the fill value")
+		}
+	}
 }

@@ -19,14 +19,20 @@ import (
 )
 
 // failingSource delegates to the configured sources but fails on one batch, naming the source
-// as a real one would.
+// as a real one would. It fails only once the batches before it are written (written reports
+// how many), so that the consumer sees exactly those before the error, whatever the timing of
+// the two readers.
 type failingSource struct {
 	sampler.Source
-	failAt uint64
+	failAt  uint64
+	written func() uint64
 }
 
 func (f failingSource) Fill(ctx context.Context, g uint64, dst [][]byte) error {
 	if g == f.failAt {
+		for deadline := time.Now().Add(5 * time.Second); f.written() < f.failAt && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		return fmt.Errorf("source %q, batch %d: disk on fire", f.Tensors()[0].Name, g)
 	}
 	return f.Source.Fill(ctx, g, dst)
@@ -81,7 +87,10 @@ func startProduce(pr *producerRun) chan produced {
 
 // A source error reaches the consumer as the ring's error record, and the process exits 1.
 func TestRunFillErrorReachesConsumer(t *testing.T) {
-	pr := newTestRun(t, fmt.Sprintf(oneSource, 0), func(s sampler.Source) sampler.Source { return failingSource{s, 3} })
+	var pr *producerRun
+	pr = newTestRun(t, fmt.Sprintf(oneSource, 0), func(s sampler.Source) sampler.Source {
+		return failingSource{s, 3, func() uint64 { return pr.r.Stats().BatchesWritten }}
+	})
 	c, err := pr.r.NewConsumer()
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ._protocol import LAYOUT_VERSION, MAX_DIMS, TENSOR_NAME_BYTES
+from ._protocol import LAYOUT_VERSION, MAX_DIMS, MAX_TENSORS, TENSOR_NAME_BYTES
 from .errors import GobatchError
 
 # Return codes of gobatch.h (tests/test_protocol_sync.py holds them to the header's enum).
@@ -89,6 +89,8 @@ class Stats(ctypes.Structure):
         ("cache_budget", _u64),
         ("segments_sum", _u64),
         ("segments_batches", _u64),
+        ("chunks_decoded", _u64 * MAX_TENSORS),
+        ("chunks_missing", _u64 * MAX_TENSORS),
     ]
 
 

@@ -117,6 +117,8 @@ HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
     "cache_budget": (1440, "<Q"),
     "segments_sum": (1448, "<Q"),
     "segments_batches": (1456, "<Q"),
+    "chunks_decoded": (1472, "<32Q"),
+    "chunks_missing": (1728, "<32Q"),
 }
 
 # PROTOCOL.md 2.6: field -> (offset, struct format) in an entry;

@@ -356,9 +356,12 @@ class Ring:
 
     # ---- statistics ----
 
-    def stats(self) -> Dict[str, float]:
+    def stats(self) -> Dict[str, Any]:
         """Counters of the ring: batches and bytes read, time the consumer waited for batches and
-        the producers for free slots, rates since attach."""
+        the producers for free slots, rates since attach; the sampler's cache counters, and per
+        source (lists indexed by the source's position in the configuration) ``chunks_decoded``,
+        ``chunks_missing`` (chunks not stored, read as the fill value) and
+        ``missing_chunk_fraction``."""
         if self._foreign:
             raise self._foreign_error()
         s = _lib.Stats()
@@ -391,6 +394,10 @@ class Ring:
             "cache_bytes": int(s.cache_bytes),
             "cache_budget_bytes": int(s.cache_budget),
             "segments_per_batch": s.segments_sum / s.segments_batches if s.segments_batches else 0.0,
+            # Per source (entry i: the configuration's source i, up to the last source that
+            # decoded a chunk): chunks decoded, those not stored (read as the fill value), and
+            # their fraction. A store cut short shows here instead of as silent NaN.
+            **_chunk_counts(s),
         }
 
     # ---- closing ----
@@ -537,3 +544,15 @@ def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Rin
                         shm_path=path)
         finally:
             os.close(fd)
+
+
+def _chunk_counts(s: "_lib.Stats") -> Dict[str, List[Any]]:
+    """The per-source chunk counters of a gb_stats_t (PROTOCOL.md 2.5a) as lists."""
+    decoded = [int(v) for v in s.chunks_decoded]
+    missing = [int(v) for v in s.chunks_missing]
+    n = max((i + 1 for i, v in enumerate(decoded) if v), default=0)
+    return {
+        "chunks_decoded": decoded[:n],
+        "chunks_missing": missing[:n],
+        "missing_chunk_fraction": [m / d if d else 0.0 for d, m in zip(decoded[:n], missing[:n])],
+    }

@@ -256,6 +256,16 @@ func (a *Array) StoredChunks() (count int, bytes int64, err error) {
 	return count, bytes, nil
 }
 
+// NumObjects is the number of chunk objects the array has when every one is stored: its
+// chunks, or its shards for a sharded array (what StoredChunks counts).
+func (a *Array) NumObjects() int {
+	n, obj := 1, a.objectShape()
+	for d, s := range a.Shape {
+		n *= (s + obj[d] - 1) / obj[d]
+	}
+	return n
+}
+
 // isChunkKey reports whether rel (relative to the array) is one of its chunk keys.
 func (a *Array) isChunkKey(rel string) bool {
 	if a.keys.prefix != "" {
@@ -382,7 +392,51 @@ func (a *Array) DecodeChunk(idx []int, dst []byte) ([]byte, error) {
 	return dst, a.decodeChunk(idx, dst)
 }
 
+// DecodeChunkFound is DecodeChunk that also reports whether the chunk is stored: found is
+// false when dst was filled with the fill value because the chunk (or, for a sharded
+// array, its shard or its entry in the shard's index) is absent.
+func (a *Array) DecodeChunkFound(idx []int, dst []byte) (out []byte, found bool, err error) {
+	if a.DType.variable() {
+		return nil, false, &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("DecodeChunk on a variable-length string array: use ReadStrings: %w", ErrUnsupported)}
+	}
+	if err := a.checkIndex(idx); err != nil {
+		return nil, false, &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	n := a.ChunkBytes()
+	if len(dst) < n {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	found, err = a.decodeChunkFound(idx, dst)
+	return dst, found, err
+}
+
+// ChunkError wraps err with what names the chunk with grid index idx: the store, the array
+// and the key of the object that holds it (the chunk, or its shard). A nil err is a chunk
+// that is not stored, refused by a reader that does not read it as the fill value
+// (ErrMissingChunk).
+func (a *Array) ChunkError(idx []int, err error) error {
+	if err == nil {
+		err = fmt.Errorf("chunk %v: %w", idx, ErrMissingChunk)
+	}
+	obj := idx
+	if a.shard != nil && len(idx) <= MaxDims {
+		var sidx [MaxDims]int
+		for d := range idx {
+			sidx[d] = idx[d] / a.shard.cps[d]
+		}
+		obj = sidx[:len(idx)]
+	}
+	return &Error{Store: a.Store.String(), Path: a.Path, Key: a.ChunkKeyOf(obj), Err: err}
+}
+
 func (a *Array) decodeChunk(idx []int, dst []byte) error {
+	_, err := a.decodeChunkFound(idx, dst)
+	return err
+}
+
+// decodeChunkFound decodes chunk idx into dst; found is false when it read as the fill value.
+func (a *Array) decodeChunkFound(idx []int, dst []byte) (bool, error) {
 	sc := getScratch()
 	defer putScratch(sc)
 	if a.shard != nil {
@@ -402,19 +456,19 @@ func (a *Array) decodeChunk(idx []int, dst []byte) error {
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			fillElems(dst, a.FillValue)
-			return nil
+			return false, nil
 		}
-		return withContext(a.Store.String(), a.Path, string(k), err)
+		return true, withContext(a.Store.String(), a.Path, string(k), err)
 	}
 	keepReadBuf(a.Store, sc, raw)
 	if err := a.pipe.decode(raw, dst); err != nil {
-		return withContext(a.Store.String(), a.Path, string(k), err)
+		return true, withContext(a.Store.String(), a.Path, string(k), err)
 	}
-	return nil
+	return true, nil
 }
 
 // decodeInner reads one inner chunk of a shard with range reads.
-func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
+func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) (bool, error) {
 	s := a.shard
 	var sidx, local [MaxDims]int
 	k := 0
@@ -438,13 +492,13 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 		a.idxMu.Unlock()
 		if ix != nil && len(ix) == 0 {
 			fillElems(dst, a.FillValue) // the shard is not stored
-			return nil
+			return false, nil
 		}
 	}
 	if ix == nil {
 		var err error
 		if ix, err = a.readShardIndex(kb, sc); err != nil {
-			return err
+			return true, err
 		}
 		if cacheable {
 			a.idxMu.Lock()
@@ -456,26 +510,26 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) error {
 		}
 		if len(ix) == 0 {
 			fillElems(dst, a.FillValue)
-			return nil
+			return false, nil
 		}
 	}
 	o, n, ok, err := s.innerRange(ix, k, -1)
 	if err != nil {
-		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
+		return true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
 	}
 	if !ok {
 		fillElems(dst, a.FillValue)
-		return nil
+		return false, nil
 	}
 	raw, err := readKey(a.Store, kb, o, n, sc.buf[0])
 	if err != nil {
-		return withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
+		return true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
 	}
 	keepReadBuf(a.Store, sc, raw)
 	if err := s.inPipe.decode(raw, dst); err != nil {
-		return withContext(a.Store.String(), a.Path, string(kb), fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err))
+		return true, withContext(a.Store.String(), a.Path, string(kb), fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err))
 	}
-	return nil
+	return true, nil
 }
 
 // keepReadBuf keeps a grown read buffer for reuse, but only when the store filled our

@@ -17,6 +17,14 @@ var ErrUnsupported = errors.New("unsupported")
 // or damaged chunk, a checksum mismatch, a size that does not match the metadata).
 var ErrCorrupt = errors.New("corrupt data")
 
+// ErrNotRegular is wrapped by a read of a key whose file is not a regular file (a FIFO, a
+// device, a socket): such a file could block the reader for ever, so it is refused, not read.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrMissingChunk is wrapped by MissingChunkError: a reader that refuses chunks that are
+// not stored (instead of reading them as the fill value) reports one with it.
+var ErrMissingChunk = errors.New("chunk not stored")
+
 // Error is the error type of this package. It names what failed: the store, the node
 // (array or group) path, the key read and the codec at fault, where known.
 type Error struct {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Store is a key-value store holding a Zarr hierarchy. Keys use "/" separators and
@@ -80,7 +81,8 @@ func (s *DirStore) open(key string) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(p)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; the mode check below refuses it.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotFound)
@@ -95,6 +97,10 @@ func (s *DirStore) open(key string) (*os.File, int64, error) {
 	if st.IsDir() {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("open %s: %s: %w", key, st.Mode().Type(), ErrNotRegular)
 	}
 	return f, st.Size(), nil
 }

@@ -35,8 +35,12 @@ func (s *DirStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, false, fmt.Errorf("stat %s: %w", key, err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
 		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("open %s: %s: %w", key, fileKind(uint32(st.Mode&unix.S_IFMT)), ErrNotRegular)
 	}
 	start, length, err := resolveRange(st.Size, off, n)
 	if err != nil {
@@ -59,10 +63,13 @@ func (s *DirStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 	return buf, true, nil
 }
 
+// openRead opens path for reading without blocking: O_NONBLOCK makes the open of a FIFO
+// return at once (a plain open waits for a writer for ever); the caller's fstat then refuses
+// anything that is not a regular file. Regular files ignore the flag.
 func openRead(path []byte) (int, error) {
 	for {
 		r, _, e := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&path[0])),
-			uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+			uintptr(unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK), 0, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -75,3 +82,20 @@ func openRead(path []byte) (int, error) {
 
 // atFDCWD is AT_FDCWD (-100) as a syscall argument.
 var atFDCWD = func() uintptr { v := unix.AT_FDCWD; return uintptr(v) }()
+
+// fileKind names a file type (the S_IFMT bits of st_mode) in messages.
+func fileKind(m uint32) string {
+	switch m {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return fmt.Sprintf("file type %#o", m)
+}
