@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -78,7 +79,7 @@ def test_producer_death_is_sticky_with_its_exit_status():
             t0 = time.monotonic()
             with pytest.raises(LoaderError) as again:
                 next(loader)
-            assert again.value is first.value and time.monotonic() - t0 < 0.05
+            assert again.value is first.value and time.monotonic() - t0 < 0.5  # no wait: raised at once
         assert first.value.exit_code == -signal.SIGKILL
 
 
@@ -99,11 +100,13 @@ def test_stall_warning_names_running_and_stopped_producers_and_repeats(tmp_path,
             warnings.simplefilter("always")
             batch = next(ring)  # the wait goes on through the warnings
         waited = time.monotonic() - t0
-        assert float(batch["x"][0, 0]) == 0.0 and 1.4 < waited < 3.0, waited
+        assert float(batch["x"][0, 0]) == 0.0 and 1.4 < waited < 5.0, waited
         stalls = [w for w in got if issubclass(w.category, GobatchWarning)]
         assert 2 <= len(stalls) <= 4, [str(w.message) for w in stalls]  # at 0.4, 0.8, 1.2 s
         text = str(stalls[0].message)
-        assert "no batch for 0.4 s (waiting for stream batch 0, stall_warning_s=0.4)" in text, text
+        # The first at the first 100 ms poll past 0.4 s (later on a loaded machine).
+        assert re.search(r"no batch for (0\.[4-9]|1\.\d) s \(waiting for stream batch 0, stall_warning_s=0\.4\)",
+                         text), text
         assert f"producer pid {os.getpid()} running" in text, text
         assert f"producer pid {stopped.pid} stopped (state T" in text, text
         assert stalls[0].filename == __file__  # pointed at the caller's next()
