@@ -72,7 +72,11 @@ func cmdPlan(args []string) int {
 	return exitOK
 }
 
-// loadConfig loads the configuration at path; "-" reads a JSON document from stdin.
+// stdinConfigName names a configuration read from stdin in errors.
+const stdinConfigName = "<config dict>"
+
+// loadConfig loads the configuration at path; "-" reads a JSON document from stdin, which
+// errors name "<config dict>": the dict gobatch.Loader and gobatch.plan serialise there.
 func loadConfig(path string, stdin io.Reader) (*config.Config, error) {
 	if path != "-" {
 		return config.Load(path)
@@ -81,7 +85,7 @@ func loadConfig(path string, stdin io.Reader) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config from stdin: %w", err)
 	}
-	return config.Parse("<stdin>", data, config.JSON)
+	return config.Parse(stdinConfigName, data, config.JSON)
 }
 
 // makePlan opens the sources and lays out the ring, as run does, without filling anything.

@@ -91,7 +91,7 @@ func cmdRun(args []string) int {
 
 	fs := newFlagSet("run", "--config FILE (--ring NAME | --memfd FD)")
 	var f runFlags
-	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json)")
+	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json; - reads JSON from stdin, as gobatch.Loader passes a dict)")
 	fs.StringVar(&f.ring, "ring", "", "create the named ring /dev/shm/gobatch-NAME")
 	fs.IntVar(&f.memfd, "memfd", -1, "create the ring in this inherited memfd (the trainer's gobatch.Loader passes it)")
 	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling batches")
@@ -137,7 +137,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	cfg, err := config.Load(f.config)
+	cfg, err := loadConfig(f.config, os.Stdin)
 	if err != nil {
 		return usageError("run", err)
 	}
@@ -147,7 +147,7 @@ func cmdRun(args []string) int {
 	}
 	layout, err := streamLayout(cfg, src.Tensors(), f, src.Stats())
 	if err != nil {
-		return usageError("run", fmt.Errorf("%s: %w", f.config, err))
+		return usageError("run", fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	if !f.join {
 		src.warm(stream.Global(layout.StartBatch)) // the first batch's chunks, while the ring is made

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
 from ._plan import plan
 from ._ring import Ring, TensorSpec, attach
-from .errors import ConfigError, GobatchError, LoaderError, RingError, StreamEndedError
+from .errors import ConfigError, GobatchError, GobatchWarning, LoaderError, RingError, StreamEndedError
 
 __all__ = [
     "Loader",
@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "RingError",
     "StreamEndedError",
+    "GobatchWarning",
     "ORDER_STREAM",
     "ORDER_EPOCHS",
 ]

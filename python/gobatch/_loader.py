@@ -9,12 +9,14 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator, Mapping, NamedTuple, Optional, Sequence, Type, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
-from ._ring import Batch, Ring, _check_framework
+from ._config import ConfigLike, json_config, stdin_pipe
+from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
 from .errors import ConfigError, LoaderError, RingError, StreamEndedError
 
 __all__ = ["Loader", "shmloader_path", "ORDER_STREAM", "ORDER_EPOCHS"]
@@ -24,8 +26,6 @@ EXIT_CONSUMER_DIED = 3
 
 ORDER_STREAM = "stream"  # [batch] order (config/config.go): the default, independent draws
 ORDER_EPOCHS = "epochs"  # a seeded permutation of the sample space per epoch
-
-ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 
 def shmloader_path(explicit: Optional[str] = None) -> str:
@@ -65,6 +65,26 @@ def _tail(f: Optional[IO[bytes]], limit: int = 4000) -> str:
 
 
 _STATE_VERSION = 1
+
+
+def _dataloader_worker() -> Optional[Tuple[int, int]]:
+    """(worker id, number of workers) inside a torch DataLoader worker process, else None. Only
+    a process that has imported torch.utils.data can be one: nothing is imported here."""
+    data = sys.modules.get("torch.utils.data")
+    info = getattr(data, "get_worker_info", lambda: None)() if data is not None else None
+    if info is None:
+        return None
+    return int(info.id), int(info.num_workers)
+
+
+def _how_exited(code: Optional[int]) -> str:
+    """A child's exit status in words: "exited with status 1", "was killed by SIGKILL"."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
 
 
 def _env_int(name: str, default: int) -> int:
@@ -140,16 +160,28 @@ def _config_identity(config: "ConfigLike") -> _Identity:
 class Loader(Ring):
     """Batches from a ``shmloader`` child process, over a private shared-memory ring.
 
-    ``config`` is a TOML file (docs/ARCHITECTURE.md) or a dict of the same shape (written to a
-    temporary JSON file for the child). The loader creates an anonymous memfd, starts
-    ``shmloader run --config FILE --memfd FD`` with it, waits (at most ``start_timeout`` seconds)
-    for the ring to be ready, and attaches as its consumer. Iterate it for batches (see
-    :class:`gobatch.Ring`); use it as a context manager or call :meth:`close`.
+    ``config`` is a TOML file (docs/ARCHITECTURE.md) or a dict of the same shape. A dict is
+    checked here (NaN, infinities, keys that are not strings and other values JSON cannot carry
+    are refused with :class:`ConfigError` naming the key path, before any process starts) and
+    written as JSON to the child's stdin (``--config -``): no file is written, so nothing is
+    left behind whenever either process dies, and the child's errors name the dict's line and
+    key path (``<config dict>:7: source[0].dtype: ...``). The loader creates an anonymous
+    memfd, starts ``shmloader run --config FILE --memfd FD`` with it, waits (at most
+    ``start_timeout`` seconds) for the ring to be ready, and attaches as its consumer. Iterate it
+    for batches (see :class:`gobatch.Ring`); use it as a context manager or call :meth:`close`.
 
     The lifetimes are tied both ways: the child exits when this process dies or closes the
     loader, and a child that dies or fails makes the next batch request raise
-    :class:`LoaderError` with the child's message and stderr tail. A configuration the child
-    refuses raises :class:`ConfigError` naming the field.
+    :class:`LoaderError` with the child's message and stderr tail; that error is sticky (every
+    later request raises it too). A configuration the child refuses raises :class:`ConfigError`
+    naming the field. A request that waits ``stall_warning_s`` seconds warns
+    (:class:`GobatchWarning`, and the ``gobatch`` logger) with the child's state: running,
+    stopped, a zombie, or its exit status once it has exited.
+
+    Inside a torch ``DataLoader`` worker process the loader takes that worker's disjoint share
+    of the stream, as a rank does: worker ``w`` of ``W`` on rank ``r`` of ``n`` is rank
+    ``r * W + w`` of ``n * W`` (:attr:`rank` and :attr:`world_size` report those), so the
+    workers' batches, taken in turn as the DataLoader does, are the stream without duplicates.
 
     Args:
         config: TOML path, or a dict with ``batch``, ``ring`` and ``source`` entries.
@@ -167,6 +199,8 @@ class Loader(Ring):
             ``world_size`` receives global batches ``k * world_size + r``: disjoint shares of one
             deterministic stream.
         world_size: number of data-parallel ranks (default: torchrun's ``WORLD_SIZE``, else 1).
+        stall_warning_s: seconds a batch request may wait before it warns (and again each
+            such period while it waits); the wait goes on.
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
 
@@ -190,7 +224,6 @@ class Loader(Ring):
 
     _proc: Optional["subprocess.Popen[bytes]"] = None
     _stderr: Optional[IO[bytes]] = None
-    _tmp_config: Optional[str] = None
     _close_timeout = 5.0
     _order = ORDER_STREAM
     _epoch = 0
@@ -212,10 +245,13 @@ class Loader(Ring):
         shmloader: Optional[str] = None,
         start_timeout: float = 60.0,
         close_timeout: float = 5.0,
+        stall_warning_s: float = STALL_WARNING_S,
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
         _check_framework(framework)
+        self._stall_warning_s = _stall_seconds(stall_warning_s)
+        config_json = json_config(config) if isinstance(config, Mapping) else None
         if readers is not None and (not isinstance(readers, int) or readers < 1):
             raise ValueError(f"readers must be a positive int, not {readers!r}")
         if start is not None and (not isinstance(start, int) or start < 0):
@@ -226,6 +262,14 @@ class Loader(Ring):
             raise ValueError(f"world_size must be a positive int, not {world_size!r}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"rank must be an int in [0, world_size={world_size}), not {rank!r}")
+        self._restart_args: Dict[str, Any] = dict(
+            config=config, framework=framework, data_root=data_root, readers=readers,
+            rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
+            close_timeout=close_timeout, stall_warning_s=stall_warning_s, extra_args=tuple(extra_args), env=env)
+        worker = _dataloader_worker()
+        if worker is not None:  # a DataLoader worker: its share of this rank's share
+            worker_id, workers = worker
+            rank, world_size = rank * workers + worker_id, world_size * workers
         self._rank, self._world_size = rank, world_size
         self._close_timeout = close_timeout
         self._identity = _config_identity(config)
@@ -238,14 +282,13 @@ class Loader(Ring):
                 raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
         self._epoch = epoch or 0
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
-        self._restart_args: Dict[str, Any] = dict(
-            config=config, framework=framework, data_root=data_root, readers=readers,
-            rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
-            close_timeout=close_timeout, extra_args=tuple(extra_args), env=env)
         binary = shmloader_path(shmloader)
-        config_path = self._config_file(config)
+        config_path = "-" if config_json is not None else self._config_file(config)
+        stdin = subprocess.DEVNULL
         fd = os.memfd_create("gobatch", os.MFD_CLOEXEC)
         try:
+            if config_json is not None:
+                stdin = stdin_pipe(config_json)  # the whole document, then end of file
             args = [binary, "run", "--config", config_path, "--memfd", str(fd)]
             if readers is not None:
                 args += ["--readers", str(readers)]
@@ -262,7 +305,7 @@ class Loader(Ring):
             self._proc = subprocess.Popen(
                 args,
                 pass_fds=(fd,),
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
                 env=dict(env) if env is not None else None,
@@ -288,7 +331,6 @@ class Loader(Ring):
             self._tick = self._watch_child
             if self._order == ORDER_EPOCHS:
                 self._learn_epoch()
-            self._remove_tmp_config()  # read by now (the child parses it before creating the ring)
         except BaseException as e:
             self._stop_child(graceful=False)
             self._cleanup_files()
@@ -298,6 +340,8 @@ class Loader(Ring):
             raise
         finally:
             os.close(fd)
+            if stdin != subprocess.DEVNULL:
+                os.close(stdin)  # the child has its copy
 
     # ---- the child ----
 
@@ -306,18 +350,9 @@ class Loader(Ring):
         """The shmloader child's pid (None after a failed start)."""
         return self._proc.pid if self._proc is not None else None
 
-    def _config_file(self, config: ConfigLike) -> str:
-        if isinstance(config, Mapping):
-            try:
-                text = json.dumps(config, indent=2) + "\n"  # one key a line: errors name a useful line
-            except (TypeError, ValueError) as e:
-                raise ConfigError(f"the config dict cannot be written as JSON: {e}") from e
-            fd, path = tempfile.mkstemp(prefix="gobatch-config-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            self._tmp_config = path
-            return path
-        path = os.fspath(config)
+    @staticmethod
+    def _config_file(config: ConfigLike) -> str:
+        path = os.fspath(config)  # type: ignore[arg-type]  (a dict goes to stdin instead)
         if not os.path.isfile(path):
             raise ConfigError(f"config file {path!r} does not exist")
         return os.path.abspath(path)
@@ -348,14 +383,7 @@ class Loader(Ring):
         if code == EXIT_USAGE:
             return self._config_error()
         pid = self._proc.pid if self._proc is not None else "?"
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with status {code}"
-        msg = f"shmloader pid {pid} {how}" + (f" {when}" if when else "")
+        msg = f"shmloader pid {pid} {_how_exited(code)}" + (f" {when}" if when else "")
         return LoaderError(msg, stderr=_tail(self._stderr), exit_code=code)
 
     def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
@@ -401,15 +429,22 @@ class Loader(Ring):
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-        self._remove_tmp_config()
 
-    def _remove_tmp_config(self) -> None:
-        if self._tmp_config is not None:
-            try:
-                os.unlink(self._tmp_config)
-            except FileNotFoundError:
-                pass
-            self._tmp_config = None
+    def _producer_states(self) -> List[str]:
+        """For the stall warning: the ring's producers, the child named as such, and its exit
+        status once it has exited (reaped by the wait's checks, so no longer in /proc)."""
+        proc = self._proc
+        if proc is None:
+            return super()._producer_states()
+        mine = f"shmloader pid {proc.pid} (this loader's child)"
+        code = proc.poll()
+        if code is not None:
+            return [f"{mine} {_how_exited(code)}"]
+        live = [p for p in self._live_producers() if p[0] == proc.pid]
+        if not live:
+            return [f"{mine} {process_state(proc.pid)}, not registered in the ring"]
+        _, start, batches = live[0]
+        return [f"{mine} {process_state(proc.pid, start)}, {batches} batches written"]
 
     # ---- position ----
 

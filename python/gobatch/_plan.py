@@ -3,35 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional
 
+from ._config import ConfigLike, json_config
 from ._loader import shmloader_path
 from .errors import ConfigError, LoaderError
-
-ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
-
-
-def _json_config(config: Mapping[str, Any]) -> bytes:
-    """The dict as JSON; values JSON cannot carry (NaN, infinities, objects) are refused."""
-
-    def check(v: Any, where: str) -> None:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ConfigError(f"{where}: {v!r} cannot be written to the configuration; expected a finite number")
-        if isinstance(v, Mapping):
-            for k, x in v.items():
-                check(x, f"{where}.{k}" if where else str(k))
-        elif isinstance(v, (list, tuple)):
-            for i, x in enumerate(v):
-                check(x, f"{where}[{i}]")
-
-    check(config, "")
-    try:
-        return (json.dumps(config, indent=2) + "\n").encode()
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"the config dict cannot be written as JSON: {e}") from e
 
 
 def plan(
@@ -60,7 +38,7 @@ def plan(
     cmd = [shmloader_path(shmloader), "plan", "--json", "--rank", str(rank), "--world-size", str(world_size)]
     stdin: Optional[bytes] = None
     if isinstance(config, Mapping):
-        stdin = _json_config(config)
+        stdin = json_config(config)
         cmd += ["--config", "-"]
     else:
         path = os.fspath(config)

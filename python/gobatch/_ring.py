@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import logging
+import math
 import mmap
 import os
 import re
+import struct
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
@@ -17,7 +21,7 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from .errors import GobatchError, LoaderError, RingError, StreamEndedError
+from .errors import GobatchError, GobatchWarning, LoaderError, RingError, StreamEndedError
 
 __all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
 
@@ -25,6 +29,8 @@ SHM_DIR = _proto.DEFAULT_SHM_DIR
 _SHM_DIR_ENV = "GOBATCH_SHM_DIR"  # moves named rings, as it does for shmloader
 _NAME_RE = re.compile(rf"^[{_proto.SEGMENT_NAME_CHARS}]{{1,{_proto.SEGMENT_NAME_MAX}}}$")
 _POLL_MS = 100  # the longest a C call blocks: Python handles Ctrl-C at least this often
+STALL_WARNING_S = 30.0  # default stall_warning_s: a next() waiting this long warns, and again each period
+_log = logging.getLogger("gobatch")
 
 # PROTOCOL.md 2.7 dtype codes -> little-endian NumPy dtypes (the protocol's byte order).
 _DTYPES: Dict[int, np.dtype] = {code: np.dtype(name).newbyteorder("<") for code, (name, _) in _proto.DTYPES.items()}
@@ -74,6 +80,13 @@ class Ring:
     request hands the slot back to the producers, which overwrite it. Keep data longer by copying
     it (``arr.copy()``, ``tensor.clone()``, or a ``.to(device)`` copy).
 
+    A failure of the stream (a producer's error or death, a protocol error) is sticky: that
+    ``next()`` and every later one raise the same exception, never a later batch in its place.
+    A ``next()`` that waits ``stall_warning_s`` seconds (:func:`attach` and
+    :class:`gobatch.Loader` take it; 30 s by default) issues a :class:`gobatch.GobatchWarning`
+    and a ``gobatch`` log record naming each producer process's state (running, stopped, a
+    zombie, gone), again every ``stall_warning_s`` while it waits; the wait itself goes on.
+
     A ring is not meant to be iterated from several threads at once; :meth:`close` may be called
     from any thread.
     """
@@ -84,6 +97,7 @@ class Ring:
     _shm_path: Optional[str] = None
     _label = "ring"
     _framework = "numpy"
+    _stall_warning_s = STALL_WARNING_S  # set by attach() and Loader (see _stall_seconds)
 
     def __init__(
         self,
@@ -278,6 +292,10 @@ class Ring:
     def __next__(self) -> Batch:
         if self._foreign:
             raise self._foreign_error()
+        if self._failure is not None:
+            # Sticky: the stream is broken at this batch; asking the C side again would step
+            # past it (every later index off by one). A fresh traceback for each raise.
+            raise self._failure.with_traceback(None)
         if self._versions and self._held >= 0:
             self._check_writes()
         with self._lock:
@@ -293,6 +311,8 @@ class Ring:
 
     def _next_slow(self, rc: int) -> Batch:
         self._held = -1
+        t0 = time.monotonic()
+        warn_at = t0 + self._stall_warning_s
         while True:
             if rc == _lib.END:
                 raise StopIteration
@@ -300,6 +320,10 @@ class Ring:
                 raise self._fail(rc)
             if self._tick is not None:
                 self._tick()
+            now = time.monotonic()
+            if now >= warn_at:  # never a silent wait: say what the producers are doing, wait on
+                self._warn_stall(now - t0)
+                warn_at = now + self._stall_warning_s
             with self._lock:
                 ptr = self._ptr
                 if ptr is None:
@@ -326,6 +350,42 @@ class Ring:
     def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         """Builds the exception for a producer-side failure (Loader adds its child's stderr)."""
         return cls(message)
+
+    # ---- stalls ----
+
+    def _warn_stall(self, waited: float) -> None:
+        """A GobatchWarning and a log line: how long next() has waited, and each producer's state."""
+        msg = (f"{self._label}: no batch for {waited:.1f} s (waiting for stream batch {self.next_batch}, "
+               f"stall_warning_s={self._stall_warning_s:g}); {'; '.join(self._producer_states())}; "
+               "still waiting")
+        _log.warning(msg)
+        warnings.warn(msg, GobatchWarning, stacklevel=4)  # at the caller's next() / for
+
+    def _producer_states(self) -> List[str]:
+        """One phrase per live producer of the registry (PROTOCOL.md 2.6): its pid and process state."""
+        out = []
+        for pid, start, batches in self._live_producers():
+            out.append(f"producer pid {pid} {process_state(pid, start)}, {batches} batches written")
+        return out or ["no live producer is registered"]
+
+    def _live_producers(self) -> List[Tuple[int, int, int]]:
+        """(pid, start time, batches written) of each CLAIMING or ACTIVE registry entry."""
+        mm = self._mm
+        if mm is None:
+            return []
+        f = _proto.REGISTRY_FIELDS
+        live = []
+        for e in range(_proto.MAX_PRODUCERS):
+            base = _proto.REGISTRY_BASE + e * _proto.REGISTRY_STRIDE
+            (state,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
+            if state not in (_proto.ENTRY_CLAIMING, _proto.ENTRY_ACTIVE):
+                continue
+            (pid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
+            (start,) = struct.unpack_from(f["starttime"][1], mm, base + f["starttime"][0])
+            (batches,) = struct.unpack_from(f["batches"][1], mm, base + f["batches"][0])
+            if pid:
+                live.append((int(pid), int(start), int(batches)))
+        return live
 
     def _check_writes(self) -> None:
         """torch mode: the slot about to be released must not have been written in place."""
@@ -370,17 +430,20 @@ class Ring:
                 raise self._closed_error()
             _lib.lib().gb_stats(self._ptr, ctypes.byref(s))
         elapsed = max(time.monotonic() - self._t_attach, 1e-9)
+        delivered, nbytes = self._delivered, self._delivered * int(self._geom.slot_bytes)
         return {
-            "batches": int(s.batches_read),
-            "bytes": int(s.bytes_read),
+            # Batches handed to the trainer (the held one included) and their bytes; the ring's
+            # own batches_read counter counts slots given back.
+            "batches": delivered,
+            "bytes": nbytes,
             "consumer_wait_s": s.consumer_wait_ns / 1e9,
             "producer_wait_s": s.producer_wait_ns / 1e9,
             "producer_busy_s": s.producer_busy_ns / 1e9,
             "batches_written": int(s.batches_written),
             "bytes_written": int(s.bytes_written),
             "elapsed_s": elapsed,
-            "batches_per_s": s.batches_read / elapsed,
-            "bytes_per_s": s.bytes_read / elapsed,
+            "batches_per_s": delivered / elapsed,
+            "bytes_per_s": nbytes / elapsed,
             "next_index": int(s.next_index),
             "producers_active": int(s.producers_active),
             "producers": int(s.producers_total),
@@ -512,13 +575,17 @@ def shm_dir() -> str:
     return os.environ.get(_SHM_DIR_ENV) or SHM_DIR
 
 
-def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Ring:
+def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0,
+           stall_warning_s: float = STALL_WARNING_S) -> Ring:
     """Attach as the consumer of the named ring ``/dev/shm/gobatch-NAME`` that a standalone
     ``shmloader run --ring NAME`` created (in ``$GOBATCH_SHM_DIR`` instead of ``/dev/shm`` when
     that is set, as shmloader does). Waits at most ``timeout`` seconds for it to be READY.
 
     Raises :class:`RingError` when there is no such ring, it is not a compatible gobatch ring, or
-    it already has a consumer."""
+    it already has a consumer. A ``next()`` that waits ``stall_warning_s`` seconds for a batch
+    issues a :class:`GobatchWarning` (and a ``gobatch`` log record) naming each producer's
+    state, again every ``stall_warning_s`` while it waits; the wait goes on."""
+    stall_warning_s = _stall_seconds(stall_warning_s)
     if not _NAME_RE.match(name):
         raise ValueError(
             f"invalid ring name {name!r}: 1 to {_proto.SEGMENT_NAME_MAX} characters of [{_proto.SEGMENT_NAME_CHARS}]"
@@ -540,8 +607,10 @@ def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0) -> Rin
             if os.fstat(fd).st_size == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)
                 continue
-            return Ring(fd, framework=framework, label=label, timeout=max(deadline - time.monotonic(), 0.0),
+            ring = Ring(fd, framework=framework, label=label, timeout=max(deadline - time.monotonic(), 0.0),
                         shm_path=path)
+            ring._stall_warning_s = stall_warning_s
+            return ring
         finally:
             os.close(fd)
 
@@ -556,3 +625,58 @@ def _chunk_counts(s: "_lib.Stats") -> Dict[str, List[Any]]:
         "chunks_missing": missing[:n],
         "missing_chunk_fraction": [m / d if d else 0.0 for d, m in zip(decoded[:n], missing[:n])],
     }
+
+
+def _stall_seconds(value: float) -> float:
+    """Checks a ``stall_warning_s`` argument: a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise ValueError(f"stall_warning_s must be a positive finite number of seconds, not {value!r}")
+    return float(value)
+
+
+_PROC_STATES = {
+    "R": "running",
+    "S": "running (sleeping, state S)",
+    "I": "running (idle, state I)",
+    "D": "running, in an uninterruptible wait (state D: a read blocked in the kernel, e.g. a hung mount)",
+    "T": "stopped (state T: SIGSTOP or a job-control stop; SIGCONT resumes it)",
+    "t": "stopped by a debugger (state t)",
+    "Z": "a zombie (it exited and its parent has not reaped it)",
+    "X": "dead (state X)",
+}
+
+
+def _stat_fields(path: str) -> List[str]:
+    """The fields of a /proc stat file after the command name (field 3, the state, first)."""
+    with open(path, "rb") as f:
+        data = f.read().decode("ascii", "replace")
+    return data[data.rindex(")") + 2 :].split()
+
+
+def process_state(pid: int, starttime: int = 0) -> str:
+    """What /proc/<pid>/stat says of a process: running, stopped, a zombie or gone. With its
+    ``starttime`` (field 22), a pid that now names another process is reported gone. A running
+    process with threads in an uninterruptible wait (a reader blocked in the kernel) says so:
+    the main thread of a Go process sleeps while its readers work."""
+    try:
+        fields = _stat_fields(f"/proc/{pid}/stat")
+        state, start = fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return "gone (no such process)"
+    if starttime and start != starttime:
+        return "gone (its pid now names another process)"
+    if state in ("R", "S", "I", "D"):
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            tasks = []
+        blocked = 0
+        for tid in tasks:
+            try:
+                blocked += _stat_fields(f"/proc/{pid}/task/{tid}/stat")[0] == "D"
+            except (OSError, ValueError, IndexError):
+                pass  # a thread that just exited
+        if blocked:
+            return (f"running, {blocked} of {len(tasks)} threads in an uninterruptible wait (state D: a read "
+                    "blocked in the kernel, e.g. a hung mount)")
+    return _PROC_STATES.get(state, f"in state {state}")

@@ -1,8 +1,9 @@
-"""Exception classes of gobatch. Every error gobatch raises derives from :class:`GobatchError`."""
+"""Exception and warning classes of gobatch. Every error gobatch raises derives from
+:class:`GobatchError`; every warning it issues is a :class:`GobatchWarning`."""
 
 from __future__ import annotations
 
-__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError", "StreamEndedError"]
+__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError", "StreamEndedError", "GobatchWarning"]
 
 
 class GobatchError(Exception):
@@ -48,3 +49,12 @@ class StreamEndedError(GobatchError):
     has nothing more to give; the message says how to read on (a new loader, an earlier
     ``load_state_dict``, or ``[batch] order = "epochs"``, whose loaders iterate one epoch per
     ``for``)."""
+
+
+class GobatchWarning(UserWarning):
+    """Something the trainer should know about while the stream goes on: a ``next()`` that has
+    waited ``stall_warning_s`` seconds for its batch (repeated every ``stall_warning_s`` while
+    the wait lasts), naming the state of each producer process (running, stopped, a zombie,
+    gone; for a :class:`Loader`'s child its exit status). Filter it with the ``warnings``
+    module (``warnings.simplefilter("error", gobatch.GobatchWarning)`` turns it into an
+    exception that ends the wait)."""
