@@ -443,7 +443,12 @@ static int claim_consumer(gb_ring *r, uint32_t self) {
                                                     memory_order_seq_cst, memory_order_seq_cst))
             return GB_OK;
         uint32_t st = (uint32_t)expect, pid = (uint32_t)(expect >> 32);
-        if (st == GB_CONSUMER_NONE) continue;
+        if (st == GB_CONSUMER_NONE) { /* a stale pid half (the state word reset alone) is unclaimed */
+            if (atomic_compare_exchange_strong_explicit(w, &expect, CLAIM_WORD(GB_CONSUMER_CLAIMING, self),
+                                                        memory_order_seq_cst, memory_order_seq_cst))
+                return GB_OK;
+            continue;
+        }
         if (st == GB_CONSUMER_CLAIMING && claim_dead(r, st, pid)) {
             if (atomic_compare_exchange_strong_explicit(w, &expect, CLAIM_WORD(GB_CONSUMER_CLAIMING, self),
                                                         memory_order_seq_cst, memory_order_seq_cst))

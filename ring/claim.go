@@ -60,7 +60,11 @@ func (r *Ring) claimConsumer(pid uint32) error {
 		st, holder := r.consumerClaim()
 		switch st {
 		case ConsumerNone:
-			continue // the pid half was not 0: never written so by this protocol; retry
+			// NONE with a stale pid half (a writer that reset the state word alone) is unclaimed.
+			if atomic.CompareAndSwapUint64(w, claimWord(st, holder), claimWord(ConsumerClaiming, pid)) {
+				return nil
+			}
+			continue
 		case ConsumerClosed:
 			return fmt.Errorf("gobatch ring: the ring's consumer (pid %d) already closed it; a ring has one consumer in its life", holder)
 		case ConsumerClaiming:
