@@ -621,10 +621,10 @@ int gb_next(gb_ring *r, int budget_ms) {
          * siblings keep ahead (3.5). One clock read per batch otherwise. */
         int64_t now = now_ns();
         if (now >= r->next_scan_ns) {
-            r->next_scan_ns = now + GB_WAIT_SLICE_NS;
             bool any_live;
             int rc = death_scan(r, &any_live);
-            if (rc != GB_OK) return rc;
+            if (rc != GB_OK) return rc; /* scanned again next call: the death stays reported */
+            r->next_scan_ns = now + GB_WAIT_SLICE_NS;
         }
     }
     /* v == READY(lap), loaded seq_cst (an acquire): the payload and seq are visible. */
