@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 
-.PHONY: all build sysdeps go-build clib venv pyinstall test go-test py-test demo bench clean fmt vet
+.PHONY: all build sysdeps go-build clib venv pyinstall test go-test py-test faults demo bench clean fmt vet
 
 all: build
 
@@ -51,6 +51,15 @@ go-test: sysdeps
 
 py-test:
 	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider tests
+
+# Fault trials (docs/PROTOCOL.md 3.5.1, appendix A): processes stopped at exact protocol states
+# through GOBATCH_FAILPOINT, FAULT_REPS times each, every trial bounded in time and in its own
+# GOBATCH_SHM_DIR; prints one FAULT line per trial with its count and worst detection latency.
+FAULT_REPS ?= 20
+faults: build pyinstall
+	set -o pipefail; GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 $(GO) test -count=1 -v -run 'Fault|Failpoint' ./ring/ \
+	  | grep -E '^(FAULT|--- FAIL|ok|FAIL|panic)|_test.go'
+	cd python && GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 ../$(VPY) -m pytest -q -s -p no:cacheprovider tests/test_faults_claim.py
 
 demo: build pyinstall
 	$(VPY) benchmarks/demo.py

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -43,12 +44,49 @@ struct gb_ring {
     uint32_t held_lap;
     pid_t owner_pid;     /* the process that registered */
     uint64_t j;          /* relative sequence of the next batch to acquire */
+    int64_t next_scan_ns; /* when gb_next next scans the registry although its batch is ready */
     gb_geometry g;
     gb_tensor tensors[GB_MAX_TENSORS];
     char err[1600];
 };
 
 /* ---- helpers ---- */
+
+/* Failpoints (PROTOCOL.md appendix A): GOBATCH_FAILPOINT=name[:count[:kill|stop]], read once
+ * when the library is loaded, makes the process SIGKILL (or SIGSTOP) itself the count-th time
+ * it passes the point called name. Unset, a failpoint is one load of a NULL pointer. */
+static struct {
+    const char *name; /* NULL: none armed */
+    char buf[64];
+    long count;
+    int sig;
+    _Atomic long hits;
+} fp;
+
+__attribute__((constructor)) static void failpoint_init(void) {
+    const char *e = getenv("GOBATCH_FAILPOINT");
+    if (!e || !*e || strlen(e) >= sizeof fp.buf) return;
+    strcpy(fp.buf, e);
+    fp.count = 1;
+    fp.sig = SIGKILL;
+    char *c = strchr(fp.buf, ':');
+    if (c) {
+        *c++ = 0;
+        char *a = strchr(c, ':');
+        if (a) {
+            *a++ = 0;
+            if (strcmp(a, "stop") == 0) fp.sig = SIGSTOP;
+        }
+        long n = strtol(c, NULL, 10);
+        if (n > 0) fp.count = n;
+    }
+    fp.name = fp.buf;
+}
+
+static void failpoint(const char *name) {
+    if (!fp.name || strcmp(fp.name, name) != 0) return;
+    if (atomic_fetch_add(&fp.hits, 1) + 1 == fp.count) kill(getpid(), fp.sig);
+}
 
 static _Atomic uint32_t *a32(const gb_ring *r, size_t off) {
     return (_Atomic uint32_t *)(void *)(r->base + off);
@@ -374,22 +412,71 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
     }
 }
 
+/* Gone (ENOENT/ESRCH) or a zombie, judged by the pid alone: a CLAIMING claim or registry entry
+ * whose starttime may not be written yet (section 3.5). */
+static bool pid_gone(uint32_t pid) {
+    char state;
+    uint64_t t;
+    int rc = read_proc_stat(pid, &state, &t);
+    return rc < 0 || (rc > 0 && (state == 'Z' || state == 'X'));
+}
+
+/* consumer_state and consumer_pid are the halves of the u64 at GB_H_CONSUMER_STATE (section
+ * 2.4): a claim and its pid are published by one CAS. */
+#define CLAIM_WORD(st, pid) ((uint64_t)(st) | (uint64_t)(uint32_t)(pid) << 32)
+
+/* Section 3.5: a CLAIMING claim is dead when its pid is gone or a zombie (its starttime may
+ * be the previous claimer's); an ATTACHED one when (pid, consumer_starttime) is not alive. */
+static bool claim_dead(const gb_ring *r, uint32_t st, uint32_t pid) {
+    if (st == GB_CONSUMER_ATTACHED) return !gb_process_alive(pid, ld64(r, GB_H_CONSUMER_STARTTIME));
+    if (st != GB_CONSUMER_CLAIMING) return false;
+    return pid == 0 || pid_gone(pid);
+}
+
+/* Section 3.6 step 5: take the claim from NONE, or from a dead CLAIMING claim. */
+static int claim_consumer(gb_ring *r, uint32_t self) {
+    static const char *names[] = GB_CONSUMER_NAMES;
+    _Atomic uint64_t *w = a64(r, GB_H_CONSUMER_STATE);
+    for (;;) {
+        uint64_t expect = CLAIM_WORD(GB_CONSUMER_NONE, 0);
+        if (atomic_compare_exchange_strong_explicit(w, &expect, CLAIM_WORD(GB_CONSUMER_CLAIMING, self),
+                                                    memory_order_seq_cst, memory_order_seq_cst))
+            return GB_OK;
+        uint32_t st = (uint32_t)expect, pid = (uint32_t)(expect >> 32);
+        if (st == GB_CONSUMER_NONE) { /* a stale pid half (the state word reset alone) is unclaimed */
+            if (atomic_compare_exchange_strong_explicit(w, &expect, CLAIM_WORD(GB_CONSUMER_CLAIMING, self),
+                                                        memory_order_seq_cst, memory_order_seq_cst))
+                return GB_OK;
+            continue;
+        }
+        if (st == GB_CONSUMER_CLAIMING && claim_dead(r, st, pid)) {
+            if (atomic_compare_exchange_strong_explicit(w, &expect, CLAIM_WORD(GB_CONSUMER_CLAIMING, self),
+                                                        memory_order_seq_cst, memory_order_seq_cst))
+                return GB_OK; /* reclaimed from a consumer that died while claiming */
+            continue;
+        }
+        if (st == GB_CONSUMER_ATTACHED && claim_dead(r, st, pid))
+            return fail(r, GB_EBUSY, "the ring's consumer pid %u died after attaching; its producers stop and the ring "
+                                     "ends with it (a ring has one consumer in its life)", pid);
+        if (st == GB_CONSUMER_CLOSED)
+            return fail(r, GB_EBUSY, "the ring's consumer (pid %u) already closed it; a ring has one consumer in its life", pid);
+        return fail(r, GB_EBUSY, "the ring already has a consumer, pid %u (consumer_state %s)", pid,
+                    st < sizeof names / sizeof names[0] ? names[st] : "?");
+    }
+}
+
 int gb_register(gb_ring *r) {
     if (!r || !r->ready) return GB_ECLOSED;
     if (r->registered) return GB_OK;
     pid_t self = getpid();
     uint64_t start = gb_process_starttime((uint32_t)self);
     if (start == 0) return fail(r, GB_ESYS, "cannot read /proc/%d/stat for this process's start time", (int)self);
-    uint32_t expect = GB_CONSUMER_NONE;
-    if (!atomic_compare_exchange_strong_explicit(a32(r, GB_H_CONSUMER_STATE), &expect, GB_CONSUMER_CLAIMING,
-                                                 memory_order_seq_cst, memory_order_seq_cst)) {
-        static const char *names[] = GB_CONSUMER_NAMES;
-        return fail(r, GB_EBUSY, "the ring already has a consumer, pid %u (consumer_state %s)", ld32(r, GB_H_CONSUMER_PID),
-                    expect < sizeof names / sizeof names[0] ? names[expect] : "?");
-    }
-    atomic_store_explicit(a32(r, GB_H_CONSUMER_PID), (uint32_t)self, memory_order_relaxed);
-    atomic_store_explicit(a64(r, GB_H_CONSUMER_STARTTIME), start, memory_order_relaxed);
-    atomic_store_explicit(a32(r, GB_H_CONSUMER_STATE), GB_CONSUMER_ATTACHED, memory_order_seq_cst);
+    int rc = claim_consumer(r, (uint32_t)self);
+    if (rc != GB_OK) return rc;
+    failpoint("consumer-claiming");
+    atomic_store_explicit(a64(r, GB_H_CONSUMER_STARTTIME), start, memory_order_seq_cst);
+    atomic_store_explicit(a64(r, GB_H_CONSUMER_STATE), CLAIM_WORD(GB_CONSUMER_ATTACHED, self), memory_order_seq_cst);
+    failpoint("consumer-attached");
     r->registered = true;
     r->owner_pid = self;
     r->j = 0;
@@ -411,6 +498,7 @@ static void release_held(gb_ring *r) {
     if (atomic_load_explicit(slot_word(r, r->held_slot, GB_S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
     r->held = false;
     r->j++;
+    failpoint("consumer-released");
 }
 
 /* 3.5 step 1: a published error record fails the wait. GB_OK when there is none. */
@@ -430,24 +518,35 @@ static int error_check(gb_ring *r) {
     return GB_OK;
 }
 
-/* The checks of 3.5 (consumer), run on every wake-up or timeout of a wait. GB_OK to keep waiting. */
-static int liveness_checks(gb_ring *r) {
-    int rc = error_check(r);
-    if (rc != GB_OK) return rc;
-    bool any_live = false;
+/* 3.5 step 2: a registered producer that died. GB_OK when none did; *any_live says whether an
+ * entry is ACTIVE or CLAIMING. */
+static int death_scan(gb_ring *r, bool *any_live) {
+    *any_live = false;
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
         size_t off = ENTRY_FIELD(e, 0);
         uint32_t st = atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst);
         if (st != GB_ENTRY_ACTIVE && st != GB_ENTRY_CLAIMING) continue;
-        any_live = true;
+        *any_live = true;
         uint32_t pid = atomic_load_explicit(a32(r, off + GB_R_PID), memory_order_seq_cst);
         uint64_t start = atomic_load_explicit(a64(r, off + GB_R_STARTTIME), memory_order_seq_cst);
-        /* A CLAIMING entry may not have its pid and start time written yet: judge it once both are. */
-        if (st == GB_ENTRY_CLAIMING && (pid == 0 || start == 0)) continue;
-        if (!gb_process_alive(pid, start) &&
+        /* A CLAIMING entry carries its pid (one CAS with the state, section 2.6) but maybe not yet
+         * its start time: judge it by the pid alone. pid 0 is a pre-version writer mid-way. */
+        if (st == GB_ENTRY_CLAIMING && pid == 0) continue;
+        bool gone = st == GB_ENTRY_CLAIMING ? pid_gone(pid) : !gb_process_alive(pid, start);
+        if (gone &&
             atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst) == st)
             return fail(r, GB_EDEAD, "producer pid %u died", pid);
     }
+    return GB_OK;
+}
+
+/* The checks of 3.5 (consumer), run on every wake-up or timeout of a wait. GB_OK to keep waiting. */
+static int liveness_checks(gb_ring *r) {
+    int rc = error_check(r);
+    if (rc != GB_OK) return rc;
+    bool any_live;
+    rc = death_scan(r, &any_live);
+    if (rc != GB_OK) return rc;
     if (!any_live) {
         /* 3.5 step 3: a producer may have published its error and then stored FAILED after the
          * error check above; the caller re-loads the slot state. */
@@ -516,9 +615,21 @@ int gb_next(gb_ring *r, int budget_ms) {
         }
         atomic_fetch_add_explicit(a64(r, GB_H_CONSUMER_WAIT_NS), (uint64_t)(now_ns() - t0), memory_order_relaxed);
         if (rc != GB_OK) return rc;
+    } else {
+        /* The batch is ready without a wait, so no wait ran the checks: scan the registry at
+         * least every wait slice all the same, so that a dead producer is reported while its
+         * siblings keep ahead (3.5). One clock read per batch otherwise. */
+        int64_t now = now_ns();
+        if (now >= r->next_scan_ns) {
+            bool any_live;
+            int rc = death_scan(r, &any_live);
+            if (rc != GB_OK) return rc; /* scanned again next call: the death stays reported */
+            r->next_scan_ns = now + GB_WAIT_SLICE_NS;
+        }
     }
     /* v == READY(lap), loaded seq_cst (an acquire): the payload and seq are visible. */
     atomic_store_explicit(w, SLOT_WORD(lap, GB_SLOT_READING), memory_order_seq_cst);
+    failpoint("consumer-reading");
     r->held = true;
     r->held_slot = slot;
     r->held_lap = lap;
@@ -549,7 +660,7 @@ void gb_close(gb_ring *r) {
     if (!r) return;
     if (r->registered && getpid() == r->owner_pid) {
         release_held(r);
-        atomic_store_explicit(a32(r, GB_H_CONSUMER_STATE), GB_CONSUMER_CLOSED, memory_order_seq_cst);
+        atomic_store_explicit(a64(r, GB_H_CONSUMER_STATE), CLAIM_WORD(GB_CONSUMER_CLOSED, r->owner_pid), memory_order_seq_cst);
         for (uint32_t s = 0; s < r->g.slot_count; s++) futex_wake_all(slot_word(r, s, GB_S_STATE));
     }
     gb_discard(r);

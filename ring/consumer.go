@@ -16,6 +16,9 @@ type Consumer struct {
 	held   []*ReadSlot
 	closed bool
 	broken error
+	// nextScan is when Next next scans the registry although its batch is ready
+	// (monoNs; PROTOCOL.md 3.5: a producer death is seen while the survivors keep ahead).
+	nextScan uint64
 }
 
 // NewConsumer attaches this process as the ring's consumer (PROTOCOL.md 3.6 step 5).
@@ -24,16 +27,13 @@ func (r *Ring) NewConsumer() (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gobatch ring: attach consumer: own process identity: %w", err)
 	}
-	if !atomic.CompareAndSwapUint32(r.u32(offConsumerState), ConsumerNone, ConsumerClaiming) {
-		st := atomic.LoadUint32(r.u32(offConsumerState))
-		if st == ConsumerClosed {
-			return nil, fmt.Errorf("gobatch ring: the ring's consumer (pid %d) already closed it; a ring has one consumer in its life", atomic.LoadUint32(r.u32(offConsumerPID)))
-		}
-		return nil, fmt.Errorf("gobatch ring: ring already has a consumer, pid %d", atomic.LoadUint32(r.u32(offConsumerPID)))
+	if err := r.claimConsumer(uint32(pid)); err != nil {
+		return nil, err
 	}
+	failpoint(FPConsumerClaiming)
 	atomic.StoreUint64(r.u64(offConsumerStarttime), starttime)
-	atomic.StoreUint32(r.u32(offConsumerPID), uint32(pid))
-	atomic.StoreUint32(r.u32(offConsumerState), ConsumerAttached)
+	atomic.StoreUint64(r.u64(offConsumerState), claimWord(ConsumerAttached, uint32(pid)))
+	failpoint(FPConsumerAttached)
 	return &Consumer{r: r}, nil
 }
 
@@ -99,8 +99,16 @@ func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
 			}
 		}
 		atomic.AddUint64(r.u64(offConsumerWaitNs), uint64(time.Since(t0)))
+	} else if now := monoNs(); now >= c.nextScan {
+		c.nextScan = now + uint64(waitSlice)
+		if _, dead := r.producersStatus(); dead != nil {
+			dead.Batch = r.layout.StartBatch + c.j
+			c.broken = dead
+			return nil, dead
+		}
 	}
 	atomic.StoreUint32(w, slotWord(lap, SlotReading))
+	failpoint(FPConsumerReading)
 	h := r.slotHeader(i)
 	s := &ReadSlot{c: c, j: c.j, slot: i, lap: lap, seq: *r.u64(h + shSeq), publishNs: *r.u64(h + shPublishNs)}
 	if wantSeq := r.layout.StartBatch + c.j; s.seq != wantSeq {
@@ -176,6 +184,7 @@ func (c *Consumer) Release(s *ReadSlot) {
 	w := r.slotState(s.slot)
 	atomic.StoreUint32(w, slotWord(s.lap+1, SlotFree))
 	wake(w, r.slotWaiters(s.slot))
+	failpoint(FPConsumerReleased)
 }
 
 // Position returns the relative sequence number of the next batch Next will return.
@@ -192,6 +201,7 @@ func (c *Consumer) Close() {
 		c.Release(c.held[0])
 	}
 	c.closed = true
-	atomic.StoreUint32(c.r.u32(offConsumerState), ConsumerClosed)
+	_, pid := c.r.consumerClaim()
+	atomic.StoreUint64(c.r.u64(offConsumerState), claimWord(ConsumerClosed, pid))
 	c.r.WakeAll()
 }

@@ -58,7 +58,10 @@ func GC(opt GCOptions) ([]GCResult, error) {
 func gcOne(name string, opt GCOptions) (GCResult, error) {
 	res := GCResult{Name: name}
 	path := shm.Path(name)
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.Open(path) // judged, removed if dead; a claim cannot be reclaimed
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			res.Reason = "already gone"
@@ -71,7 +74,7 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return res, fmt.Errorf("gc %s: %w", path, err)
 	}
-	hdr := make([]byte, 128)
+	hdr := make([]byte, offConsumerStarttime)
 	n, _ := f.ReadAt(hdr, 0)
 	remove := false
 	if n < len(hdr) || binary.LittleEndian.Uint64(hdr[offMagic:]) != Magic || binary.LittleEndian.Uint32(hdr[offCreatorPID:]) == 0 {
@@ -89,7 +92,7 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 		start := binary.LittleEndian.Uint64(hdr[offCreatorStarttime:])
 		state := binary.LittleEndian.Uint32(hdr[offState:])
 		if Alive(pid, start) {
-			res.Reason = fmt.Sprintf("creator pid %d is alive", pid)
+			res.Reason = fmt.Sprintf("creator pid %d is alive", pid) + reclaimClaim(f, hdr, opt.DryRun)
 			return res, nil
 		}
 		what := "ready"
@@ -113,6 +116,31 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 	}
 	res.Removed = true
 	return res, nil
+}
+
+// reclaimClaim resets a dead consumer's CLAIMING claim of a live ring to NONE (PROTOCOL.md
+// 3.5) so that the next consumer can attach, and says what it did for the verdict.
+func reclaimClaim(f *os.File, hdr []byte, dry bool) string {
+	if binary.LittleEndian.Uint32(hdr[offConsumerState:]) != ConsumerClaiming {
+		return ""
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, HeaderBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Sprintf("; its consumer claim could not be checked (%v)", err)
+	}
+	defer unix.Munmap(m)
+	r := &Ring{mem: m}
+	st, pid := r.consumerClaim()
+	if st != ConsumerClaiming || !r.claimDead(st, pid) {
+		return ""
+	}
+	if dry {
+		return fmt.Sprintf("; would reclaim the consumer claim of dead pid %d", pid)
+	}
+	if r.ReclaimDeadClaim() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; reclaimed the consumer claim of dead pid %d (the next consumer can attach)", pid)
 }
 
 // AttachNamed opens the named segment and attaches a Ring to it, waiting (until ctx ends) for
@@ -143,6 +171,9 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 			last = fmt.Errorf("file of %d bytes, smaller than a ring header", len(mem))
 		} else if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, err
+		} else if errors.Is(err, fs.ErrPermission) {
+			// Waiting cannot help: say so at once instead of "not initialised in time".
+			return nil, nil, fmt.Errorf("ring %s (%s): permission denied (the file belongs to uid %s, mode %s): %w", name, shm.Path(name), fileOwner(shm.Path(name)), fileMode(shm.Path(name)), err)
 		} else {
 			last = err // e.g. empty: created, not yet reserved
 		}
@@ -152,4 +183,20 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+func fileOwner(path string) string {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return "?"
+	}
+	return fmt.Sprint(st.Uid)
+}
+
+func fileMode(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%#o", fi.Mode().Perm())
 }

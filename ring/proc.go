@@ -73,3 +73,12 @@ func Alive(pid uint32, starttime uint64) bool {
 	}
 	return state != 'Z' && state != 'X' && st == starttime
 }
+
+// Stopped reports whether process pid is stopped (state T, by a signal, or t, by a tracer).
+func Stopped(pid uint32) bool {
+	if pid == 0 {
+		return false
+	}
+	state, _, err := procStat(strconv.FormatUint(uint64(pid), 10))
+	return err == nil && (state == 'T' || state == 't')
+}

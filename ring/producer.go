@@ -145,6 +145,7 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 		p.Fail(err)
 		return nil, err
 	}
+	failpoint(FPSlotWriting)
 	return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: now}, nil
 }
 
@@ -187,6 +188,7 @@ func (w *WriteSlot) Publish() error {
 		p.release()
 		return err
 	}
+	failpoint(FPSlotFilled)
 	h := r.slotHeader(w.slot)
 	*r.u64(h + shSeq) = w.Seq()
 	*r.u32(h + shOwner) = uint32(p.entry + 1)
@@ -199,6 +201,7 @@ func (w *WriteSlot) Publish() error {
 	atomic.AddUint64(r.u64(p.off+regBatches), 1)
 	atomic.StoreUint32(st, slotWord(w.lap, SlotReady))
 	wake(st, waiters)
+	failpoint(FPSlotReady)
 	p.release()
 	return nil
 }

@@ -161,11 +161,14 @@ func (r *Ring) register(writers int) (int, error) {
 	}
 	for j := 0; j < MaxProducers; j++ {
 		e := entryOff(j)
-		if atomic.CompareAndSwapUint32(r.u32(e+regState), EntryFree, EntryClaiming) {
+		// State and pid are the halves of one u64 (PROTOCOL.md 2.6): the entry is never
+		// CLAIMING without its pid.
+		if atomic.CompareAndSwapUint64(r.u64(e+regState), claimWord(EntryFree, 0), claimWord(EntryClaiming, uint32(pid))) {
+			failpoint(FPProducerRegistering)
 			atomic.StoreUint64(r.u64(e+regStarttime), starttime)
 			atomic.StoreUint32(r.u32(e+regWriters), uint32(writers))
-			atomic.StoreUint32(r.u32(e+regPID), uint32(pid))
 			atomic.StoreUint32(r.u32(e+regState), EntryActive)
+			failpoint(FPProducerActive)
 			return j, nil
 		}
 	}
@@ -534,19 +537,20 @@ func (r *Ring) errorRecord() *ProducerError {
 
 // consumerStatus returns ErrConsumerClosed, ErrConsumerGone or nil (PROTOCOL.md 3.5, producer side).
 func (r *Ring) consumerStatus() error {
-	switch atomic.LoadUint32(r.u32(offConsumerState)) {
+	st, pid := r.consumerClaim()
+	switch st {
 	case ConsumerClosed:
 		return ErrConsumerClosed
 	case ConsumerAttached:
-		pid := atomic.LoadUint32(r.u32(offConsumerPID))
-		if !Alive(pid, atomic.LoadUint64(r.u64(offConsumerStarttime))) {
+		if r.claimDead(st, pid) {
 			// It may have closed and exited in between: CLOSED wins.
-			if atomic.LoadUint32(r.u32(offConsumerState)) == ConsumerClosed {
+			if s, _ := r.consumerClaim(); s == ConsumerClosed {
 				return ErrConsumerClosed
 			}
 			return fmt.Errorf("%w (pid %d)", ErrConsumerGone, pid)
 		}
 	}
+	// NONE, or CLAIMING (alive, or dead and reclaimable by the next consumer): wait for one.
 	return nil
 }
 
@@ -562,10 +566,12 @@ func (r *Ring) producersStatus() (live int, dead *ProducerDiedError) {
 		}
 		pid := atomic.LoadUint32(r.u32(e + regPID))
 		if pid == 0 && st == EntryClaiming {
-			live++
+			live++ // a pre-version writer between its CAS and its pid store
 			continue
 		}
-		if !Alive(pid, atomic.LoadUint64(r.u64(e+regStarttime))) {
+		// A CLAIMING entry's starttime may not be written yet: judge it by its pid.
+		gone := st == EntryClaiming && pidGone(pid) || st == EntryActive && !Alive(pid, atomic.LoadUint64(r.u64(e+regStarttime)))
+		if gone {
 			// Finished and exited in between? Only a still-active entry is a death.
 			if s := atomic.LoadUint32(r.u32(e + regState)); s == EntryActive || s == EntryClaiming {
 				return live, &ProducerDiedError{PID: pid, Entry: j}

@@ -15,6 +15,7 @@ type ProducerInfo struct {
 	Heartbeat uint64
 	Batches   uint64
 	Writers   uint32
+	Stopped   bool // alive but stopped (SIGSTOP, a debugger: /proc state T or t)
 }
 
 // SlotInfo is one slot's state word, decoded.
@@ -40,6 +41,7 @@ type Stats struct {
 	ConsumerState     uint32
 	ConsumerPID       uint32
 	ConsumerAlive     bool
+	ConsumerStopped   bool // alive but stopped (/proc state T or t)
 	BatchesRead       uint64
 	BytesRead         uint64
 	ConsumerWaitNs    uint64
@@ -67,13 +69,14 @@ func (r *Ring) Stats() Stats {
 		NextClaim:      ld64(offNextClaim),
 		BatchesWritten: ld64(offBatchesWritten), BytesWritten: ld64(offBytesWritten),
 		ProducerWaitNs: ld64(offProducerWaitNs), ProducerBusyNs: ld64(offProducerBusyNs),
-		ConsumerState: ld32(offConsumerState), ConsumerPID: ld32(offConsumerPID),
 		BatchesRead: ld64(offBatchesRead), BytesRead: ld64(offBytesRead),
 		ConsumerWaitNs: ld64(offConsumerWaitNs), ConsumerHeartbeat: ld64(offConsumerHeartbeat),
 		Named: r.named, Error: r.errorRecord(), Job: r.JobCounters(),
 	}
-	if s.ConsumerState == ConsumerAttached {
-		s.ConsumerAlive = Alive(s.ConsumerPID, ld64(offConsumerStarttime))
+	s.ConsumerState, s.ConsumerPID = r.consumerClaim()
+	if s.ConsumerState == ConsumerAttached || s.ConsumerState == ConsumerClaiming {
+		s.ConsumerAlive = !r.claimDead(s.ConsumerState, s.ConsumerPID)
+		s.ConsumerStopped = s.ConsumerAlive && Stopped(s.ConsumerPID)
 	}
 	s.CreatorPID, s.CreatorAlive = r.Creator()
 	s.SlotState = make([]SlotInfo, r.slots)
@@ -93,6 +96,10 @@ func (r *Ring) Stats() Stats {
 		pi := ProducerInfo{Entry: j, State: st, PID: ld32(e + regPID), Heartbeat: ld64(e + regHeartbeat),
 			Batches: ld64(e + regBatches), Writers: ld32(e + regWriters)}
 		pi.Alive = Alive(pi.PID, ld64(e+regStarttime))
+		if st == EntryClaiming { // its starttime may not be written yet (PROTOCOL.md 2.6)
+			pi.Alive = pi.PID != 0 && !pidGone(pi.PID) || pi.PID == 0
+		}
+		pi.Stopped = pi.Alive && Stopped(pi.PID)
 		s.Producers = append(s.Producers, pi)
 	}
 	return s

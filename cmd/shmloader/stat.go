@@ -54,6 +54,7 @@ type statView struct {
 	ConsumerState  string         `json:"consumer_state"`
 	ConsumerPID    uint32         `json:"consumer_pid,omitempty"`
 	ConsumerAlive  bool           `json:"consumer_alive"`
+	ConsumerStop   bool           `json:"consumer_stopped,omitempty"`
 	Error          string         `json:"error,omitempty"`
 }
 
@@ -62,6 +63,7 @@ type statProducer struct {
 	State   string `json:"state"`
 	PID     uint32 `json:"pid"`
 	Alive   bool   `json:"alive"`
+	Stopped bool   `json:"stopped,omitempty"` // alive but stopped (SIGSTOP): it makes no progress
 	Writers uint32 `json:"writers"`
 	Batches uint64 `json:"batches"`
 }
@@ -74,7 +76,7 @@ func makeStatView(name string, prev, cur ring.Stats, dt time.Duration, now time.
 		BatchesWritten: cur.BatchesWritten, BatchesRead: cur.BatchesRead,
 		TotalBatches: cur.TotalBatches, StartBatch: cur.StartBatch,
 		CreatorPID: cur.CreatorPID, CreatorAlive: cur.CreatorAlive,
-		ConsumerState: ring.ConsumerStateName(cur.ConsumerState), ConsumerAlive: cur.ConsumerAlive,
+		ConsumerState: ring.ConsumerStateName(cur.ConsumerState), ConsumerAlive: cur.ConsumerAlive, ConsumerStop: cur.ConsumerStopped,
 		ProducerWait: -1, ConsumerWait: -1,
 	}
 	if cur.ConsumerState != ring.ConsumerNone {
@@ -95,7 +97,7 @@ func makeStatView(name string, prev, cur ring.Stats, dt time.Duration, now time.
 	}
 	for _, p := range cur.Producers {
 		v.Producers = append(v.Producers, statProducer{Entry: p.Entry, State: ring.EntryStateName(p.State),
-			PID: p.PID, Alive: p.Alive, Writers: p.Writers, Batches: p.Batches})
+			PID: p.PID, Alive: p.Alive, Stopped: p.Stopped, Writers: p.Writers, Batches: p.Batches})
 		if p.Alive && (p.State == ring.EntryActive || p.State == ring.EntryClaiming) {
 			v.ProducersAlive++
 		}
@@ -127,8 +129,11 @@ func (v statView) text() string {
 	consumer := v.ConsumerState
 	if v.ConsumerPID != 0 {
 		consumer += fmt.Sprintf(" pid %d", v.ConsumerPID)
-		if v.ConsumerState == "ATTACHED" && !v.ConsumerAlive {
+		switch {
+		case (v.ConsumerState == "ATTACHED" || v.ConsumerState == "CLAIMING") && !v.ConsumerAlive:
 			consumer += " (dead)"
+		case v.ConsumerStop:
+			consumer += " (stopped)"
 		}
 	}
 	var ps []string
@@ -136,6 +141,8 @@ func (v statView) text() string {
 		s := fmt.Sprintf("%d:%s pid %d", p.Entry, p.State, p.PID)
 		if !p.Alive && (p.State == "ACTIVE" || p.State == "CLAIMING") {
 			s += " (dead)"
+		} else if p.Stopped {
+			s += " (stopped)"
 		}
 		ps = append(ps, s)
 	}

@@ -1,0 +1,99 @@
+package ring
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// Failpoints stop this process at an exact protocol state, for the fault tests
+// (PROTOCOL.md appendix A). GOBATCH_FAILPOINT=name[:count[:action]] is read once at start:
+// the count-th time (default 1) the process passes the point called name it sends itself
+// SIGKILL (action "kill", the default) or SIGSTOP ("stop"). Unset, a failpoint costs one
+// load of a nil pointer.
+
+// FailpointEnv is the environment variable that arms a failpoint.
+const FailpointEnv = "GOBATCH_FAILPOINT"
+
+// The failpoints of the Go side (the C library has the consumer's own, of the same names).
+const (
+	FPConsumerClaiming    = "consumer-claiming"    // consumer_state = CLAIMING with our pid, starttime not written
+	FPConsumerAttached    = "consumer-attached"    // consumer_state = ATTACHED
+	FPConsumerReading     = "consumer-reading"     // a slot stored READING, not yet released
+	FPConsumerReleased    = "consumer-released"    // a slot stored FREE(lap+1) by the consumer
+	FPProducerRegistering = "producer-registering" // registry entry CLAIMING, pid not written
+	FPProducerActive      = "producer-active"      // registry entry ACTIVE
+	FPSlotWriting         = "slot-writing"         // slot CAS to WRITING, payload not written
+	FPSlotFilled          = "slot-filled"          // payload written, state still WRITING (before publish)
+	FPSlotReady           = "slot-ready"           // slot stored READY, claim not yet released
+)
+
+// Failpoints lists every failpoint name (Go and C), for the document test.
+var Failpoints = []string{FPConsumerClaiming, FPConsumerAttached, FPConsumerReading, FPConsumerReleased,
+	FPProducerRegistering, FPProducerActive, FPSlotWriting, FPSlotFilled, FPSlotReady}
+
+type failpointSpec struct {
+	name  string
+	count int64
+	sig   syscall.Signal
+	hits  atomic.Int64
+}
+
+var armed = mustParseFailpoint(os.Getenv(FailpointEnv))
+
+func mustParseFailpoint(s string) *failpointSpec {
+	fp, err := parseFailpoint(s)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gobatch: %s=%q: %v\n", FailpointEnv, s, err)
+		os.Exit(2)
+	}
+	return fp
+}
+
+func parseFailpoint(s string) (*failpointSpec, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) > 3 {
+		return nil, fmt.Errorf("want name[:count[:kill|stop]]")
+	}
+	fp := &failpointSpec{name: parts[0], count: 1, sig: syscall.SIGKILL}
+	known := false
+	for _, n := range Failpoints {
+		known = known || n == fp.name
+	}
+	if !known {
+		return nil, fmt.Errorf("unknown failpoint %q (known: %s)", fp.name, strings.Join(Failpoints, ", "))
+	}
+	if len(parts) > 1 {
+		n, err := strconv.ParseInt(parts[1], 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("count %q is not a positive integer", parts[1])
+		}
+		fp.count = n
+	}
+	if len(parts) > 2 {
+		switch parts[2] {
+		case "kill":
+		case "stop":
+			fp.sig = syscall.SIGSTOP
+		default:
+			return nil, fmt.Errorf("action %q is not kill or stop", parts[2])
+		}
+	}
+	return fp, nil
+}
+
+// failpoint stops the process if the armed failpoint is name and this is its count-th pass.
+func failpoint(name string) {
+	if armed == nil || armed.name != name {
+		return
+	}
+	if armed.hits.Add(1) == armed.count {
+		syscall.Kill(os.Getpid(), armed.sig)
+	}
+}

@@ -1,0 +1,293 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobatch/gobatch/shm"
+)
+
+// Fault trials: a child process (this test binary in a role of childMain) stops itself at an
+// exact protocol state through GOBATCH_FAILPOINT, and the survivor must see it within 1 s with
+// a clear error, no hang, and nothing left in the private shm dir. GOBATCH_FAULT_REPS repeats
+// each trial (`make faults`); the default is one.
+
+const detectWithin = time.Second
+
+func faultReps() int { return max(envInt("GOBATCH_FAULT_REPS", 1), 1) }
+
+// faultChild is a child that may die before it prints anything.
+type faultChild struct {
+	cmd  *exec.Cmd
+	died chan time.Time // when Wait returned
+}
+
+func startFaultChild(t *testing.T, role, failpoint string, env ...string) *faultChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append(env, "GOBATCH_RING_ROLE="+role, "GOBATCH_SHM_DIR="+shm.Dir, FailpointEnv+"="+failpoint)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &faultChild{cmd: cmd, died: make(chan time.Time, 1)}
+	go func() { cmd.Wait(); c.died <- time.Now() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-c.died })
+	return c
+}
+
+// killedBy waits (bounded) for the child's death and checks it stopped itself with SIGKILL.
+func (c *faultChild) killedBy(t *testing.T, fp string) time.Time {
+	t.Helper()
+	select {
+	case at := <-c.died:
+		c.died <- at
+		if ws := c.cmd.ProcessState.String(); !strings.Contains(ws, "killed") {
+			t.Fatalf("child with failpoint %s: %s, want killed by its failpoint", fp, ws)
+		}
+		return at
+	case <-time.After(10 * time.Second):
+		t.Fatalf("child with failpoint %s did not reach it within 10 s", fp)
+	}
+	return time.Time{}
+}
+
+type faultTally struct {
+	name  string
+	n     int
+	worst time.Duration
+}
+
+func (f *faultTally) add(d time.Duration) {
+	f.n++
+	f.worst = max(f.worst, d)
+}
+
+func (f *faultTally) report(t *testing.T) {
+	fmt.Printf("FAULT %-44s %3d/%d detected, worst %v\n", f.name, f.n, faultReps(), f.worst.Round(time.Millisecond))
+}
+
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%d files left in %s (first %s)", len(ents), dir, ents[0].Name())
+	}
+}
+
+// TestFaultProducerDies: a joining producer process dies at each producer-side state while
+// the ring's creator (this process) keeps producing; the consumer (this process) must report
+// "producer pid P died" within 1 s whether or not the survivor keeps ahead.
+func TestFaultProducerDies(t *testing.T) {
+	for _, fp := range []string{FPProducerRegistering, FPProducerActive, FPSlotWriting + ":3", FPSlotFilled + ":3", FPSlotReady + ":3"} {
+		t.Run(strings.ReplaceAll(fp, ":", "@"), func(t *testing.T) {
+			tally := &faultTally{name: "producer dies at " + fp}
+			for k := 0; k < faultReps(); k++ {
+				tally.add(producerDiesOnce(t, fp))
+			}
+			tally.report(t)
+		})
+	}
+}
+
+func producerDiesOnce(t *testing.T, fp string) time.Duration {
+	dir := t.TempDir()
+	old := shm.Dir
+	shm.Dir = dir
+	defer func() { shm.Dir = old }()
+	name := fmt.Sprintf("f%d", time.Now().UnixNano()%1e9)
+	l := streamLayout(8, 0, 16)
+	seg, err := shm.Create(name, l.SegmentBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Create(seg.Bytes(), l, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	c, err := r.NewConsumer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.NewProducer(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The survivor: fast, always ahead of the consumer, so only a periodic registry scan
+	// can see a sibling that died holding no claim.
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- produce(ctx, p, 1, 0) }()
+	ch := startFaultChild(t, "join-produce", fp, "RING="+name, "SLOTS=8", "WORDS=16")
+	var got error
+	for {
+		s, err := c.Next(ctx)
+		if err != nil {
+			got = err
+			break
+		}
+		if check(s.Tensor(0), s.Seq()) >= 0 {
+			t.Fatalf("batch %d torn", s.Seq())
+		}
+		c.Release(s)
+	}
+	at := time.Now()
+	var pd *ProducerDiedError
+	if !errors.As(got, &pd) || !strings.Contains(got.Error(), "died") {
+		t.Fatalf("failpoint %s: consumer got %v, want a ProducerDiedError", fp, got)
+	}
+	if pd.PID != uint32(ch.cmd.Process.Pid) {
+		t.Fatalf("failpoint %s: reported pid %d, the child was %d", fp, pd.PID, ch.cmd.Process.Pid)
+	}
+	died := ch.killedBy(t, fp)
+	lat := max(at.Sub(died), 0)
+	if lat > detectWithin {
+		t.Fatalf("failpoint %s: death seen after %v, want within %v", fp, lat, detectWithin)
+	}
+	c.Close()
+	cancel()
+	<-prodDone
+	seg.Close()
+	shm.Unlink(name)
+	emptyDir(t, dir)
+	return lat
+}
+
+// TestFaultConsumerDies: the consumer process dies at each consumer state; the producer's
+// watchdog sees an ATTACHED consumer's death within 1 s, and a consumer that died CLAIMING
+// leaves a claim that the next consumer takes over (and that GC resets).
+func TestFaultConsumerDies(t *testing.T) {
+	for _, fp := range []string{FPConsumerClaiming, FPConsumerAttached, FPConsumerReading + ":3", FPConsumerReleased + ":3"} {
+		t.Run(strings.ReplaceAll(fp, ":", "@"), func(t *testing.T) {
+			tally := &faultTally{name: "consumer dies at " + fp}
+			for k := 0; k < faultReps(); k++ {
+				tally.add(consumerDiesOnce(t, fp, k%2 == 1))
+			}
+			tally.report(t)
+		})
+	}
+}
+
+func consumerDiesOnce(t *testing.T, fp string, viaGC bool) time.Duration {
+	dir := t.TempDir()
+	old := shm.Dir
+	shm.Dir = dir
+	defer func() { shm.Dir = old }()
+	name := fmt.Sprintf("f%d", time.Now().UnixNano()%1e9)
+	l := streamLayout(4, 0, 16)
+	seg, err := shm.Create(name, l.SegmentBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { seg.Close(); shm.Unlink(name); emptyDir(t, dir) }()
+	r, err := Create(seg.Bytes(), l, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.NewProducer(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	watch := make(chan error, 1)
+	go func() { watch <- p.Watch(ctx, WatchOptions{}) }()
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- produce(ctx, p, 1, 0) }()
+	ch := startFaultChild(t, "consume", fp, "RING="+name, "SLOTS=4", "WORDS=16")
+	died := ch.killedBy(t, fp)
+	if strings.HasPrefix(fp, FPConsumerClaiming) {
+		// The claim is dead but as good as NONE: the producer keeps waiting for a consumer.
+		if st, pid := r.consumerClaim(); st != ConsumerClaiming || pid != uint32(ch.cmd.Process.Pid) {
+			t.Fatalf("claim word (%d, %d) after the death, want (CLAIMING, %d)", st, pid, ch.cmd.Process.Pid)
+		}
+		var lat time.Duration
+		if viaGC {
+			res, err := GC(GCOptions{})
+			if err != nil || len(res) != 1 || res[0].Removed || !strings.Contains(res[0].Reason, "reclaimed") {
+				t.Fatalf("GC: %v %+v, want the ring kept and its claim reclaimed", err, res)
+			}
+			if st, _ := r.consumerClaim(); st != ConsumerNone {
+				t.Fatalf("consumer_state %d after GC, want NONE", st)
+			}
+		}
+		c, err := r.NewConsumer()
+		lat = time.Since(died)
+		if err != nil {
+			t.Fatalf("the next consumer after a death while CLAIMING: %v", err)
+		}
+		for k := 0; k < 10; k++ {
+			s, err := c.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Seq() != uint64(k) || check(s.Tensor(0), s.Seq()) >= 0 {
+				t.Fatalf("batch %d: seq %d or payload wrong after a reclaim", k, s.Seq())
+			}
+			c.Release(s)
+		}
+		c.Close()
+		if err := <-watch; !errors.Is(err, ErrConsumerClosed) {
+			t.Fatalf("watchdog: %v, want ErrConsumerClosed", err)
+		}
+		<-prodDone
+		return lat
+	}
+	var err2 error
+	select {
+	case err2 = <-watch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("failpoint %s: the producer's watchdog did not see the consumer's death within 5 s", fp)
+	}
+	lat := time.Since(died)
+	if !errors.Is(err2, ErrConsumerGone) || !strings.Contains(err2.Error(), fmt.Sprint(ch.cmd.Process.Pid)) {
+		t.Fatalf("failpoint %s: watchdog returned %v, want ErrConsumerGone naming pid %d", fp, err2, ch.cmd.Process.Pid)
+	}
+	if lat > detectWithin {
+		t.Fatalf("failpoint %s: consumer death seen after %v", fp, lat)
+	}
+	<-prodDone
+	// A new consumer is refused, naming the dead one.
+	if _, err := r.NewConsumer(); err == nil || !strings.Contains(err.Error(), "died after attaching") {
+		t.Fatalf("attach after the consumer's death: %v, want a refusal naming the death", err)
+	}
+	return lat
+}
+
+func TestFailpointParse(t *testing.T) {
+	for _, bad := range []string{"nope", FPSlotReady + ":0", FPSlotReady + ":x", FPSlotReady + ":1:boom", "a:1:2:3"} {
+		if _, err := parseFailpoint(bad); err == nil {
+			t.Errorf("parseFailpoint(%q) accepted", bad)
+		}
+	}
+	fp, err := parseFailpoint(FPSlotReady + ":4:stop")
+	if err != nil || fp.count != 4 || fp.sig.String() != "stopped (signal)" {
+		t.Fatalf("parseFailpoint: %+v %v", fp, err)
+	}
+	if fp, err := parseFailpoint(""); fp != nil || err != nil {
+		t.Fatal("empty failpoint armed")
+	}
+}
+
+// TestFailpointsDocumented: every failpoint is in PROTOCOL.md's appendix A.
+func TestFailpointsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b[strings.Index(string(b), "## Appendix A"):])
+	for _, n := range Failpoints {
+		if !strings.Contains(doc, "| `"+n+"` |") {
+			t.Errorf("failpoint %s is not in PROTOCOL.md appendix A", n)
+		}
+	}
+}
+
+var _ = io.EOF
