@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,13 +30,7 @@ func TestPlanSynthetic(t *testing.T) {
 }
 
 func TestPlanNowcast(t *testing.T) {
-	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "gobatch-sampler-nowcast-0.25d-64px") // sampler tests' data
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nowcast.json")); err != nil {
-		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
-	}
+	dir := nowcastDir(t)
 	cfg, err := config.Load("../../presets/nowcast.toml")
 	if err != nil {
 		t.Fatal(err)

@@ -35,13 +35,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 	if _, err = openSources(cfg, flags.sourceFlags, stream, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "source[0].store") {
 		t.Fatalf("empty data root: %v", err)
 	}
-	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "gobatch-sampler-nowcast-0.25d-64px") // sampler tests' data
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nowcast.json")); err != nil {
-		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
-	}
+	dir := nowcastDir(t)
 	flags.dataRoot = dir
 	src, err := openSources(cfg, flags.sourceFlags, stream, zerolog.Nop())
 	if err != nil {
@@ -62,13 +56,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 
 // The start-up log says, per source, how many anchor times it rejects as t0 and why the first.
 func TestRunSourcesLogRejections(t *testing.T) {
-	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "gobatch-sampler-nowcast-0.25d-64px") // sampler tests' data
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nowcast.json")); err != nil {
-		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
-	}
+	dir := nowcastDir(t)
 	cfg, err := config.Load("../../presets/nowcast.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -106,4 +94,18 @@ func TestRunSourcesLogRejections(t *testing.T) {
 	if want[0].Count != 18 || !strings.Contains(want[0].First, "leaves the time coordinate") {
 		t.Errorf("satellite: %+v", want[0])
 	}
+}
+
+// nowcastDir is the nowcast-ref dataset the sampler tests write ($GOBATCH_NOWCAST_DIR or their
+// temporary copy); the test is skipped without one.
+func nowcastDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("GOBATCH_NOWCAST_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "gobatch-sampler-nowcast-0.25d-64px") // sampler tests' data
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nowcast.json")); err != nil {
+		t.Skip("no nowcast-ref dataset (run the sampler tests, or set GOBATCH_NOWCAST_DIR)")
+	}
+	return dir
 }
