@@ -250,20 +250,7 @@ func TestStreamEpochSplit(t *testing.T) {
 
 func TestEpochsFillAllocatesNothingWhenWarm(t *testing.T) {
 	j := newEpochsJob(t, "", Options{})
-	buf := batchBuf(j)
-	for b := uint64(0); b < 300; b++ { // several epochs: every chunk decoded, reader state pooled
-		if err := j.Fill(ctx, b, buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	k := uint64(0)
-	allocs := testing.AllocsPerRun(50, func() {
-		if err := j.Fill(ctx, k%300, buf); err != nil {
-			t.Fatal(err)
-		}
-		k++
-	})
-	if allocs != 0 {
+	if allocs := warmFillAllocs(t, j); allocs != 0 { // 300 batches: several epochs
 		t.Errorf("epochs: %.1f allocations per warm Fill", allocs)
 	}
 }

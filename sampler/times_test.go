@@ -469,19 +469,7 @@ func TestGappyFillMatchesReference(t *testing.T) {
 
 func TestGappyFillAllocatesNothingWhenWarm(t *testing.T) {
 	j, _ := newGappyJob(t, "")
-	buf := batchBuf(j)
-	for b := uint64(0); b < 300; b++ {
-		if err := j.Fill(ctx, b, buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	k := uint64(0)
-	if allocs := testing.AllocsPerRun(50, func() {
-		if err := j.Fill(ctx, k%300, buf); err != nil {
-			t.Fatal(err)
-		}
-		k++
-	}); allocs != 0 {
+	if allocs := warmFillAllocs(t, j); allocs != 0 {
 		t.Errorf("%.1f allocations per warm Fill on gappy axes", allocs)
 	}
 }
