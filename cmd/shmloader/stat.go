@@ -160,6 +160,7 @@ func cmdStat(args []string) int {
 	once := fl.Bool("once", false, "print one snapshot (rates over one interval) and exit")
 	asJSON := fl.Bool("json", false, "print JSON, one object per line")
 	interval := fl.Duration("interval", time.Second, "refresh interval, and the window rates are measured over")
+	allowUID := addAllowUIDFlag(fl)
 	lf := addLogFlags(fl)
 	pos, code, ok := fl.parse(args)
 	if !ok {
@@ -181,7 +182,7 @@ func cmdStat(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	seg, r, err := ring.AttachNamed(ctx, name, false)
+	seg, r, err := ring.AttachNamedAllowing(ctx, name, false, *allowUID)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("no ring %q (%s)", name, shm.Path(name))
