@@ -41,7 +41,6 @@ struct gb_ring {
     bool named;          /* creator_flags bit 0: a file that can be truncated (PROTOCOL.md 1.1) */
     bool lost;           /* the named segment was found truncated: every gb_next fails */
     int guard[2];        /* SIGBUS guard entries of the control and payload mappings, or -1 */
-    int64_t next_size_ns; /* when gb_next next compares a named file's size with segment_bytes */
     bool ready;          /* steps 2-4 passed */
     bool registered;     /* step 5 done, not closed */
     bool held;           /* a slot is in READING and handed out */
@@ -364,13 +363,11 @@ int gb_guard_payload(gb_ring *r, uintptr_t addr, size_t len, int writable) {
 }
 
 /* A named segment cut short: found by the guard (a touch of a cut page), or by comparing the
- * file's size with segment_bytes, at most every wait slice unless forced. Sticky. */
-static int segment_lost(gb_ring *r, bool force) {
+ * file's size with segment_bytes (one fstat per call: a batch is never handed out of a file
+ * already cut). Sticky. A memfd ring is sealed and never checked. */
+static int segment_lost(gb_ring *r) {
     if (!r->named) return GB_OK;
     if (!r->lost && !guard_lost(r->guard[0]) && !guard_lost(r->guard[1])) {
-        int64_t now = now_ns();
-        if (!force && now < r->next_size_ns) return GB_OK;
-        r->next_size_ns = now + GB_WAIT_SLICE_NS;
         struct stat st;
         if (fstat(r->fd, &st) != 0 || (uint64_t)st.st_size >= r->g.segment_bytes) return GB_OK;
     }
@@ -775,7 +772,7 @@ int gb_next(gb_ring *r, int budget_ms) {
     if (!r || !r->registered) return GB_ECLOSED;
     if (getpid() != r->owner_pid)
         return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
-    int lost = segment_lost(r, false);
+    int lost = segment_lost(r);
     if (lost != GB_OK) return lost;
     release_held(r);
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
@@ -823,7 +820,7 @@ int gb_next(gb_ring *r, int budget_ms) {
         }
         atomic_fetch_add_explicit(a64(r, GB_H_CONSUMER_WAIT_NS), (uint64_t)(now_ns() - t0), memory_order_relaxed);
         if (rc != GB_OK) { /* a truncation zeroes the words the checks read: name the cause */
-            lost = rc == GB_TIMEOUT ? GB_OK : segment_lost(r, true);
+            lost = rc == GB_TIMEOUT ? GB_OK : segment_lost(r);
             return lost != GB_OK ? lost : rc;
         }
     } else {
@@ -846,10 +843,13 @@ int gb_next(gb_ring *r, int budget_ms) {
     r->held_lap = lap;
     uint64_t seq = atomic_load_explicit(a64(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + GB_S_SEQ),
                                         memory_order_relaxed);
+    if (r->named) { /* cut while this call waited or touched the slot: not delivered */
+        lost = segment_lost(r);
+        if (lost != GB_OK) return lost;
+    }
     if (seq != r->g.start_batch + r->j)
         return fail(r, GB_EPROTO, "protocol error: slot %u holds batch %llu, expected batch %llu", slot,
                     (unsigned long long)seq, (unsigned long long)(r->g.start_batch + r->j));
-    if (r->named && (guard_lost(r->guard[0]) || guard_lost(r->guard[1]))) return segment_lost(r, true);
     return (int)slot;
 }
 

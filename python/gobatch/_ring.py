@@ -361,6 +361,8 @@ class Ring:
         text = _lib.error_text(self._ptr) if self._ptr else ""
         if rc == _lib.EFOREIGN:
             return self._foreign_error()
+        if rc == _lib.ELOST and self._shm_path:
+            _unlink_if_same(self._shm_path, self._file_id)  # a cut ring cannot go on: leave nothing
         cls = RingTruncatedError if rc == _lib.ELOST else RingError if rc == _lib.EPROTO else LoaderError
         exc = self._producer_failure(cls, f"{self._label}: {text}")
         self._failure = exc
