@@ -44,9 +44,16 @@ def _record(name: str, latency: float) -> None:
 
 @pytest.fixture
 def shm(tmp_path, monkeypatch):
-    d = tmp_path / "shm"
-    d.mkdir()
-    monkeypatch.setenv("GOBATCH_SHM_DIR", str(d))
+    """The trial's ring directory: /dev/shm itself when tools/faultns.py gave the trial a
+    private one (GOBATCH_PRIVATE_SHM), else a private GOBATCH_SHM_DIR."""
+    if os.environ.get("GOBATCH_PRIVATE_SHM") == "/dev/shm":
+        d = Path("/dev/shm")
+        assert list(d.iterdir()) == [], "the private /dev/shm is not empty"
+        monkeypatch.delenv("GOBATCH_SHM_DIR", raising=False)
+    else:
+        d = tmp_path / "shm"
+        d.mkdir()
+        monkeypatch.setenv("GOBATCH_SHM_DIR", str(d))
     monkeypatch.delenv("GOBATCH_FAILPOINT", raising=False)
     yield d
     assert list(d.iterdir()) == [], f"left behind: {list(d.iterdir())}"
@@ -108,11 +115,12 @@ def test_attach_refuses_symlink_directory_fifo(shm):
 
 def test_attach_refuses_other_uid_and_writable_rings(shm):
     """The issue's case: a 0666 ring owned by another uid. Refused; so is one of ours that anyone
-    can write; another user's 0600 ring is refused unless allow_uid names that uid."""
-    fake = _named_fake(shm, "theirs")
-    p = shm / "gobatch-theirs"
-    try:
-        for rep in range(REPS):
+    can write; another user's 0600 ring is refused unless allow_uid names that uid, and then
+    read."""
+    for rep in range(REPS):
+        fake = _named_fake(shm, f"theirs{rep}")
+        p = shm / f"gobatch-theirs{rep}"
+        try:
             os.chmod(p, 0o666)
             _record("named: own 0666 ring refused", _refused(UnsafeRingError, p, "writable by group/other"))
             other = _other_uid(p)
@@ -120,17 +128,15 @@ def test_attach_refuses_other_uid_and_writable_rings(shm):
             _refused(UnsafeRingError, p, "writable by group/other", allow_uid=other)
             os.chmod(p, 0o600)
             _refused(UnsafeRingError, p, f"owned by uid {other}")
-            with gobatch.attach("theirs", timeout=5, allow_uid=other) as r:
+            with gobatch.attach(f"theirs{rep}", timeout=5, allow_uid=other) as r:
                 fake.publish(0, 1.0)
                 b = next(r)
                 assert b["a"].shape == (2, 3) and (b["a"] == 1.0).all()
-            fake.set(consumer_state=0, consumer_pid=0)  # detached: the next rep attaches again
-            os.lchown(p, os.geteuid(), -1)
-        with pytest.raises(ValueError, match="allow_uid"):
-            gobatch.attach("theirs", allow_uid=-1)
-    finally:
-        os.close(fake.fd)
-        os.unlink(p)
+        finally:
+            os.close(fake.fd)
+            os.unlink(p)
+    with pytest.raises(ValueError, match="allow_uid"):
+        gobatch.attach("theirs", allow_uid=-1)
 
 
 def test_attach_says_permission_denied(ring_name):
