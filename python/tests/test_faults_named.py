@@ -317,3 +317,56 @@ def test_unsealed_memfd_is_refused(memfd):
         gobatch.Ring(memfd, sealed=True, timeout=2)
     with gobatch.Ring(memfd, timeout=2) as r:  # a caller that does not ask for seals gets the ring
         assert r.slots == 2
+
+
+def _shmloader(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([gobatch.shmloader_path(), *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_stat_and_join_follow_the_same_rules(tmp_path, shm, ring_name):
+    """The Go side: `stat` and `run --join` refuse a symlink and another user's ring (stat takes
+    --allow-uid), and a `stat` watching a ring that is truncated says so and exits 1 instead of
+    dying of SIGBUS."""
+    cfg = config({"a": ((64, 64), "float32")}, size=4, batches=0, slots=2)
+    cfg_path = write_config(tmp_path / "c.json", cfg)
+    for rep in range(REPS):
+        name = f"{ring_name}-{rep}"
+        path = shm / f"gobatch-{name}"
+        prod = run_shmloader(["run", "--config", str(cfg_path), "--ring", name, "--readers", "1"],
+                             stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: path.exists() or prod.poll() is not None, 10, "ring file")
+            link = shm / f"gobatch-{name}-link"
+            os.symlink(path, link)
+            for args in (["stat", "--once", link.name[8:]],
+                         ["run", "--config", str(cfg_path), "--ring", link.name[8:], "--join"]):
+                out = _shmloader(*args)
+                assert out.returncode == 1 and "symbolic link" in out.stderr and str(link) in out.stderr, out.stderr
+            os.unlink(link)
+            other = _other_uid(path)
+            out = _shmloader("stat", "--once", name)
+            assert out.returncode == 1 and f"owned by uid {other}" in out.stderr, out.stderr
+            out = _shmloader("run", "--config", str(cfg_path), "--ring", name, "--join")
+            assert out.returncode == 1 and f"owned by uid {other}" in out.stderr, out.stderr
+            out = _shmloader("stat", "--once", "--allow-uid", str(other), name)
+            assert out.returncode == 0 and "slots" in out.stdout, (out.stdout, out.stderr)
+            os.lchown(path, os.geteuid(), -1)
+
+            stat = run_shmloader(["stat", "--interval", "20ms", "--json", name], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+            time.sleep(0.3)
+            assert stat.poll() is None, stat.stderr.read()
+            os.truncate(path, 0)
+            t0 = time.monotonic()
+            _, err = stat.communicate(timeout=10)
+            took = time.monotonic() - t0
+            assert stat.returncode == 1 and "was truncated" in err, (stat.returncode, err)
+            assert took < 1.0, took
+            _record("named: stat of a truncated ring, 0 SIGBUS", took)
+        finally:
+            if prod.poll() is None:
+                prod.kill()
+            prod.wait(timeout=10)
+            if path.exists():
+                os.unlink(path)  # the cut ring's producer died of SIGBUS, as PROTOCOL.md 1.1 says
