@@ -389,6 +389,11 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
         snprintf(err, errlen, "fstat of the ring segment failed: %s", strerror(errno));
         return NULL;
     }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a gobatch segment: the descriptor is %s, not a regular file or memfd",
+                 file_kind(st.st_mode));
+        return NULL;
+    }
     if (st.st_size < (off_t)GB_HEADER_BYTES) {
         snprintf(err, errlen, "not a gobatch segment: too small (%lld bytes, a ring has at least %u)",
                  (long long)st.st_size, GB_HEADER_BYTES);

@@ -17,15 +17,7 @@ import (
 // timeout, with the path and the reason; the other user's ring is accepted when allowed.
 func TestAttachNamedRefusesUnsafeFilesAtOnce(t *testing.T) {
 	useShmDir(t)
-	l := streamLayout(2, 0, 1)
-	seg, err := shm.Create("real", l.SegmentBytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seg.Close()
-	if _, err := Create(seg.Bytes(), l, true); err != nil {
-		t.Fatal(err)
-	}
+	newNamedRing(t, "real", streamLayout(2, 0, 1))
 	os.Symlink(shm.Path("real"), shm.Path("link"))
 	os.Mkdir(shm.Path("dir"), 0o700)
 	unix.Mkfifo(shm.Path("fifo"), 0o600)
@@ -65,13 +57,7 @@ func TestAttachNamedRefusesUnsafeFilesAtOnce(t *testing.T) {
 // a dead ring of another uid is kept with the reason, and removed with AllowUID.
 func TestGCLeavesOtherUsersRings(t *testing.T) {
 	useShmDir(t)
-	l := streamLayout(2, 0, 1)
-	seg, err := shm.Create("theirs", l.SegmentBytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seg.Close()
-	r, _ := Create(seg.Bytes(), l, true)
+	_, r := newNamedRing(t, "theirs", streamLayout(2, 0, 1))
 	pid, st := deadProcess(t)
 	*r.u32(offCreatorPID), *r.u64(offCreatorStarttime) = pid, st
 	other := os.Geteuid() + 4242

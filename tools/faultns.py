@@ -80,7 +80,8 @@ def go_trials(pkg: str, regex: str, tmp: Path) -> Tuple[List[Tuple[str, List[str
     out = subprocess.run([str(binary), "-test.list", regex], cwd=ROOT / pkg, capture_output=True, text=True,
                          check=True)
     names = [n for n in out.stdout.split() if n.startswith(("Test", "Example", "Fuzz"))]
-    return [(f"go {pkg} {n}", [str(binary), "-test.run", f"^{n}$", "-test.count=1", "-test.v"]) for n in names], ROOT / pkg
+    trials = [(f"go {pkg} {n}", [str(binary), "-test.run", f"^{n}$", "-test.count=1", "-test.v"]) for n in names]
+    return trials, ROOT / pkg
 
 
 def pytest_trials(python: str, files: Sequence[str]) -> List[Tuple[str, List[str]]]:

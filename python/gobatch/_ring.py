@@ -578,9 +578,9 @@ def _check_framework(framework: str) -> None:
 
 def _unlink_if_same(path: str, fd_or_id: "int | Tuple[int, int]") -> None:
     """Removes path if it still names the same file (fd, or (st_dev, st_ino)), not a newer
-    ring of that name."""
+    ring of that name nor a symlink put in its place."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
         if isinstance(fd_or_id, int):
             mine = os.fstat(fd_or_id)
             fd_or_id = (mine.st_dev, mine.st_ino)
@@ -666,7 +666,9 @@ def _check_sealed(fd: int, label: str) -> None:
     try:
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
     except OSError as e:
-        raise RingTruncatedError(f"{label}: the ring's memfd cannot report its seals ({e}): not a sealed memfd") from None
+        raise RingTruncatedError(
+            f"{label}: the ring's memfd cannot report its seals ({e}): not a sealed memfd"
+        ) from None
     if seals & want != want:
         raise RingTruncatedError(
             f"{label}: the ring's memfd is not sealed against shrinking and growing (seals {seals:#x}, "

@@ -20,44 +20,17 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
 import gobatch
 from fakering import FakeRing
+from faultharness import REPS, record, shm  # noqa: F401  (shm is a fixture)
 from gobatch import GobatchError, RingError, RingPermissionError, RingTruncatedError, UnsafeRingError
 from synthetic import PY, check_batch, config, python_env, run_shmloader, wait_for, write_config
 
 pytestmark = pytest.mark.timeout(300)
-
-REPS = max(int(os.environ.get("GOBATCH_FAULT_REPS", "1") or 1), 1)
-_tally: Dict[str, List[float]] = {}
-
-
-def _record(name: str, latency: float) -> None:
-    _tally.setdefault(name, []).append(latency)
-    got = _tally[name]
-    if len(got) == REPS:
-        print(f"\nFAULT {name:<48} {len(got)}/{REPS} refused/detected, worst {1000 * max(got):.0f} ms")
-
-
-@pytest.fixture
-def shm(tmp_path, monkeypatch):
-    """The trial's ring directory: /dev/shm itself when tools/faultns.py gave the trial a
-    private one (GOBATCH_PRIVATE_SHM), else a private GOBATCH_SHM_DIR."""
-    if os.environ.get("GOBATCH_PRIVATE_SHM") == "/dev/shm":
-        d = Path("/dev/shm")
-        assert list(d.iterdir()) == [], "the private /dev/shm is not empty"
-        monkeypatch.delenv("GOBATCH_SHM_DIR", raising=False)
-    else:
-        d = tmp_path / "shm"
-        d.mkdir()
-        monkeypatch.setenv("GOBATCH_SHM_DIR", str(d))
-    monkeypatch.delenv("GOBATCH_FAILPOINT", raising=False)
-    yield d
-    assert list(d.iterdir()) == [], f"left behind: {list(d.iterdir())}"
-
 
 def _other_uid(path: Path) -> int:
     """Gives path to a uid that is not ours (root only), or skips."""
@@ -84,7 +57,8 @@ def _refused(cls: type, path: Path, want: str, **kw: Any) -> float:
     took = time.monotonic() - t0
     e = ei.value
     assert isinstance(e, GobatchError) and isinstance(e, RingError)
-    assert e.path == str(path) and want in e.reason and str(path) in str(e) and want in str(e), (e.path, e.reason, str(e))
+    assert e.path == str(path) and want in e.reason, (e.path, e.reason)
+    assert str(path) in str(e) and want in str(e), str(e)
     assert took < 1.0, f"the refusal of {path} took {took:.2f} s: it waited"
     return took
 
@@ -103,7 +77,7 @@ def test_attach_refuses_symlink_directory_fifo(shm):
                 p = shm / f"gobatch-{kind}-{rep}"
                 make(p)
                 try:
-                    _record(f"named: {kind} refused", _refused(UnsafeRingError, p, want))
+                    record(f"named: {kind} refused", _refused(UnsafeRingError, p, want), "refused")
                 finally:
                     (os.rmdir if kind == "directory" else os.unlink)(p)
         with gobatch.attach("real", timeout=5) as r:  # the ring itself is fine
@@ -122,9 +96,9 @@ def test_attach_refuses_other_uid_and_writable_rings(shm):
         p = shm / f"gobatch-theirs{rep}"
         try:
             os.chmod(p, 0o666)
-            _record("named: own 0666 ring refused", _refused(UnsafeRingError, p, "writable by group/other"))
+            record("named: own 0666 ring refused", _refused(UnsafeRingError, p, "writable by group/other"), "refused")
             other = _other_uid(p)
-            _record("named: other-uid 0666 ring refused", _refused(UnsafeRingError, p, "owned by uid"))
+            record("named: other-uid 0666 ring refused", _refused(UnsafeRingError, p, "owned by uid"), "refused")
             _refused(UnsafeRingError, p, "writable by group/other", allow_uid=other)
             os.chmod(p, 0o600)
             _refused(UnsafeRingError, p, f"owned by uid {other}")
@@ -159,7 +133,7 @@ def test_attach_says_permission_denied(ring_name):
             took = time.monotonic() - t0
             assert out.stdout.startswith("RingPermissionError | permission denied"), (out.stdout, out.stderr)
             assert "belongs to uid 0, mode 0600; you are uid 65534" in out.stdout, out.stdout
-            _record("named: permission denied (other user)", took)
+            record("named: permission denied (other user)", took)
     finally:
         shutil.rmtree(d)
 
@@ -183,7 +157,7 @@ def test_squatted_name_is_never_written_or_read(tmp_path, shm):
         out = _squat_run(tmp_path, f"link{rep}")
         assert out.returncode == 1 and "exists" in out.stderr and "symbolic link" in out.stderr, out.stderr
         assert victim.read_bytes() == b"precious" and os.path.islink(link)
-        _record("named: squat by symlink refused (creator)", time.monotonic() - t0)
+        record("named: squat by symlink refused (creator)", time.monotonic() - t0, "refused")
         _refused(UnsafeRingError, link, "symbolic link")
         os.unlink(link)
 
@@ -195,8 +169,9 @@ def test_squatted_name_is_never_written_or_read(tmp_path, shm):
         out = _squat_run(tmp_path, f"squat{rep}")
         assert out.returncode == 1 and f"a file of uid {other} holds the name" in out.stderr, out.stderr
         assert squat.read_bytes() == b"\0" * 65536, "the creator wrote into the squatter's file"
-        _record("named: squat by other uid refused (creator)", time.monotonic() - t0)
-        _record("named: squat by other uid refused (consumer)", _refused(UnsafeRingError, squat, "owned by uid"))
+        record("named: squat by other uid refused (creator)", time.monotonic() - t0, "refused")
+        took = _refused(UnsafeRingError, squat, "owned by uid")
+        record("named: squat by other uid refused (consumer)", took, "refused")
         os.unlink(squat)
 
 
@@ -260,7 +235,7 @@ def test_truncating_a_named_ring_raises_instead_of_sigbus(tmp_path, shm, ring_na
             if mode == "zero":
                 assert res["held_sum"] == 0.0, res
             assert res["latency"] < 1.0, res
-            _record(f"named: truncate ({mode}), 0 SIGBUS", res["latency"])
+            record(f"named: truncate ({mode}), 0 SIGBUS", res["latency"])
         finally:
             if prod.poll() is None:
                 prod.kill()
@@ -302,7 +277,7 @@ def test_loader_memfd_is_sealed(tmp_path):
                     assert ei.value.errno == errno.EPERM
                 with pytest.raises(PermissionError):
                     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
-                _record("memfd: truncation refused by the seals", time.monotonic() - t0)
+                record("memfd: truncation refused by the seals", time.monotonic() - t0, "refused")
             finally:
                 os.close(fd)
             for k in range(2 + 2 * rep, 4 + 2 * rep):
@@ -363,10 +338,21 @@ def test_stat_and_join_follow_the_same_rules(tmp_path, shm, ring_name):
             took = time.monotonic() - t0
             assert stat.returncode == 1 and "was truncated" in err, (stat.returncode, err)
             assert took < 1.0, took
-            _record("named: stat of a truncated ring, 0 SIGBUS", took)
+            record("named: stat of a truncated ring, 0 SIGBUS", took)
         finally:
             if prod.poll() is None:
                 prod.kill()
             prod.wait(timeout=10)
             if path.exists():
                 os.unlink(path)  # the cut ring's producer died of SIGBUS, as PROTOCOL.md 1.1 says
+
+
+def test_ring_refuses_a_non_regular_descriptor():
+    """Ring(fd) on a pipe: refused as such by gb_open, before anything is mapped."""
+    r, w = os.pipe()
+    try:
+        with pytest.raises(RingError, match="the descriptor is a FIFO, not a regular file or memfd"):
+            gobatch.Ring(r, timeout=1)
+    finally:
+        os.close(r)
+        os.close(w)
