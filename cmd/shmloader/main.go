@@ -6,13 +6,14 @@
 // `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
 // list to the generated ones):
 //
-//	shmloader run --config FILE (--ring NAME | --memfd FD) [--cache-mb N] [--data-root ROOT]
-//	    [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N]
-//	    [--start K] [-v] [--world-size N]
+//	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--cache-mb N]
+//	    [--data-root ROOT] [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL]
+//	    [--rank N] [--readers N] [--start K] [-v] [--world-size N]
 //	shmloader plan --config FILE [--cache-mb N] [--data-root ROOT] [--json] [--rank N] [--world-size N]
-//	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
-//	    [--once] [-v]
-//	shmloader gc [--dry-run] [--grace D] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]
+//	shmloader stat NAME [--allow-uid UID] [--interval D] [--json] [--log-format FORMAT]
+//	    [--log-level LEVEL] [--once] [-v]
+//	shmloader gc [--allow-uid UID] [--dry-run] [--grace D] [--json] [--log-format FORMAT]
+//	    [--log-level LEVEL] [-v]
 //	shmloader inspect STORE[/GROUP] [--json] [--log-format FORMAT] [--log-level LEVEL] [-v]
 //	shmloader read STORE/ARRAY --out FILE.npy [--bench N] [--box BOX] [--cf]
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]

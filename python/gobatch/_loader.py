@@ -285,7 +285,8 @@ class Loader(Ring):
         binary = shmloader_path(shmloader)
         config_path = "-" if config_json is not None else self._config_file(config)
         stdin = subprocess.DEVNULL
-        fd = os.memfd_create("gobatch", os.MFD_CLOEXEC)
+        # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
+        fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             if config_json is not None:
                 stdin = stdin_pipe(config_json)  # the whole document, then end of file
@@ -326,6 +327,7 @@ class Loader(Ring):
                 framework=framework,
                 label=label,
                 timeout=max(deadline - time.monotonic(), 0.1),
+                sealed=True,
                 _tick=self._check_child,
             )
             self._tick = self._watch_child
