@@ -304,25 +304,25 @@ class Ring:
             self._lenders = [self._lender(s) for s in range(n)]
 
     def _lender(self, slot: int) -> Callable[[], Batch]:
-        """numpy: the function that lends ``slot`` to a new Batch (the lock is held): fresh
-        views of the slot and their memory owner, whose weak reference is the lease token; its
-        callback (_lease_ender) ends the lease when the owner dies, that is when no view of the
-        batch is left.
+        """numpy: the function that lends ``slot`` to a new Batch (the lock is held): per
+        tensor a fresh view of the slot's memory, its owner, with a weak reference whose
+        callback (_lease_ender) ends the lease when the last owner dies, that is when no view of
+        the batch is left.
 
         NumPy collapses a new view's ``base`` to the first array up the chain that owns its data,
-        has a base that is not an array, or has a base of another type than the view. The
-        slot's memory is held by a _SlotMemory array over the mapping (_slot_memory, made here,
-        once); a batch's owner is a plain-ndarray view of it, so every view of the batch has
-        the owner at the end of its ``.base`` chain. With one tensor the owner is that tensor's
-        array; with several, it is the slot's bytes, which each tensor's array views."""
-        g, mm, selfref = self._geom, self._mm, self._selfref
+        has a base that is not an array, or has a base of another type than the view. Each
+        tensor's memory is held by a _SlotMemory array over the mapping (_slot_memory, made
+        here, once); a batch's array is a plain-ndarray view of it, so every view derived from
+        that array has it at the end of its ``.base`` chain. (A view of a read-only array is
+        cheap; a reshaped or retyped one is not, so each tensor has its own _SlotMemory.)"""
+        g, mm, selfref, leases = self._geom, self._mm, self._selfref, self._leases
         base = g.payload_offset + slot * g.slot_stride
-        leases, specs, gone = self._leases, self._specs, _lease_ender(selfref, slot)
-        if len(specs) == 1:
-            t = specs[0]
-            name, memory = t.name, _slot_memory(mm, t.dtype, base + t.offset, t.shape)
+        memories = [(t.name, _slot_memory(mm, t.dtype, base + t.offset, t.shape)) for t in self._specs]
+        if len(memories) == 1:
+            ((name, memory),) = memories
+            gone = _lease_ender(selfref, slot)
 
-            def lend_one() -> Batch:  # the common case
+            def lend_one() -> Batch:  # the common case: the lease token is the weak reference
                 owner = memory.view(_ndarray)
                 token = leases[slot] = _wref(owner, gone)
                 batch = Batch()
@@ -331,13 +331,16 @@ class Ring:
                 return batch
 
             return lend_one
-        memory = _slot_memory(mm, np.dtype(np.uint8), base, (int(g.slot_bytes),))
-        layout = [(t.name, t.shape, t.dtype, t.offset) for t in specs]
+        countdown = _lease_countdown(selfref, slot, len(memories))
 
         def lend() -> Batch:
-            owner = memory.view(_ndarray)
-            token = leases[slot] = _wref(owner, gone)
-            batch = Batch({name: _ndarray(shape, dtype, owner, off) for name, shape, dtype, off in layout})
+            token, gone = countdown()
+            leases[slot] = token
+            batch = Batch()
+            refs = token.refs
+            for name, memory in memories:
+                owner = batch[name] = memory.view(_ndarray)
+                refs.append(_wref(owner, gone))
             batch._lease = (selfref, slot, token)
             return batch
 
@@ -726,7 +729,7 @@ class Ring:
             creator_gone = not self._creator_alive()
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
-        self._lenders, self._versions, self._dead = [], {}, []
+        self._lenders, self._versions, self._dead, self._torch_slots = [], {}, [], []
         self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; no callback acts
         if self._mm is not None:
             try:
@@ -789,6 +792,39 @@ def _lease_ender(ring: "weakref.ref[Ring]", slot: int) -> Callable[[Any], None]:
             r._dead.append(slot)
 
     return gone
+
+
+class _Token:
+    """The lease token of a batch of several arrays: their weak references (they live as long
+    as the token) and a countdown of the deaths still to come."""
+
+    __slots__ = ("refs", "left")
+
+    def __init__(self, n: int) -> None:
+        self.refs: List[Any] = []
+        self.left: List[None] = [None] * (n - 1)
+
+
+def _lease_countdown(ring: "weakref.ref[Ring]", slot: int, n: int) -> Callable[[], Tuple[_Token, Callable[[Any], None]]]:
+    """For a batch of ``n`` arrays: a function that makes a lease token and the weak-reference
+    callback of its arrays. Each array's death pops one entry of the countdown; ``list.pop``
+    is atomic under the GIL, so exactly one death, the last, finds it empty (also when arrays
+    die in several threads at once), and that one ends the lease as _lease_ender does."""
+    ended = _lease_ender(ring, slot)
+
+    def make() -> Tuple[_Token, Callable[[Any], None]]:
+        token = _Token(n)
+        left = token.left
+
+        def gone(_: Any) -> None:
+            try:
+                left.pop()
+            except IndexError:
+                ended(token)
+
+        return token, gone
+
+    return make
 
 
 def _slot_memory(mm: mmap.mmap, dtype: np.dtype, offset: int, shape: Tuple[int, ...]) -> _SlotMemory:
