@@ -34,6 +34,14 @@ def value(b) -> int:
     return int(b["y"][0])
 
 
+def published(memfd: int, n: int, *, slots: int, spec=SPEC) -> FakeRing:
+    """A FakeRing of ``slots`` slots with batches 0 .. n-1 published."""
+    fr = FakeRing(memfd, spec, slots=slots)
+    for j in range(n):
+        fr.publish(j)
+    return fr
+
+
 def publish_when_free(fr: FakeRing, j: int) -> threading.Thread:
     """Publishes batch j from a thread as soon as its slot is FREE on its lap (a slot dropped
     by the consumer goes back during its next request, which then waits for the batch)."""
@@ -50,13 +58,17 @@ def publish_when_free(fr: FakeRing, j: int) -> threading.Thread:
     return t
 
 
+@pytest.fixture(params=["numpy", "torch"])
+def framework(request) -> str:
+    if request.param == "torch":
+        pytest.importorskip("torch")
+    return request.param
+
+
 # ---- Loader: kept batches, the usual loops ----
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_list_of_8_batches_is_8_distinct_correct_batches(framework):
-    if framework == "torch":
-        pytest.importorskip("torch")
     cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=8)
     with gobatch.Loader(cfg, framework=framework) as loader:
         kept = list(loader)
@@ -65,10 +77,7 @@ def test_list_of_8_batches_is_8_distinct_correct_batches(framework):
             check_batch(b, cfg, k)  # none was overwritten while kept
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
-    if framework == "torch":
-        pytest.importorskip("torch")
     cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=4)
     with gobatch.Loader(cfg, framework=framework) as loader:
         kept = []
@@ -88,13 +97,10 @@ def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
             check_batch(b, cfg, k)
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_usual_loops_run_with_the_default_slots(framework):
     """``for batch in loader`` drops the previous batch one step late, and trainer loops that
     keep ``batch`` (or a view of it) across the next request hold one more: none of them
     raises SlotsHeldError with the default [ring] slots, nor with 2 slots."""
-    if framework == "torch":
-        pytest.importorskip("torch")
     for slots in (None, 2):
         cfg = config({"x": ((3,), "float32")}, size=2, batches=60)
         if slots is None:
@@ -125,9 +131,7 @@ def test_usual_loops_run_with_the_default_slots(framework):
 
 
 def test_dropped_batch_goes_back_with_the_next_request(memfd):
-    fr = FakeRing(memfd, SPEC, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2)
     with Ring(memfd, label="fake") as r:
         b = next(r)
         assert isinstance(b, gobatch.Batch) and not b.released
@@ -141,9 +145,7 @@ def test_dropped_batch_goes_back_with_the_next_request(memfd):
 
 @pytest.mark.parametrize("spec", [SPEC, ONE], ids=["several tensors", "one tensor"])
 def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
-    fr = FakeRing(memfd, spec, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2, spec=spec)
     with Ring(memfd, label="fake") as r:
         y = next(r)["y"]
         views = [y[1:], y.reshape(2, 2).T, y.view(np.uint8), np.asarray(y)[::2], y.view(np.ndarray)]
@@ -162,9 +164,7 @@ def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
 
 
 def test_views_in_a_reference_cycle_are_collected_before_refusing(memfd):
-    fr = FakeRing(memfd, SPEC, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2)
     gc.disable()
     try:
         with Ring(memfd, label="fake") as r:
@@ -180,9 +180,7 @@ def test_views_in_a_reference_cycle_are_collected_before_refusing(memfd):
 
 
 def test_release_and_with_and_out_of_order(memfd):
-    fr = FakeRing(memfd, SPEC, slots=3)
-    for j in range(3):
-        fr.publish(j)
+    fr = published(memfd, 3, slots=3)
     with Ring(memfd, label="fake") as r:
         b0, b1, b2 = next(r), next(r), next(r)
         assert [fr.slot_state(s) for s in range(3)] == [READING] * 3
@@ -208,8 +206,7 @@ def test_release_and_with_and_out_of_order(memfd):
 
 
 def test_release_of_a_batch_whose_slot_was_lent_again_releases_nothing(memfd):
-    fr = FakeRing(memfd, SPEC, slots=1)
-    fr.publish(0)
+    fr = published(memfd, 1, slots=1)
     with Ring(memfd, label="fake") as r:
         b0 = next(r)
         r.release()  # the ring's release(): the last batch goes back although referenced
@@ -221,9 +218,7 @@ def test_release_of_a_batch_whose_slot_was_lent_again_releases_nothing(memfd):
 
 
 def test_close_keeps_lent_batches_intact(memfd):
-    fr = FakeRing(memfd, SPEC, slots=2)
-    fr.publish(0)
-    fr.publish(1)
+    fr = published(memfd, 2, slots=2)
     r = Ring(memfd, label="fake")
     b = next(r)
     next(r)  # dropped
@@ -235,8 +230,7 @@ def test_close_keeps_lent_batches_intact(memfd):
 
 
 def test_batch_dropped_in_another_thread_while_next_waits(memfd):
-    fr = FakeRing(memfd, SPEC, slots=2)
-    fr.publish(0)
+    fr = published(memfd, 1, slots=2)
     with Ring(memfd, label="fake") as r:
         box = [next(r)]
         threading.Timer(0.1, box.clear).start()  # the last reference goes in the timer's thread
@@ -253,9 +247,7 @@ def test_batch_dropped_in_another_thread_while_next_waits(memfd):
 
 def test_torch_write_found_at_release_is_raised_at_next(memfd):
     pytest.importorskip("torch")
-    fr = FakeRing(memfd, SPEC, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2)
     with Ring(memfd, framework="torch", label="fake") as r:
         b = next(r)
         b["x"][1:].add_(1)  # through a view
@@ -268,9 +260,7 @@ def test_torch_write_found_at_release_is_raised_at_next(memfd):
 
 def test_torch_written_batch_that_is_kept_is_revoked(memfd):
     pytest.importorskip("torch")
-    fr = FakeRing(memfd, SPEC, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2)
     with Ring(memfd, framework="torch", label="fake") as r:
         b = next(r)
         b["y"].mul_(2)
@@ -289,9 +279,7 @@ def test_torch_written_batch_that_is_kept_is_revoked(memfd):
 
 def test_torch_views_and_numpy_arrays_of_them_hold_the_slot(memfd):
     pytest.importorskip("torch")
-    fr = FakeRing(memfd, SPEC, slots=2)
-    for j in range(2):
-        fr.publish(j)
+    fr = published(memfd, 2, slots=2)
     with Ring(memfd, framework="torch", label="fake") as r:
         v = next(r)["y"].view(2, 2)
         n = v.numpy()[1:]
@@ -318,12 +306,8 @@ def _child(batch, q):
         q.put(repr(e))
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_forked_child_dropping_a_batch_gives_nothing_back(memfd, framework):
-    if framework == "torch":
-        pytest.importorskip("torch")
-    fr = FakeRing(memfd, SPEC, slots=2)
-    fr.publish(0)
+    fr = published(memfd, 1, slots=2)
     with Ring(memfd, framework=framework, label="fake") as r:
         b = next(r)
         ctx = multiprocessing.get_context("fork")
