@@ -782,10 +782,23 @@ static int bad_slot_state(gb_ring *r, uint32_t slot, uint32_t v, uint32_t lap) {
                 slot, st[v & GB_SLOT_STATE_MASK], v >> GB_SLOT_STATE_BITS, (unsigned long long)(r->g.start_batch + r->j), lap);
 }
 
-int gb_next(gb_ring *r, int budget_ms) {
+/* The calls that consume: only the registering process, on a ring not closed. One getpid (a
+ * system call) per call, so gb_release_next checks once for both of its steps. */
+static int check_owner(gb_ring *r) {
     if (!r || !r->registered) return GB_ECLOSED;
     if (getpid() != r->owner_pid)
         return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
+    return GB_OK;
+}
+
+static int release_one(gb_ring *r, uint32_t slot) {
+    if (slot >= r->g.slot_count || r->held_lap[slot] == 0)
+        return fail(r, GB_ENOTHELD, "slot %u is not held by this consumer", slot);
+    release_slot(r, slot);
+    return GB_OK;
+}
+
+static int acquire_next(gb_ring *r, int budget_ms) {
     int lost = segment_lost(r);
     if (lost != GB_OK) return lost;
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
@@ -873,22 +886,20 @@ int gb_next(gb_ring *r, int budget_ms) {
     return (int)slot;
 }
 
+int gb_next(gb_ring *r, int budget_ms) {
+    int rc = check_owner(r);
+    return rc != GB_OK ? rc : acquire_next(r, budget_ms);
+}
+
 int gb_release(gb_ring *r, uint32_t slot) {
-    if (!r || !r->registered) return GB_ECLOSED;
-    if (getpid() != r->owner_pid)
-        return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
-    if (slot >= r->g.slot_count || r->held_lap[slot] == 0)
-        return fail(r, GB_ENOTHELD, "slot %u is not held by this consumer", slot);
-    release_slot(r, slot);
-    return GB_OK;
+    int rc = check_owner(r);
+    return rc != GB_OK ? rc : release_one(r, slot);
 }
 
 int gb_release_next(gb_ring *r, int release, int budget_ms) {
-    if (release >= 0) {
-        int rc = gb_release(r, (uint32_t)release);
-        if (rc != GB_OK) return rc;
-    }
-    return gb_next(r, budget_ms);
+    int rc = check_owner(r);
+    if (rc == GB_OK && release >= 0) rc = release_one(r, (uint32_t)release);
+    return rc != GB_OK ? rc : acquire_next(r, budget_ms);
 }
 
 uint32_t gb_held(const gb_ring *r) { return r && r->registered ? r->held_count : 0; }

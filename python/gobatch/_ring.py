@@ -160,7 +160,7 @@ class Ring:
     zombie, gone), again every ``stall_warning_s`` while it waits; the wait itself goes on.
 
     A ring is not meant to be iterated from several threads at once; :meth:`close` may be called
-    from any thread.
+    from any thread, and batches may be dropped or released in any thread.
     """
 
     _foreign = False
@@ -208,6 +208,9 @@ class Ring:
         # found when a lease ended.
         self._selfref = weakref.ref(self)
         self._lenders: List[Callable[[], Batch]] = []
+        self._single: Optional[str] = None  # numpy with one tensor: its name (__next__'s inlined lend)
+        self._memories: List[_SlotMemory] = []
+        self._gone: List[Callable[[Any], None]] = []
         self._leases: List[Any] = []
         self._dead: List[int] = []
         self._torch_slots: List[_TorchSlot] = []
@@ -302,6 +305,8 @@ class Ring:
             self._lenders = [self._torch_lender(s) for s in range(n)]
         else:
             self._lenders = [self._lender(s) for s in range(n)]
+            if len(self._specs) == 1:
+                self._single = self._specs[0].name
 
     def _lender(self, slot: int) -> Callable[[], Batch]:
         """numpy: the function that lends ``slot`` to a new Batch (the lock is held): per
@@ -321,6 +326,8 @@ class Ring:
         if len(memories) == 1:
             ((name, memory),) = memories
             gone = _lease_ender(selfref, slot)
+            self._memories.append(memory)  # for __next__, which inlines lend_one
+            self._gone.append(gone)
 
             def lend_one() -> Batch:  # the common case: the lease token is the weak reference
                 owner = memory.view(_ndarray)
@@ -454,7 +461,17 @@ class Ring:
             rc: int = self._next(ptr, dead.pop() if dead else -1, _POLL_MS)
             if rc >= 0:
                 self._delivered += 1
-                return self._lenders[rc]()
+                name = self._single
+                if name is None:
+                    return self._lenders[rc]()
+                # numpy, one tensor: _lender's lend_one, inlined (per-slot state in lists, so
+                # that a batch touches few objects of its slot)
+                owner = self._memories[rc].view(_ndarray)
+                token = self._leases[rc] = _wref(owner, self._gone[rc])
+                batch = Batch()
+                batch[name] = owner
+                batch._lease = (self._selfref, rc, token)
+                return batch
         return self._next_slow(rc)
 
     def _next_slow(self, rc: int) -> Batch:
@@ -626,7 +643,8 @@ class Ring:
             f"({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. A batch is never "
             "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
             "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
-            f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n})",
+            f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
+            "the usual `for batch in loader:` holds 2 while it fetches the next)",
             held=held, slots=n)
 
     def release(self) -> None:
@@ -730,6 +748,7 @@ class Ring:
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
         self._lenders, self._versions, self._dead, self._torch_slots = [], {}, [], []
+        self._memories, self._gone, self._single = [], [], None
         self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; no callback acts
         if self._mm is not None:
             try:
