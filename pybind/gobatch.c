@@ -43,12 +43,13 @@ struct gb_ring {
     int guard[2];        /* SIGBUS guard entries of the control and payload mappings, or -1 */
     bool ready;          /* steps 2-4 passed */
     bool registered;     /* step 5 done, not closed */
-    bool held;           /* a slot is in READING and handed out */
-    uint32_t held_slot;
-    uint32_t held_lap;
     pid_t owner_pid;     /* the process that registered */
     uint64_t j;          /* relative sequence of the next batch to acquire */
     int64_t next_scan_ns; /* when gb_next next scans the registry although its batch is ready */
+    uint32_t held_count; /* slots in READING, handed out and not yet released */
+    /* Per slot: lap + 1 of the batch this consumer holds there (READING), 0 when none. Slots
+     * are released in any order (PROTOCOL.md 3.3 step 4). */
+    uint32_t held_lap[GB_MAX_SLOTS];
     gb_geometry g;
     gb_tensor tensors[GB_MAX_TENSORS];
     char err[1600];
@@ -688,6 +689,8 @@ int gb_register(gb_ring *r) {
     r->registered = true;
     r->owner_pid = self;
     r->j = 0;
+    r->held_count = 0;
+    memset(r->held_lap, 0, sizeof r->held_lap);
     return GB_OK;
 }
 
@@ -697,15 +700,21 @@ static _Atomic uint32_t *slot_word(const gb_ring *r, uint32_t slot, size_t off) 
     return a32(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + off);
 }
 
-static void release_held(gb_ring *r) {
-    if (!r->held) return;
+/* The consumer is done with a held batch: count it read (section 2.4) and forget the hold. */
+static void count_read(gb_ring *r, uint32_t slot) {
     atomic_fetch_add_explicit(a64(r, GB_H_BATCHES_READ), 1, memory_order_relaxed);
     atomic_fetch_add_explicit(a64(r, GB_H_BYTES_READ), r->g.slot_bytes, memory_order_relaxed);
-    _Atomic uint32_t *w = slot_word(r, r->held_slot, GB_S_STATE);
-    atomic_store_explicit(w, SLOT_WORD(r->held_lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
-    if (atomic_load_explicit(slot_word(r, r->held_slot, GB_S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
-    r->held = false;
-    r->j++;
+    r->held_lap[slot] = 0;
+    r->held_count--;
+}
+
+/* Section 3.3 step 4 for one held slot, in any order: FREE on the next lap, then wake. */
+static void release_slot(gb_ring *r, uint32_t slot) {
+    uint32_t lap = r->held_lap[slot] - 1;
+    count_read(r, slot);
+    _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
+    atomic_store_explicit(w, SLOT_WORD(lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
+    if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
     failpoint("consumer-released");
 }
 
@@ -773,17 +782,35 @@ static int bad_slot_state(gb_ring *r, uint32_t slot, uint32_t v, uint32_t lap) {
                 slot, st[v & GB_SLOT_STATE_MASK], v >> GB_SLOT_STATE_BITS, (unsigned long long)(r->g.start_batch + r->j), lap);
 }
 
-int gb_next(gb_ring *r, int budget_ms) {
+/* The calls that consume: only the registering process, on a ring not closed. One getpid (a
+ * system call) per call, so gb_release_next checks once for both of its steps. */
+static int check_owner(gb_ring *r) {
     if (!r || !r->registered) return GB_ECLOSED;
     if (getpid() != r->owner_pid)
         return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
+    return GB_OK;
+}
+
+static int release_one(gb_ring *r, uint32_t slot) {
+    if (slot >= r->g.slot_count || r->held_lap[slot] == 0)
+        return fail(r, GB_ENOTHELD, "slot %u is not held by this consumer", slot);
+    release_slot(r, slot);
+    return GB_OK;
+}
+
+static int acquire_next(gb_ring *r, int budget_ms) {
     int lost = segment_lost(r);
     if (lost != GB_OK) return lost;
-    release_held(r);
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
 
     uint32_t slot = (uint32_t)(r->j % r->g.slot_count);
     uint32_t lap = (uint32_t)((r->j / r->g.slot_count) & GB_LAP_MASK);
+    /* The batch's slot still holds an earlier batch this consumer has not released: no producer
+     * can fill it, so a wait would never end (section 3.3 step 1). */
+    if (r->held_lap[slot] != 0)
+        return fail(r, GB_EHELD, "the next batch (%llu) needs slot %u, which still holds batch %llu (%u of %u slots held)",
+                    (unsigned long long)(r->g.start_batch + r->j), slot,
+                    (unsigned long long)(r->g.start_batch + r->j - r->g.slot_count), r->held_count, r->g.slot_count);
     uint32_t want = SLOT_WORD(lap, GB_SLOT_READY);
     uint32_t free_now = SLOT_WORD(lap, GB_SLOT_FREE), writing = SLOT_WORD(lap, GB_SLOT_WRITING);
     _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
@@ -843,28 +870,39 @@ int gb_next(gb_ring *r, int budget_ms) {
     /* v == READY(lap), loaded seq_cst (an acquire): the payload and seq are visible. */
     atomic_store_explicit(w, SLOT_WORD(lap, GB_SLOT_READING), memory_order_seq_cst);
     failpoint("consumer-reading");
-    r->held = true;
-    r->held_slot = slot;
-    r->held_lap = lap;
+    r->held_lap[slot] = lap + 1;
+    r->held_count++;
+    uint64_t expect = r->g.start_batch + r->j;
+    r->j++;
     uint64_t seq = atomic_load_explicit(a64(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + GB_S_SEQ),
                                         memory_order_relaxed);
     if (r->named) { /* cut while this call waited or touched the slot: not delivered */
         lost = segment_lost(r);
         if (lost != GB_OK) return lost;
     }
-    if (seq != r->g.start_batch + r->j)
+    if (seq != expect)
         return fail(r, GB_EPROTO, "protocol error: slot %u holds batch %llu, expected batch %llu", slot,
-                    (unsigned long long)seq, (unsigned long long)(r->g.start_batch + r->j));
+                    (unsigned long long)seq, (unsigned long long)expect);
     return (int)slot;
 }
 
-int gb_release(gb_ring *r) {
-    if (!r || !r->registered) return GB_ECLOSED;
-    if (getpid() != r->owner_pid)
-        return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
-    release_held(r);
-    return GB_OK;
+int gb_next(gb_ring *r, int budget_ms) {
+    int rc = check_owner(r);
+    return rc != GB_OK ? rc : acquire_next(r, budget_ms);
 }
+
+int gb_release(gb_ring *r, uint32_t slot) {
+    int rc = check_owner(r);
+    return rc != GB_OK ? rc : release_one(r, slot);
+}
+
+int gb_release_next(gb_ring *r, int release, int budget_ms) {
+    int rc = check_owner(r);
+    if (rc == GB_OK && release >= 0) rc = release_one(r, (uint32_t)release);
+    return rc != GB_OK ? rc : acquire_next(r, budget_ms);
+}
+
+uint32_t gb_held(const gb_ring *r) { return r && r->registered ? r->held_count : 0; }
 
 void gb_discard(gb_ring *r) {
     if (!r) return;
@@ -878,7 +916,10 @@ void gb_discard(gb_ring *r) {
 void gb_close(gb_ring *r) {
     if (!r) return;
     if (r->registered && getpid() == r->owner_pid) {
-        release_held(r);
+        /* Slots still held stay READING: their batches may still be referenced (a kept tensor
+         * never changes), and the producers stop at CLOSED, so none is written again. */
+        for (uint32_t s = 0; s < r->g.slot_count; s++)
+            if (r->held_lap[s] != 0) count_read(r, s);
         atomic_store_explicit(a64(r, GB_H_CONSUMER_STATE), CLAIM_WORD(GB_CONSUMER_CLOSED, r->owner_pid), memory_order_seq_cst);
         for (uint32_t s = 0; s < r->g.slot_count; s++) futex_wake_all(slot_word(r, s, GB_S_STATE));
     }
@@ -910,7 +951,7 @@ int gb_stats(gb_ring *r, gb_stats_t *out) {
     out->consumer_wait_ns = ld64(r, GB_H_CONSUMER_WAIT_NS);
     out->bytes_read = ld64(r, GB_H_BYTES_READ);
     out->consumer_heartbeat = ld64(r, GB_H_CONSUMER_HEARTBEAT);
-    out->next_index = r->g.start_batch + r->j + (r->held ? 1 : 0);
+    out->next_index = r->g.start_batch + r->j;
     out->cache_hits = ld64(r, GB_H_CACHE_HITS);
     out->cache_misses = ld64(r, GB_H_CACHE_MISSES);
     out->cache_evictions = ld64(r, GB_H_CACHE_EVICTIONS);

@@ -8,8 +8,9 @@
  *   r = gb_open(fd, err, errlen);            // section 3.6 step 1, maps the header
  *   gb_wait_ready(r, 100) until GB_OK;       // steps 2-4, maps the slot headers
  *   gb_register(r);                          // step 5
- *   loop: slot = gb_next(r, 100);            // releases the previous slot, acquires the next
- *   gb_close(r);                             // releases, consumer_state = CLOSED, unmaps, frees
+ *   loop: slot = gb_next(r, 100);            // acquires the next batch in stream order
+ *         ... gb_release(r, slot);           // when the batch is done with; any order
+ *   gb_close(r);                             // consumer_state = CLOSED, unmaps, frees
  */
 #ifndef GOBATCH_H
 #define GOBATCH_H
@@ -39,6 +40,8 @@ enum {
     GB_EREFUSED = -13, /* gb_open_named: not a file to attach (symlink, not regular, owner, mode) */
     GB_EACCES = -14,   /* gb_open_named: permission denied */
     GB_ENOENT = -15,   /* gb_open_named: no such file */
+    GB_EHELD = -16,    /* the next batch's slot still holds a batch this consumer has not released */
+    GB_ENOTHELD = -17, /* gb_release of a slot this consumer does not hold */
 };
 
 typedef struct gb_ring gb_ring;
@@ -116,8 +119,10 @@ int gb_wait_ready(gb_ring *r, int budget_ms);
 /* Step 5: become the ring's consumer. GB_OK, GB_EBUSY (another consumer), GB_ESYS. */
 int gb_register(gb_ring *r);
 
-/* Releases the slot handed out last (if any), then waits at most budget_ms for the next batch
- * in stream order (sections 3.3-3.5). Returns the slot index or a negative code. */
+/* Waits at most budget_ms for the next batch in stream order and acquires it (READING;
+ * sections 3.3-3.5). Releases nothing: the consumer may hold several batches. Returns the slot
+ * index or a negative code; GB_EHELD at once when that batch's slot still holds an earlier
+ * batch this consumer has not released (gb_error names both). */
 int gb_next(gb_ring *r, int budget_ms);
 
 /* Named rings (PROTOCOL.md 1.1): registers the caller's mapping [addr, addr + len) of the
@@ -128,10 +133,21 @@ int gb_next(gb_ring *r, int budget_ms);
  * before unmapping addr. A memfd ring (sealed) needs no guard: the call does nothing. */
 int gb_guard_payload(gb_ring *r, uintptr_t addr, size_t len, int writable);
 
-/* Releases the held slot without acquiring another. */
-int gb_release(gb_ring *r);
+/* Releases one held slot (FREE on its next lap, section 3.3 step 4), in any order.
+ * GB_OK, GB_ENOTHELD, GB_EFOREIGN (fork child), GB_ECLOSED. Not thread-safe: the caller
+ * serialises gb_next, gb_release and gb_close on one ring. */
+int gb_release(gb_ring *r, uint32_t slot);
 
-/* Releases the held slot, stores consumer_state = CLOSED, wakes the slot words, unmaps and frees.
+/* gb_release(r, release) when release >= 0 (its error, if any, is returned and nothing is
+ * acquired), then gb_next(r, budget_ms): one call per batch for a consumer that gives back one
+ * batch as it takes the next. */
+int gb_release_next(gb_ring *r, int release, int budget_ms);
+
+/* Number of slots this consumer holds. */
+uint32_t gb_held(const gb_ring *r);
+
+/* Stores consumer_state = CLOSED, wakes the slot words, unmaps and frees. Slots still held
+ * stay READING (their views may still be read) and count as read; the producers stop.
  * In a process other than the registering one it only unmaps and frees (fork child). */
 void gb_close(gb_ring *r);
 

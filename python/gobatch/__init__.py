@@ -3,7 +3,7 @@
     import gobatch
     with gobatch.Loader("nowcast.toml", framework="torch") as loader:
         for batch in loader:          # {tensor name: tensor}, views into shared memory
-            train_step(batch["x"])    # valid until the next batch is requested
+            train_step(batch["x"])    # its slot goes back to the producers when the batch is gone
 
 :class:`Loader` starts a ``shmloader`` child on a private ring; :func:`attach` joins the named
 ring of a standalone ``shmloader run --ring NAME``. The protocol is docs/PROTOCOL.md.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
 from ._plan import plan
-from ._ring import Ring, TensorSpec, attach
+from ._ring import Batch, Ring, TensorSpec, attach
 from .errors import (
     ConfigError,
     GobatchError,
@@ -23,6 +23,7 @@ from .errors import (
     RingFileError,
     RingPermissionError,
     RingTruncatedError,
+    SlotsHeldError,
     StreamEndedError,
     UnsafeRingError,
 )
@@ -30,6 +31,7 @@ from .errors import (
 __all__ = [
     "Loader",
     "Ring",
+    "Batch",
     "TensorSpec",
     "attach",
     "plan",
@@ -42,6 +44,7 @@ __all__ = [
     "RingPermissionError",
     "UnsafeRingError",
     "RingTruncatedError",
+    "SlotsHeldError",
     "StreamEndedError",
     "GobatchWarning",
     "ORDER_STREAM",

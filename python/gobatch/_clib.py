@@ -31,6 +31,8 @@ ELOST = -12
 EREFUSED = -13
 EACCES = -14
 ENOENT = -15
+EHELD = -16
+ENOTHELD = -17
 
 _u32 = ctypes.c_uint32
 _u64 = ctypes.c_uint64
@@ -134,7 +136,13 @@ def lib() -> ctypes.CDLL:
     for name in ("gb_wait_ready", "gb_next"):
         getattr(L, name).argtypes = [vp, ci]
         getattr(L, name).restype = ci
-    for name in ("gb_register", "gb_release", "gb_creator_alive"):
+    L.gb_release.argtypes = [vp, cu32]
+    L.gb_release.restype = ci
+    L.gb_release_next.argtypes = [vp, ci, ci]
+    L.gb_release_next.restype = ci
+    L.gb_held.argtypes = [vp]
+    L.gb_held.restype = cu32
+    for name in ("gb_register", "gb_creator_alive"):
         getattr(L, name).argtypes = [vp]
         getattr(L, name).restype = ci
     for name in ("gb_close", "gb_discard"):

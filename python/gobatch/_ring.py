@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import fcntl
+import gc
 import logging
 import math
 import mmap
@@ -29,11 +30,12 @@ from .errors import (
     RingError,
     RingPermissionError,
     RingTruncatedError,
+    SlotsHeldError,
     StreamEndedError,
     UnsafeRingError,
 )
 
-__all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
+__all__ = ["Batch", "Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
 
 SHM_DIR = _proto.DEFAULT_SHM_DIR
 _SHM_DIR_ENV = "GOBATCH_SHM_DIR"  # moves named rings, as it does for shmloader
@@ -45,7 +47,63 @@ _log = logging.getLogger("gobatch")
 # PROTOCOL.md 2.7 dtype codes -> little-endian NumPy dtypes (the protocol's byte order).
 _DTYPES: Dict[int, np.dtype] = {code: np.dtype(name).newbyteorder("<") for code, (name, _) in _proto.DTYPES.items()}
 
-Batch = Dict[str, Any]
+_ndarray = np.ndarray
+
+
+_wref = weakref.ref
+
+
+class _SlotMemory(np.ndarray):
+    """The arrays that hold a slot's memory for the ring, made once at attach over the mapping
+    (Ring._lender). Never handed out."""
+
+
+class Batch(dict):  # type: ignore[type-arg]
+    """One batch: a dict ``{tensor name: array or tensor}`` of views into one ring slot.
+
+    The slot is lent to the batch: it goes back to the producers when the last view of the
+    batch is gone (this dict's arrays or tensors and every view derived from them; the dict
+    itself holds them), or at :meth:`release`, or when a ``with batch:`` block ends. Until then
+    its values never change. After :meth:`release` the batch is empty, and arrays of it that
+    are still referenced may be overwritten by later batches: copy what you keep beyond it."""
+
+    __slots__ = ("_lease",)
+
+    _lease: Optional[Tuple["weakref.ref[Ring]", int, Any]]  # (ring, slot, lease token) until released
+
+    def release(self) -> None:
+        """Hand the slot back to the producers now and empty the batch (idempotent). Raises
+        :class:`LoaderError` when a tensor of the batch was written in place (torch)."""
+        lease, self._lease = self._lease, None
+        dict.clear(self)  # first: views gone with it need no new storage (torch)
+        if lease is not None:
+            ring = lease[0]()
+            if ring is not None:
+                ring._end_lease(lease[1], lease[2])
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` ran (the batch is then empty)."""
+        return self._lease is None
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __missing__(self, key: str) -> Any:
+        if self._lease is None:
+            raise LoaderError(f"the batch was released, so its tensors are gone (read {key!r} before "
+                              "release() or the end of the with block, or copy it)")
+        raise KeyError(key)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))  # pickled as a plain dict (of copies)
+
+    def __repr__(self) -> str:
+        state = "released" if self._lease is None else f"slot {self._lease[1]}"
+        return f"<gobatch.Batch ({state}) {list(dict.keys(self))}>"
 
 
 @dataclass(frozen=True)
@@ -84,11 +142,15 @@ def _close_at_exit() -> None:
 class Ring:
     """A gobatch ring, attached as its one consumer. Use :func:`attach` or :class:`gobatch.Loader`.
 
-    Iterating yields one batch per step, in stream order: a dict ``{tensor name: array}`` of
-    read-only NumPy arrays (``framework="numpy"``) or torch tensors (``framework="torch"``).
-    The arrays are views into the shared slot, valid until the next batch is requested: that
-    request hands the slot back to the producers, which overwrite it. Keep data longer by copying
-    it (``arr.copy()``, ``tensor.clone()``, or a ``.to(device)`` copy).
+    Iterating yields one :class:`Batch` per step, in stream order: a dict ``{tensor name:
+    array}`` of read-only NumPy arrays (``framework="numpy"``) or torch tensors
+    (``framework="torch"``), views into the batch's shared slot. The slot is lent to the batch
+    until its last view is gone (given back by the next ``next()``), or :meth:`Batch.release`,
+    or a ``with batch:`` block ends, so a kept tensor never changes. When the next batch's slot
+    is still lent, ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
+    keep (``tensor.clone()``, ``arr.copy()``, a ``.to(device)`` copy) or raise ``[ring] slots``.
+    The usual ``for batch in loader:`` holds two slots during a step (it drops the previous
+    batch when it rebinds ``batch``).
 
     A failure of the stream (a producer's error or death, a protocol error) is sticky: that
     ``next()`` and every later one raise the same exception, never a later batch in its place.
@@ -98,7 +160,7 @@ class Ring:
     zombie, gone), again every ``stall_warning_s`` while it waits; the wait itself goes on.
 
     A ring is not meant to be iterated from several threads at once; :meth:`close` may be called
-    from any thread.
+    from any thread, and batches may be dropped or released in any thread.
     """
 
     _foreign = False
@@ -107,6 +169,7 @@ class Ring:
     _shm_path: Optional[str] = None
     _label = "ring"
     _framework = "numpy"
+    _torch = False
     _stall_warning_s = STALL_WARNING_S  # set by attach() and Loader (see _stall_seconds)
 
     def __init__(
@@ -135,15 +198,27 @@ class Ring:
         self._shm_path = shm_path
         self._lock = threading.Lock()
         self._failure: Optional[BaseException] = None
-        self._held: int = -1
         self._delivered = 0  # batches handed out so far
         self._tick = _tick
         self._creator_alive: Callable[[], bool] = lambda: True
-        self._items: List[Batch] = []
-        self._torch_items: List[List[Tuple[str, Any]]] = []
-        self._versions: List[List[int]] = []
+        # Leases (_lender): per slot, the function that lends it to a new batch and the lease
+        # token of the batch lent there (None when not lent); numpy: slots whose lease ended,
+        # given back by the next next() or close(); torch: per slot its storage and tensors
+        # (_TorchSlot), and per lent slot the tensors' versions at lending; an in-place write
+        # found when a lease ended.
+        self._selfref = weakref.ref(self)
+        self._lenders: List[Callable[[], Batch]] = []
+        self._single: Optional[str] = None  # numpy with one tensor: its name (__next__'s inlined lend)
+        self._memories: List[_SlotMemory] = []
+        self._gone: List[Callable[[Any], None]] = []
+        self._leases: List[Any] = []
+        self._dead: List[int] = []
+        self._torch_slots: List[_TorchSlot] = []
+        self._versions: Dict[int, List[int]] = {}
+        self._write_error: Optional[LoaderError] = None
         L = _lib.lib()
-        self._next = L.gb_next
+        self._next = L.gb_release_next
+        self._release = L.gb_release
         err = ctypes.create_string_buffer(1024)
         ptr = L.gb_open(fd, err, len(err))
         if not ptr:
@@ -221,21 +296,80 @@ class Ring:
         # guard turns a touch of a cut page into zeros and a RingTruncatedError at next().
         addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
         _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, int(torch_mode))
-        for s in range(g.slot_count):
-            base = g.payload_offset + s * g.slot_stride
-            views = {}
-            for t in self._specs:
-                count = t.nbytes // t.dtype.itemsize
-                views[t.name] = np.frombuffer(self._mm, dtype=t.dtype, count=count, offset=base + t.offset).reshape(
-                    t.shape
-                )
-            self._items.append(views)
+        n = int(g.slot_count)
+        self._torch = torch_mode
+        self._leases = [None] * n
         if torch_mode:
-            import torch  # imported only when asked for
+            self._torch_slots = [_TorchSlot(self._mm, g.payload_offset + s * g.slot_stride, self._specs)
+                                 for s in range(n)]
+            self._lenders = [self._torch_lender(s) for s in range(n)]
+        else:
+            self._lenders = [self._lender(s) for s in range(n)]
+            if len(self._specs) == 1:
+                self._single = self._specs[0].name
 
-            self._items = [{k: torch.from_numpy(v) for k, v in views.items()} for views in self._items]
-            self._torch_items = [list(d.items()) for d in self._items]
-            self._versions = [[t._version for _, t in items] for items in self._torch_items]
+    def _lender(self, slot: int) -> Callable[[], Batch]:
+        """numpy: the function that lends ``slot`` to a new Batch (the lock is held): per
+        tensor a fresh view of the slot's memory, its owner, with a weak reference whose
+        callback (_lease_ender) ends the lease when the last owner dies, that is when no view of
+        the batch is left.
+
+        NumPy collapses a new view's ``base`` to the first array up the chain that owns its data,
+        has a base that is not an array, or has a base of another type than the view. Each
+        tensor's memory is held by a _SlotMemory array over the mapping (_slot_memory, made
+        here, once); a batch's array is a plain-ndarray view of it, so every view derived from
+        that array has it at the end of its ``.base`` chain. (A view of a read-only array is
+        cheap; a reshaped or retyped one is not, so each tensor has its own _SlotMemory.)"""
+        g, mm, selfref, leases = self._geom, self._mm, self._selfref, self._leases
+        base = g.payload_offset + slot * g.slot_stride
+        memories = [(t.name, _slot_memory(mm, t.dtype, base + t.offset, t.shape)) for t in self._specs]
+        if len(memories) == 1:
+            ((name, memory),) = memories
+            gone = _lease_ender(selfref, slot)
+            self._memories.append(memory)  # for __next__, which inlines lend_one
+            self._gone.append(gone)
+
+            def lend_one() -> Batch:  # the common case: the lease token is the weak reference
+                owner = memory.view(_ndarray)
+                token = leases[slot] = _wref(owner, gone)
+                batch = Batch()
+                batch[name] = owner
+                batch._lease = (selfref, slot, token)
+                return batch
+
+            return lend_one
+        countdown = _lease_countdown(selfref, slot, len(memories))
+
+        def lend() -> Batch:
+            token, gone = countdown()
+            leases[slot] = token
+            batch = Batch()
+            refs = token.refs
+            for name, memory in memories:
+                owner = batch[name] = memory.view(_ndarray)
+                refs.append(_wref(owner, gone))
+            batch._lease = (selfref, slot, token)
+            return batch
+
+        return lend
+
+    def _torch_lender(self, slot: int) -> Callable[[], Batch]:
+        """torch: the function that lends ``slot`` to a new Batch (the lock is held): per tensor
+        a ``detach()`` of the slot's own tensor, which shares its storage and version counter.
+        The lease ends when the storage's use count is back to the slot's own (_poll_torch, at
+        each next(): every tensor, view or ``.numpy()`` array of the batch holds the storage),
+        and the version counters show an in-place write through any of them."""
+        ts, leases, versions, selfref = self._torch_slots, self._leases, self._versions, self._selfref
+
+        def lend_torch() -> Batch:
+            tensors = ts[slot].tensors
+            token = leases[slot] = object()
+            batch = Batch({name: t.detach() for name, t in tensors})
+            batch._lease = (selfref, slot, token)
+            versions[slot] = [t._version for _, t in tensors]
+            return batch
+
+        return lend_torch
 
     # ---- properties ----
 
@@ -315,27 +449,40 @@ class Ring:
             # Sticky: the stream is broken at this batch; asking the C side again would step
             # past it (every later index off by one). A fresh traceback for each raise.
             raise self._failure.with_traceback(None)
-        if self._versions and self._held >= 0:
-            self._check_writes()
+        dead = self._dead
+        if len(dead) > 1 or self._versions or self._write_error is not None:
+            self._settle_leases()
         with self._lock:
             ptr = self._ptr
             if ptr is None:
                 raise self._closed_error()
-            rc: int = self._next(ptr, _POLL_MS)
+            # One C call gives back the slot of the batch dropped since the last call (the
+            # usual loop drops one per step) and takes the next.
+            rc: int = self._next(ptr, dead.pop() if dead else -1, _POLL_MS)
             if rc >= 0:
-                self._held = rc
                 self._delivered += 1
-                return self._items[rc].copy()
+                name = self._single
+                if name is None:
+                    return self._lenders[rc]()
+                # numpy, one tensor: _lender's lend_one, inlined (per-slot state in lists, so
+                # that a batch touches few objects of its slot)
+                owner = self._memories[rc].view(_ndarray)
+                token = self._leases[rc] = _wref(owner, self._gone[rc])
+                batch = Batch()
+                batch[name] = owner
+                batch._lease = (self._selfref, rc, token)
+                return batch
         return self._next_slow(rc)
 
     def _next_slow(self, rc: int) -> Batch:
-        self._held = -1
         t0 = time.monotonic()
         warn_at = t0 + self._stall_warning_s
         while True:
             if rc == _lib.END:
                 raise StopIteration
-            if rc != _lib.TIMEOUT:
+            if rc == _lib.EHELD:
+                self._free_next_slot()  # raises SlotsHeldError, or the slot is free: ask again
+            elif rc != _lib.TIMEOUT:
                 raise self._fail(rc)
             if self._tick is not None:
                 self._tick()
@@ -347,11 +494,11 @@ class Ring:
                 ptr = self._ptr
                 if ptr is None:
                     raise self._closed_error()
-                rc = int(self._next(ptr, _POLL_MS))
+                dead = self._dead  # a batch dropped while this call waits (another thread)
+                rc = int(self._next(ptr, dead.pop() if dead else -1, _POLL_MS))
                 if rc >= 0:
-                    self._held = rc
                     self._delivered += 1
-                    return self._items[rc].copy()
+                    return self._lenders[rc]()
 
     def _fail(self, rc: int) -> BaseException:
         if self._failure is not None:
@@ -408,32 +555,112 @@ class Ring:
                 live.append((int(pid), int(start), int(batches)))
         return live
 
-    def _check_writes(self) -> None:
-        """torch mode: the slot about to be released must not have been written in place."""
-        slot = self._held
-        items, versions = self._torch_items[slot], self._versions[slot]
-        for k, (name, t) in enumerate(items):
-            if t._version != versions[k]:
-                self._versions[slot] = [x._version for _, x in items]
-                self._held = -1
-                with self._lock:
-                    if self._ptr is not None:
-                        _lib.lib().gb_release(self._ptr)
-                raise LoaderError(
+    # ---- leases ----
+
+    def _end_lease(self, slot: int, token: Any) -> None:
+        """Batch.release(): gives the slot back now, then raises an in-place write found."""
+        if self._foreign:
+            raise self._foreign_error()
+        with self._lock:
+            if self._leases[slot] is token:
+                self._leases[slot] = None
+                self._note_writes(slot)
+                if self._ptr is not None:
+                    self._release(self._ptr, slot)
+            while self._dead:  # numpy: the lease may have ended as the batch let go of its views
+                dead = self._dead.pop()
+                if self._ptr is not None:
+                    self._release(self._ptr, dead)
+        self._raise_write_error()
+
+    def _note_writes(self, slot: int) -> None:
+        """torch, a lease ending: keeps the error for a tensor of the slot's batch written in
+        place while lent (raised by the next next(), release() or close()). A batch released
+        while referenced leaves tensors on the slot's storage: the slot gets a new one, so that
+        they do not count as views of its next batch."""
+        versions = self._versions.pop(slot, None)
+        if versions is None:
+            return
+        if self._write_error is None:
+            self._write_error = self._written(slot, versions)
+        ts = self._torch_slots[slot]
+        if not ts.unused():
+            self._torch_slots[slot] = ts.renewed()
+
+    def _written(self, slot: int, versions: List[int]) -> Optional[LoaderError]:
+        for (name, t), version in zip(self._torch_slots[slot].tensors, versions):
+            if t._version != version:
+                return LoaderError(
                     f"{self._label}: tensor {name!r} was modified in place while it was lent out; "
                     "batches are read-only views of shared memory (clone() a tensor before changing it)"
                 )
+        return None
+
+    def _settle_leases(self) -> None:
+        """Before a batch is requested: gives back slots whose lease ended (numpy: queued by
+        _lease_ender; torch: found by _poll_torch) and raises an in-place write found."""
+        with self._lock:
+            while self._dead:
+                slot = self._dead.pop()
+                if self._ptr is not None:
+                    self._release(self._ptr, slot)
+            if self._versions:
+                self._poll_torch()
+        self._raise_write_error()
+
+    def _poll_torch(self) -> None:
+        """torch (the lock is held): gives back each lent slot whose storage no view uses any
+        more, and revokes a lent batch written in place (its slot goes back although the batch
+        is referenced, since it no longer holds the producers' data and keeping it would stall
+        the stream), keeping the write's error."""
+        for slot, versions in list(self._versions.items()):
+            written = self._written(slot, versions)
+            if written is None and not self._torch_slots[slot].unused():
+                continue
+            self._leases[slot] = None  # a revoked batch's token no longer matches: no second release
+            self._note_writes(slot)
+            if self._ptr is not None:
+                self._release(self._ptr, slot)
+
+    def _raise_write_error(self) -> None:
+        err, self._write_error = self._write_error, None
+        if err is not None:
+            raise err
+
+    def _free_next_slot(self) -> None:
+        """gb_next found the next batch's slot still lent. Views caught in reference cycles are
+        freed by a collection; if the slot is still lent after that, SlotsHeldError."""
+        slot = self._delivered % int(self._geom.slot_count)
+        if self._leases[slot] is not None:
+            gc.collect()
+        self._settle_leases()
+        if self._leases[slot] is None:
+            return
+        held = sum(token is not None for token in self._leases)
+        n = int(self._geom.slot_count)
+        raise SlotsHeldError(
+            f"{self._label}: {held} of {n} slots hold batches that are still referenced, and the next batch "
+            f"({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. A batch is never "
+            "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
+            "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
+            f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
+            "the usual `for batch in loader:` holds 2 while it fetches the next)",
+            held=held, slots=n)
 
     def release(self) -> None:
-        """Hand the current batch's slot back to the producers now, before the next is requested."""
+        """Hand the slot of the batch handed out last back to the producers now, even if the
+        batch is still referenced (its arrays may then be overwritten), and the slots of
+        batches already gone. Prefer ``batch.release()`` or ``with batch:``."""
         if self._foreign:
             raise self._foreign_error()
-        if self._versions and self._held >= 0:
-            self._check_writes()
-        self._held = -1
         with self._lock:
-            if self._ptr is not None:
-                _lib.lib().gb_release(self._ptr)
+            if self._delivered and self._ptr is not None:
+                slot = (self._delivered - 1) % int(self._geom.slot_count)
+                if self._leases[slot] is not None:
+                    self._leases[slot] = None
+                    self._note_writes(slot)
+                    self._release(self._ptr, slot)
+        self._settle_leases()
 
     # ---- statistics ----
 
@@ -487,16 +714,17 @@ class Ring:
     # ---- closing ----
 
     def close(self) -> None:
-        """Release the held slot, detach (producers see CLOSED and stop) and unmap.
+        """Give back the slots of batches that are gone, detach (producers see CLOSED and stop)
+        and unmap.
 
-        Arrays still referenced stay readable (their memory stays mapped until they are freed)
-        but no longer hold batches. Idempotent."""
+        Batches and arrays still referenced stay readable and unchanged (their memory stays
+        mapped until they are freed; their slots are never written again). Idempotent."""
         if self._foreign:
             raise self._foreign_error()
         written: Optional[LoaderError] = None
-        if self._versions and self._held >= 0 and self._ptr is not None:
+        if self._ptr is not None:
             try:
-                self._check_writes()
+                self._settle_leases()
             except LoaderError as e:
                 written = e
         try:
@@ -519,7 +747,9 @@ class Ring:
             creator_gone = not self._creator_alive()
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
-        self._items, self._torch_items, self._versions = [], [], []
+        self._lenders, self._versions, self._dead, self._torch_slots = [], {}, [], []
+        self._memories, self._gone, self._single = [], [], None
+        self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; no callback acts
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -562,6 +792,102 @@ class Ring:
     def __repr__(self) -> str:
         state = "closed" if self._ptr is None else f"{self._geom.slot_count} slots"
         return f"<gobatch {self._label} {self._framework} {state}>"
+
+
+def _lease_ender(ring: "weakref.ref[Ring]", slot: int) -> Callable[[Any], None]:
+    """The weak-reference callback that ends the lease of ``slot`` when its memory owner dies
+    (no view of the batch is left). It runs in whichever thread dropped the last view, or
+    inside a garbage collection (possibly within the ring's own locked section), so it never
+    blocks and calls no C: it queues the slot, which the next next() gives back in the same C
+    call that takes the next batch (or close() does). It holds the ring weakly, so that kept
+    batches do not keep a ring open."""
+
+    def gone(token: Any) -> None:
+        r = ring()
+        # Not when the lease was released or revoked already (the token no longer matches),
+        # nor in a fork child (it never gives anything back).
+        if r is not None and r._leases[slot] is token and not r._foreign:
+            r._leases[slot] = None
+            r._dead.append(slot)
+
+    return gone
+
+
+class _Token:
+    """The lease token of a batch of several arrays: their weak references (they live as long
+    as the token) and a countdown of the deaths still to come."""
+
+    __slots__ = ("refs", "left")
+
+    def __init__(self, n: int) -> None:
+        self.refs: List[Any] = []
+        self.left: List[None] = [None] * (n - 1)
+
+
+def _lease_countdown(ring: "weakref.ref[Ring]", slot: int, n: int) -> Callable[[], Tuple[_Token, Callable[[Any], None]]]:
+    """For a batch of ``n`` arrays: a function that makes a lease token and the weak-reference
+    callback of its arrays. Each array's death pops one entry of the countdown; ``list.pop``
+    is atomic under the GIL, so exactly one death, the last, finds it empty (also when arrays
+    die in several threads at once), and that one ends the lease as _lease_ender does."""
+    ended = _lease_ender(ring, slot)
+
+    def make() -> Tuple[_Token, Callable[[Any], None]]:
+        token = _Token(n)
+        left = token.left
+
+        def gone(_: Any) -> None:
+            try:
+                left.pop()
+            except IndexError:
+                ended(token)
+
+        return token, gone
+
+    return make
+
+
+def _slot_memory(mm: mmap.mmap, dtype: np.dtype, offset: int, shape: Tuple[int, ...]) -> _SlotMemory:
+    """A _SlotMemory array of ``shape`` at ``offset`` of the mapping. ``numpy.frombuffer``
+    holds a buffer export of the mapping for as long as the array or any view of it lives, so
+    that close() cannot unmap memory that a kept batch points into. It is viewed as _SlotMemory
+    twice, so that the result's own base is a _SlotMemory too: a plain-ndarray view of the
+    result then stops collapsing its base at the result (see Ring._lender)."""
+    flat = np.frombuffer(mm, dtype=dtype, count=int(np.prod(shape)), offset=offset)
+    return flat.reshape(shape).view(_SlotMemory).view(_SlotMemory)
+
+
+class _TorchSlot:
+    """torch: one slot's storage (one for all its tensors, so that one use count shows every
+    view of any of them) and per tensor a tensor of its own over it (its own version counter,
+    named in the in-place write error). Batches get ``detach()`` copies of the tensors."""
+
+    def __init__(self, mm: mmap.mmap, base: int, specs: List[TensorSpec]) -> None:
+        import torch  # imported only when asked for
+
+        raw = _slot_memory(mm, np.dtype(np.uint8), base, (max(t.offset + t.nbytes for t in specs),))
+        self._args = (mm, base, specs)
+        self.storage = torch.from_numpy(raw.view(_ndarray)).untyped_storage()
+        self.tensors: List[Tuple[str, Any]] = []
+        for t in specs:
+            dtype = torch.from_numpy(np.empty(0, dtype=t.dtype)).dtype
+            strides, step = [], 1
+            for n in reversed(t.shape):
+                strides.append(step)
+                step *= n
+            view = torch.empty(0, dtype=dtype).set_(self.storage, t.offset // t.dtype.itemsize, t.shape,
+                                                    tuple(reversed(strides)))
+            self.tensors.append((t.name, view))
+        self._use_count = torch._C._storage_Use_Count
+        self._own_uses = self._use_count(self.storage._cdata)
+
+    def unused(self) -> bool:
+        """True when nothing but this slot uses the storage: no tensor, view or array of a
+        batch lent from it is left."""
+        return self._use_count(self.storage._cdata) == self._own_uses
+
+    def renewed(self) -> "_TorchSlot":
+        """The same memory with a new storage and tensors."""
+        return _TorchSlot(*self._args)
 
 
 def _check_framework(framework: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = [
     "GobatchError", "LoaderError", "ConfigError", "RingError", "RingFileError", "RingPermissionError",
-    "UnsafeRingError", "RingTruncatedError", "StreamEndedError", "GobatchWarning",
+    "UnsafeRingError", "RingTruncatedError", "SlotsHeldError", "StreamEndedError", "GobatchWarning",
 ]
 
 
@@ -62,6 +62,19 @@ class RingTruncatedError(RingError):
     """The ring's segment can be, or was, cut short under its mapping: a named ring's file was
     truncated while it was read (its batches are lost; the error is sticky), or a Loader's memfd
     ring was not sealed against shrinking and growing by its ``shmloader``."""
+
+
+class SlotsHeldError(LoaderError):
+    """The next batch cannot be delivered because its ring slot still holds an earlier batch
+    that is referenced (the batch, or an array or tensor of it, or a view of one). Nothing was
+    consumed: drop batches you are done with (``del``, ``batch.release()``, ``with batch:``),
+    copy what you keep (``clone()``, ``copy()``), or raise ``[ring] slots``, then call
+    ``next()`` again. ``held`` is the number of slots held, ``slots`` the ring's slot count."""
+
+    def __init__(self, message: str, *, held: int, slots: int) -> None:
+        super().__init__(message)
+        self.held = held
+        self.slots = slots
 
 
 class ConfigError(GobatchError):

@@ -1,0 +1,324 @@
+"""Leases by reference (issue 9): a slot goes back to the producers only when the last view of
+its batch is gone (given back by the next next()), at Batch.release() or at the end of
+``with batch:``; kept tensors never change; a ring whose next slot is still lent raises
+SlotsHeldError instead of waiting. Slot states are read straight from the segment (FakeRing)."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gobatch
+from gobatch import LoaderError, SlotsHeldError
+from gobatch._ring import Ring
+from fakering import FakeRing
+from synthetic import check_batch, config
+
+pytestmark = pytest.mark.timeout(60)
+
+SPEC = {"x": ((4, 3), "float32"), "y": ((4,), "int64")}
+ONE = {"y": ((4,), "int64")}
+READING = 3
+
+
+def free(lap: int) -> int:
+    return lap << 2  # FREE(lap)
+
+
+def value(b) -> int:
+    return int(b["y"][0])
+
+
+def published(memfd: int, n: int, *, slots: int, spec=SPEC) -> FakeRing:
+    """A FakeRing of ``slots`` slots with batches 0 .. n-1 published."""
+    fr = FakeRing(memfd, spec, slots=slots)
+    for j in range(n):
+        fr.publish(j)
+    return fr
+
+
+def publish_when_free(fr: FakeRing, j: int) -> threading.Thread:
+    """Publishes batch j from a thread as soon as its slot is FREE on its lap (a slot dropped
+    by the consumer goes back during its next request, which then waits for the batch)."""
+    slot, lap = j % fr.slots, j // fr.slots
+
+    def run() -> None:
+        deadline = time.monotonic() + 20
+        while fr.slot_state(slot) != free(lap) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        fr.publish(j)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.fixture(params=["numpy", "torch"])
+def framework(request) -> str:
+    if request.param == "torch":
+        pytest.importorskip("torch")
+    return request.param
+
+
+# ---- Loader: kept batches, the usual loops ----
+
+
+def test_list_of_8_batches_is_8_distinct_correct_batches(framework):
+    cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=8)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        kept = list(loader)
+        assert len(kept) == 8
+        for k, b in enumerate(kept):
+            check_batch(b, cfg, k)  # none was overwritten while kept
+
+
+def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
+    cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=4)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        kept = []
+        with pytest.raises(SlotsHeldError, match=r"4 of 4 slots hold .* next batch \(4\) needs slot 0, which "
+                           r"holds batch 0.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
+            for b in loader:
+                kept.append(b)
+        assert ei.value.held == 4 and ei.value.slots == 4
+        assert isinstance(ei.value, LoaderError)
+        assert len(kept) == 4
+        for k, b in enumerate(kept):
+            check_batch(b, cfg, k)
+        del b
+        kept.pop(0)  # batch 0 gone: the stream goes on, nothing was skipped
+        check_batch(next(loader), cfg, 4)
+        for k, b in enumerate(kept, start=1):
+            check_batch(b, cfg, k)
+
+
+def test_usual_loops_run_with_the_default_slots(framework):
+    """``for batch in loader`` drops the previous batch one step late, and trainer loops that
+    keep ``batch`` (or a view of it) across the next request hold one more: none of them
+    raises SlotsHeldError with the default [ring] slots, nor with 2 slots."""
+    for slots in (None, 2):
+        cfg = config({"x": ((3,), "float32")}, size=2, batches=60)
+        if slots is None:
+            del cfg["ring"]  # shmloader's default
+        else:
+            cfg["ring"]["slots"] = slots
+        with gobatch.Loader(cfg, framework=framework) as loader:
+            assert loader.slots == (slots or 4)
+            prev = None
+            for k, batch in enumerate(loader):  # the usual loop, keeping the previous batch too
+                check_batch(batch, cfg, k)
+                if prev is not None:
+                    check_batch(prev, cfg, k - 1)
+                prev = batch
+                if k == 19:
+                    break
+            del prev
+            batch = next(loader)  # a hand-written loop: batch and a view of it outlive the request
+            for k in range(21, 40):
+                x = batch["x"]
+                nxt = next(loader)
+                check_batch(nxt, cfg, k)
+                assert float(x[0, 0]) == float((k - 1) * 2)  # unchanged while the next was fetched
+                batch = nxt
+
+
+# ---- Ring on a FakeRing: exact slot states ----
+
+
+def test_dropped_batch_goes_back_with_the_next_request(memfd):
+    fr = published(memfd, 2, slots=2)
+    with Ring(memfd, label="fake") as r:
+        b = next(r)
+        assert isinstance(b, gobatch.Batch) and not b.released
+        assert fr.slot_state(0) == READING
+        del b
+        assert fr.slot_state(0) == READING  # queued: nothing calls the C side from a finaliser
+        assert value(next(r)) == 1
+        assert fr.slot_state(0) == free(1)  # given back in the call that took batch 1
+        assert fr.get("batches_read") == 1
+
+
+@pytest.mark.parametrize("spec", [SPEC, ONE], ids=["several tensors", "one tensor"])
+def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
+    fr = published(memfd, 2, slots=2, spec=spec)
+    with Ring(memfd, label="fake") as r:
+        y = next(r)["y"]
+        views = [y[1:], y.reshape(2, 2).T, y.view(np.uint8), np.asarray(y)[::2], y.view(np.ndarray)]
+        del y  # the batch and its own array are gone; only derived views are left
+        next(r)  # batch 1, dropped
+        assert fr.slot_state(0) == READING
+        while views:
+            with pytest.raises(SlotsHeldError, match=r"1 of 2 slots hold .* needs slot 0, which holds batch 0"):
+                next(r)
+            assert fr.slot_state(1) == free(1)  # batch 1's slot went back all the same
+            assert fr.slot_state(0) == READING
+            assert all((v == 0).all() for v in views)  # the kept views never changed
+            views.pop()
+        publish_when_free(fr, 2)
+        assert value(next(r)) == 2  # every view gone: slot 0 went back, batch 2 filled it
+
+
+def test_views_in_a_reference_cycle_are_collected_before_refusing(memfd):
+    fr = published(memfd, 2, slots=2)
+    gc.disable()
+    try:
+        with Ring(memfd, label="fake") as r:
+            cycle: list = []
+            cycle.append(cycle)
+            cycle.append(next(r)["x"])
+            del cycle
+            next(r)
+            publish_when_free(fr, 2)
+            assert value(next(r)) == 2  # collected, not refused
+    finally:
+        gc.enable()
+
+
+def test_release_and_with_and_out_of_order(memfd):
+    fr = published(memfd, 3, slots=3)
+    with Ring(memfd, label="fake") as r:
+        b0, b1, b2 = next(r), next(r), next(r)
+        assert [fr.slot_state(s) for s in range(3)] == [READING] * 3
+        b1.release()  # out of order, and at once
+        assert fr.slot_state(1) == free(1) and fr.slot_state(0) == READING
+        assert b1.released and len(b1) == 0
+        with pytest.raises(LoaderError, match="the batch was released"):
+            b1["x"]
+        b1.release()  # idempotent
+        with b2:
+            assert value(b2) == 2
+        assert fr.slot_state(2) == free(1) and b2.released
+        assert value(b0) == 0
+        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
+            next(r)
+        del b0
+        publish_when_free(fr, 3)
+        assert value(next(r)) == 3
+        fr.publish(4)
+        fr.publish(5)
+        assert [value(next(r)) for _ in range(2)] == [4, 5]
+        assert r.stats()["batches"] == 6
+
+
+def test_release_of_a_batch_whose_slot_was_lent_again_releases_nothing(memfd):
+    fr = published(memfd, 1, slots=1)
+    with Ring(memfd, label="fake") as r:
+        b0 = next(r)
+        r.release()  # the ring's release(): the last batch goes back although referenced
+        assert fr.slot_state(0) == free(1)
+        fr.publish(1)
+        b1 = next(r)
+        b0.release()  # its lease ended already: batch 1's slot stays lent
+        assert fr.slot_state(0) == (1 << 2) | READING and value(b1) == 1
+
+
+def test_close_keeps_lent_batches_intact(memfd):
+    fr = published(memfd, 2, slots=2)
+    r = Ring(memfd, label="fake")
+    b = next(r)
+    next(r)  # dropped
+    r.close()
+    assert fr.slot_state(0) == READING  # not handed back: the producers could overwrite it
+    assert fr.slot_state(1) == free(1)  # the dropped one went back at close
+    assert fr.get("batches_read") == 2 and value(b) == 0
+    del b
+
+
+def test_batch_dropped_in_another_thread_while_next_waits(memfd):
+    fr = published(memfd, 1, slots=2)
+    with Ring(memfd, label="fake") as r:
+        box = [next(r)]
+        threading.Timer(0.1, box.clear).start()  # the last reference goes in the timer's thread
+        threading.Timer(0.4, fr.publish, args=(1,)).start()
+        assert value(next(r)) == 1
+        assert fr.slot_state(0) == free(1)  # given back by the waiting call, 100 ms slices
+        fr.publish(2)
+        assert value(next(r)) == 2
+        assert fr.slot_state(0) == (1 << 2) | READING
+
+
+# ---- torch ----
+
+
+def test_torch_write_found_at_release_is_raised_at_next(memfd):
+    pytest.importorskip("torch")
+    fr = published(memfd, 2, slots=2)
+    with Ring(memfd, framework="torch", label="fake") as r:
+        b = next(r)
+        b["x"][1:].add_(1)  # through a view
+        del b
+        with pytest.raises(LoaderError, match="tensor 'x' was modified in place"):
+            next(r)
+        assert fr.slot_state(0) == free(1)
+        assert value(next(r)) == 1  # not sticky, nothing skipped
+
+
+def test_torch_written_batch_that_is_kept_is_revoked(memfd):
+    pytest.importorskip("torch")
+    fr = published(memfd, 2, slots=2)
+    with Ring(memfd, framework="torch", label="fake") as r:
+        b = next(r)
+        b["y"].mul_(2)
+        with pytest.raises(LoaderError, match="tensor 'y' was modified in place"):
+            next(r)
+        assert fr.slot_state(0) == free(1)  # revoked although referenced
+        assert value(next(r)) == 1
+        publish_when_free(fr, 2)
+        assert value(next(r)) == 2
+        publish_when_free(fr, 3)
+        assert value(next(r)) == 3
+        publish_when_free(fr, 4)
+        assert value(next(r)) == 4  # the revoked batch's tensors do not hold the slot's later batches
+        del b
+
+
+def test_torch_views_and_numpy_arrays_of_them_hold_the_slot(memfd):
+    pytest.importorskip("torch")
+    fr = published(memfd, 2, slots=2)
+    with Ring(memfd, framework="torch", label="fake") as r:
+        v = next(r)["y"].view(2, 2)
+        n = v.numpy()[1:]
+        del v
+        assert value(next(r)) == 1
+        assert fr.slot_state(0) == READING
+        with pytest.raises(SlotsHeldError, match="needs slot 0"):
+            next(r)
+        assert int(n[0, 0]) == 0
+        del n
+        publish_when_free(fr, 2)
+        assert value(next(r)) == 2
+
+
+# ---- fork ----
+
+
+def _child(batch, q):
+    try:
+        del batch
+        gc.collect()
+        q.put("ok")
+    except BaseException as e:
+        q.put(repr(e))
+
+
+def test_forked_child_dropping_a_batch_gives_nothing_back(memfd, framework):
+    fr = published(memfd, 1, slots=2)
+    with Ring(memfd, framework=framework, label="fake") as r:
+        b = next(r)
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child, args=(b, q))
+        p.start()
+        assert q.get(timeout=20) == "ok"
+        p.join(20)
+        assert p.exitcode == 0
+        assert fr.slot_state(0) == READING and value(b) == 0
+        del b
+        fr.publish(1)
+        assert value(next(r)) == 1
+        assert fr.slot_state(0) == free(1)  # the parent's drop gave it back
