@@ -1,14 +1,17 @@
 // Command shmloader reads training data, assembles batches and writes them into a gobatch
 // shared-memory ring (docs/PROTOCOL.md) that a trainer maps with `import gobatch`.
 //
-// Each verb lives in a file of its own (run.go, plan.go, stat.go, gc.go, inspect.go, read.go,
-// version.go); flags.go is the one flag parser they share, and it generates each verb's
+// Each verb lives in a file of its own (run.go, serve.go, plan.go, stat.go, gc.go, inspect.go,
+// read.go, version.go); flags.go is the one flag parser they share, and it generates each verb's
 // `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--cache-mb N] [--data-root ROOT]
 //	    [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL] [--rank N] [--readers N]
 //	    [--start K] [-v] [--world-size N]
+//	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
+//	    [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT] [--log-level LEVEL]
+//	    [--node-rank N] [--readers N] [-v] [--world-size N]
 //	shmloader plan --config FILE [--cache-mb N] [--data-root ROOT] [--json] [--rank N] [--world-size N]
 //	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
 //	    [--once] [-v]
@@ -23,7 +26,8 @@
 // order, tensors and ring size, without a ring); stat
 // shows a named ring live; gc removes named rings whose creator died; inspect lists a Zarr
 // store's groups and arrays; read writes a Zarr array, or a box of it, to a .npy file;
-// version prints the build and the ring layout version. Flags may come before or after the
+// version prints the build and the ring layout version. serve is the node loader: one process
+// feeding a memfd ring per local rank from one cache, which gobatch.Loader starts under torchrun. Flags may come before or after the
 // positional arguments; `shmloader VERB -h` prints the verb's flags to stdout.
 //
 // Logs go to stderr through zerolog, warnings and errors only unless -v or --log-level says
