@@ -42,6 +42,8 @@ func (s Stream) Epoch(n uint64) (global, perRank uint64) {
 // node nodeRank is global rank nodeRank*localWorld + l, as torchrun assigns RANK from
 // GROUP_RANK and LOCAL_RANK. This is the only copy of that rule; each stream is then exactly
 // NewStream's stream for its global rank, so a batch does not depend on which node fills it.
+//
+// NodeOf is the same rule read backwards: the node rank that serves global rank rank.
 func NodeStreams(nodeRank, localWorld, worldSize int) ([]Stream, error) {
 	if localWorld < 1 || nodeRank < 0 || worldSize < 1 || worldSize%localWorld != 0 || nodeRank >= worldSize/localWorld {
 		return nil, fmt.Errorf("node rank %d with %d local ranks in world size %d: expected local ranks >= 1 dividing the world size and 0 <= node rank < world size / local ranks",
@@ -57,3 +59,6 @@ func NodeStreams(nodeRank, localWorld, worldSize int) ([]Stream, error) {
 	}
 	return out, nil
 }
+
+// NodeOf is the node rank whose NodeStreams include global rank rank (localWorld >= 1).
+func NodeOf(rank, localWorld int) int { return rank / max(localWorld, 1) }

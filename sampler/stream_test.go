@@ -57,6 +57,9 @@ func TestNodeStreams(t *testing.T) {
 				t.Fatalf("node %d local %d: %+v, want rank %d of 4 once", node, l, s, want)
 			}
 			seen[s.Rank] = true
+			if NodeOf(int(s.Rank), 2) != node {
+				t.Fatalf("NodeOf(%d, 2) = %d, want %d", s.Rank, NodeOf(int(s.Rank), 2), node)
+			}
 		}
 	}
 	if len(seen) != 4 {

@@ -11,7 +11,7 @@
 //	    [--start K] [-v] [--world-size N]
 //	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
 //	    [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT] [--log-level LEVEL]
-//	    [--node-rank N] [--readers N] [-v] [--world-size N]
+//	    [--node-rank G] [--of-rank R] [--readers N] [-v] [--world-size N]
 //	shmloader plan --config FILE [--cache-mb N] [--data-root ROOT] [--json] [--rank N] [--world-size N]
 //	shmloader stat NAME [--interval D] [--json] [--log-format FORMAT] [--log-level LEVEL]
 //	    [--once] [-v]

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -44,7 +45,8 @@ type serveFlags struct {
 	socket     string // abstract Unix socket name to bind
 	listenFD   int    // or an inherited listening socket (gobatch.Loader binds it: the rendezvous)
 	localWorld int
-	nodeRank   int
+	nodeRank   int // -1: not given
+	ofRank     int // -1: not given; else serve the node of this global rank
 	readers    int
 	linger     time.Duration
 	sourceFlags
@@ -61,7 +63,9 @@ func cmdServe(args []string) int {
 	fs.StringVar(&f.socket, "socket", "", "listen on the abstract Unix socket NAME (give the same name to gobatch.Loader(node=NAME) or GOBATCH_NODE)")
 	fs.IntVar(&f.listenFD, "listen-fd", -1, "listen on this inherited Unix socket (SOCK_SEQPACKET; gobatch.Loader binds it)")
 	fs.IntVar(&f.localWorld, "local-world-size", 0, "ranks on this node (torchrun's LOCAL_WORLD_SIZE)")
-	fs.IntVar(&f.nodeRank, "node-rank", 0, "this node's rank (torchrun's GROUP_RANK): it serves global ranks node_rank*N .. node_rank*N + N-1")
+	f.nodeRank, f.ofRank = -1, -1
+	fs.Func("node-rank", "this node's rank `G` (torchrun's GROUP_RANK; default 0): it serves global ranks G*N .. G*N + N-1", rankFlag(&f.nodeRank))
+	fs.Func("of-rank", "serve the node of global rank `R` (instead of --node-rank: gobatch.Loader passes its rank when it does not know GROUP_RANK)", rankFlag(&f.ofRank))
 	fs.IntVar(&f.world, "world-size", 0, "number of data-parallel ranks in all (default: --local-world-size, one node)")
 	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling the batches of every rank")
 	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
@@ -117,6 +121,14 @@ func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 		return nil, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
 	case f.linger < 0:
 		return nil, fmt.Errorf("--linger %v: want a duration >= 0", f.linger)
+	case f.nodeRank >= 0 && f.ofRank >= 0:
+		return nil, errors.New("give at most one of --node-rank and --of-rank")
+	}
+	switch {
+	case f.ofRank >= 0:
+		f.nodeRank = sampler.NodeOf(f.ofRank, f.localWorld)
+	case f.nodeRank < 0:
+		f.nodeRank = 0
 	}
 	if f.socket != "" {
 		if err := shm.ValidateName(f.socket); err != nil {
@@ -134,6 +146,18 @@ func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 		return nil, fmt.Errorf("--node-rank %d --local-world-size %d --world-size %d: %w", f.nodeRank, f.localWorld, f.world, err)
 	}
 	return streams, nil
+}
+
+// rankFlag parses a rank (>= 0) into dst.
+func rankFlag(dst *int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return errors.New("want an integer >= 0")
+		}
+		*dst = n
+		return nil
+	}
 }
 
 // listen binds the abstract socket (whose name vanishes with the process: nothing to remove)

@@ -32,7 +32,7 @@ type nodeRequest struct {
 // nodeReply answers a request: the ring (its memfd is the message's one descriptor), or an
 // error; Usage marks an error of the request or the configuration (Python: ConfigError).
 type nodeReply struct {
-	Rank      uint64 `json:"rank,omitempty"`
+	Rank      uint64 `json:"rank"`
 	Memfd     string `json:"memfd,omitempty"` // the memfd's name (/proc/PID/fd/N shows it): the Loader checks it is its rank's
 	ServerPID int    `json:"server_pid"`
 	Error     string `json:"error,omitempty"`
