@@ -38,7 +38,8 @@ import gobatch
 from nowcast_ref import NowcastReference, generated_nowcast
 from synthetic import PY, check_batch, process_gone, python_env, run_shmloader, wait_for, write_config
 from synthetic import config as synthetic_config
-from test_sampler_loader import check_examples, key, preset, same, source
+from test_epochs import ref  # noqa: F401  (the reference over this module's data)
+from test_sampler_loader import check_examples, key, preset, same
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,13 +51,6 @@ SIZE = 8
 def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with generated_nowcast(tmp_path_factory.mktemp("nowcast"), "node", days=0.5, pixels=128, seed=7) as out:
         yield out
-
-
-@pytest.fixture(scope="module")
-def ref(data: Path) -> NowcastReference:
-    cfg = preset()
-    return NowcastReference(data, sat_channels=source(cfg, "satellite").get("channels"),
-                            nwp_variables=source(cfg, "nwp").get("channels"))
 
 
 @pytest.fixture(autouse=True)
