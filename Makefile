@@ -52,14 +52,19 @@ go-test: sysdeps
 py-test:
 	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider tests
 
-# Fault trials (docs/PROTOCOL.md 3.5.1, appendix A): processes stopped at exact protocol states
-# through GOBATCH_FAILPOINT, FAULT_REPS times each, every trial bounded in time and in its own
-# GOBATCH_SHM_DIR; prints one FAULT line per trial with its count and worst detection latency.
+# Fault trials (docs/PROTOCOL.md 1.1, 3.5.1, appendix A): processes stopped at exact protocol
+# states through GOBATCH_FAILPOINT, named rings squatted, followed and truncated, FAULT_REPS times
+# each. tools/faultns.py runs every trial (each Go fault test, each test id of
+# python/tests/test_faults_*.py) in its own mount namespace with a private /dev/shm, bounded by
+# FAULT_TIMEOUT seconds; prints one FAULT line per trial with its count and worst latency, and a
+# FAULTNS line with each trial's verdict.
 FAULT_REPS ?= 20
+FAULT_TIMEOUT ?= 300
 faults: build pyinstall
-	set -o pipefail; GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 $(GO) test -count=1 -v -run 'Fault|Failpoint' ./ring/ \
-	  | grep -E '^(FAULT|--- FAIL|ok|FAIL|panic)|_test.go'
-	cd python && GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 ../$(VPY) -m pytest -q -s -p no:cacheprovider tests/test_faults_claim.py
+	set -o pipefail; GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 $(PY) tools/faultns.py --timeout $(FAULT_TIMEOUT) \
+	  go ./ring/ 'Fault|Failpoint' | grep -E '^(FAULT|--- FAIL|FAIL|panic)|_test.go'
+	GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 1200 $(PY) tools/faultns.py --timeout $(FAULT_TIMEOUT) \
+	  pytest $(CURDIR)/$(VPY) $$(cd python && ls tests/test_faults_*.py)
 
 demo: build pyinstall
 	$(VPY) benchmarks/demo.py

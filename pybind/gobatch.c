@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -36,7 +37,10 @@ _Static_assert(sizeof(void *) == GB_WORD_BYTES, "gobatch needs a 64-bit build (w
 struct gb_ring {
     unsigned char *base; /* control mapping: header and slot headers, read-write */
     size_t map_len;
-    int fd;              /* dup of the caller's fd until the ring is ready, else -1 */
+    int fd;              /* dup of the caller's fd until the ring is ready (named: kept), else -1 */
+    bool named;          /* creator_flags bit 0: a file that can be truncated (PROTOCOL.md 1.1) */
+    bool lost;           /* the named segment was found truncated: every gb_next fails */
+    int guard[2];        /* SIGBUS guard entries of the control and payload mappings, or -1 */
     bool ready;          /* steps 2-4 passed */
     bool registered;     /* step 5 done, not closed */
     bool held;           /* a slot is in READING and handed out */
@@ -184,12 +188,210 @@ int gb_creator_alive(const gb_ring *r) {
     return gb_process_alive(r->g.creator_pid, r->g.creator_starttime);
 }
 
+/* ---- named segments: the opening rules and the SIGBUS guard (PROTOCOL.md 1.1) ---- */
+
+static const char *file_kind(mode_t m) {
+    switch (m & S_IFMT) {
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+    }
+    return "not a regular file";
+}
+
+/* The owner and mode of path (not followed), for a permission error. */
+static void describe_file(const char *path, char *out, size_t len) {
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        snprintf(out, len, "the file belongs to uid %u, mode %#o; you are uid %u", (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    else
+        snprintf(out, len, "you are uid %u", (unsigned)geteuid());
+}
+
+int gb_open_named(const char *path, int allow_uid, char *err, size_t errlen) {
+    /* O_NONBLOCK: a FIFO of that name must not block the open; fstat below refuses it. */
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        char who[160];
+        struct stat st;
+        switch (e) {
+        case ENOENT:
+            snprintf(err, errlen, "%s does not exist", path);
+            return GB_ENOENT;
+        case ELOOP:
+            snprintf(err, errlen, "%s refused: is a symbolic link (a ring is never opened through one)", path);
+            return GB_EREFUSED;
+        case EISDIR:
+            snprintf(err, errlen, "%s refused: is a directory, not a ring segment", path);
+            return GB_EREFUSED;
+        case EACCES:
+        case EPERM:
+            describe_file(path, who, sizeof who);
+            snprintf(err, errlen, "%s refused: permission denied (%s)", path, who);
+            return GB_EACCES;
+        case ENXIO:
+        case ENODEV:
+        case EOPNOTSUPP:
+            snprintf(err, errlen, "%s refused: is %s, not a ring segment (open: %s)", path,
+                     lstat(path, &st) == 0 ? file_kind(st.st_mode) : "a special file", strerror(e));
+            return GB_EREFUSED;
+        }
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return GB_ESYS;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "fstat of %s failed: %s", path, strerror(errno));
+        close(fd);
+        return GB_ESYS;
+    }
+    bool allowed = allow_uid >= 0 && st.st_uid == (uid_t)allow_uid; /* the owner the caller named */
+    int rc = GB_OK;
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s refused: is %s, not a ring segment", path, file_kind(st.st_mode));
+        rc = GB_EREFUSED;
+    } else if (st.st_uid != geteuid() && !allowed) {
+        snprintf(err, errlen,
+                 "%s refused: owned by uid %u, not by you (uid %u); accept another user's ring explicitly "
+                 "(attach(allow_uid=%u), --allow-uid %u)",
+                 path, (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)st.st_uid);
+        rc = GB_EREFUSED;
+    } else if ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && !allowed)) {
+        snprintf(err, errlen,
+                 "%s refused: writable by group/other (mode %#o): anyone who can write it can cut it short "
+                 "under the ring's users",
+                 path, (unsigned)(st.st_mode & 07777));
+        rc = GB_EREFUSED;
+    }
+    if (rc != GB_OK) {
+        close(fd);
+        return rc;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* The SIGBUS guard. A truncated tmpfs file makes every touch of a page past its new end raise
+ * SIGBUS; for the ranges registered here the handler maps zero-filled anonymous memory over the
+ * whole range instead (the faulting access then completes) and marks the entry lost, which the
+ * ring's next gb_next reports. Faults elsewhere go to the handler that was installed before
+ * ours (or the default action). The handler reads the table with atomics only; entries are
+ * taken and given back under a mutex. */
+#define GB_GUARDS 128
+static struct {
+    _Atomic uintptr_t lo, hi; /* [lo, hi), lo == 0: free */
+    _Atomic int prot;
+    _Atomic int lost;
+} guards[GB_GUARDS];
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction bus_prev;
+static bool bus_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (si->si_code > 0) { /* a fault, not a kill(2) */
+        for (int i = 0; i < GB_GUARDS; i++) {
+            uintptr_t lo = atomic_load(&guards[i].lo), hi = atomic_load(&guards[i].hi);
+            if (lo == 0 || a < lo || a >= hi) continue;
+            void *p = mmap((void *)lo, hi - lo, atomic_load(&guards[i].prot), MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
+            if (p != MAP_FAILED) {
+                atomic_store(&guards[i].lost, 1);
+                return;
+            }
+        }
+    }
+    if (bus_prev.sa_flags & SA_SIGINFO) {
+        bus_prev.sa_sigaction(sig, si, uc);
+    } else if (bus_prev.sa_handler != SIG_DFL && bus_prev.sa_handler != SIG_IGN) {
+        bus_prev.sa_handler(sig);
+    } else {
+        /* Not ours: die of it as the process would have without the guard. */
+        sigaction(SIGBUS, &bus_prev, NULL);
+        raise(sig);
+    }
+}
+
+/* Registers [addr, addr + len) and returns its entry, or -1 when the table is full or the
+ * handler cannot be installed (the range is then unguarded, as before this guard existed). */
+static int guard_add(uintptr_t addr, size_t len, int prot) {
+    int idx = -1;
+    pthread_mutex_lock(&guard_mu);
+    if (!bus_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        bus_installed = sigaction(SIGBUS, &sa, &bus_prev) == 0;
+    }
+    for (int i = 0; bus_installed && i < GB_GUARDS; i++) {
+        if (atomic_load(&guards[i].lo) != 0) continue;
+        atomic_store(&guards[i].lost, 0);
+        atomic_store(&guards[i].prot, prot);
+        atomic_store(&guards[i].hi, addr + len);
+        atomic_store(&guards[i].lo, addr);
+        idx = i;
+        break;
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return idx;
+}
+
+static void guard_drop(int *idx) {
+    if (*idx < 0) return;
+    pthread_mutex_lock(&guard_mu);
+    atomic_store(&guards[*idx].lo, 0);
+    atomic_store(&guards[*idx].hi, 0);
+    pthread_mutex_unlock(&guard_mu);
+    *idx = -1;
+}
+
+static bool guard_lost(int idx) { return idx >= 0 && atomic_load(&guards[idx].lost); }
+
+int gb_guard_payload(gb_ring *r, uintptr_t addr, size_t len, int writable) {
+    if (!r || !r->ready) return GB_ECLOSED;
+    if (!r->named || r->guard[1] >= 0) return GB_OK;
+    r->guard[1] = guard_add(addr, len, PROT_READ | (writable ? PROT_WRITE : 0));
+    return GB_OK;
+}
+
+/* A named segment cut short: found by the guard (a touch of a cut page), or by comparing the
+ * file's size with segment_bytes (one fstat per call: a batch is never handed out of a file
+ * already cut). Sticky. A memfd ring is sealed and never checked. */
+static int segment_lost(gb_ring *r) {
+    if (!r->named) return GB_OK;
+    if (!r->lost && !guard_lost(r->guard[0]) && !guard_lost(r->guard[1])) {
+        struct stat st;
+        if (fstat(r->fd, &st) != 0 || (uint64_t)st.st_size >= r->g.segment_bytes) return GB_OK;
+    }
+    r->lost = true;
+    struct stat st;
+    long long size = fstat(r->fd, &st) == 0 ? (long long)st.st_size : -1;
+    return fail(r, GB_ELOST,
+                "the ring segment was truncated: the file holds %lld bytes, the ring needs %llu; another process "
+                "cut it short under the mapping, and its batches are lost (a Loader's memfd ring is sealed "
+                "against this)",
+                size, (unsigned long long)r->g.segment_bytes);
+}
+
 /* ---- attach (section 3.6) ---- */
 
 gb_ring *gb_open(int fd, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(err, errlen, "fstat of the ring segment failed: %s", strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a gobatch segment: the descriptor is %s, not a regular file or memfd",
+                 file_kind(st.st_mode));
         return NULL;
     }
     if (st.st_size < (off_t)GB_HEADER_BYTES) {
@@ -217,6 +419,7 @@ gb_ring *gb_open(int fd, char *err, size_t errlen) {
     }
     r->base = p;
     r->map_len = GB_HEADER_BYTES;
+    r->guard[0] = r->guard[1] = -1;
     r->g.file_bytes = (uint64_t)st.st_size;
     r->owner_pid = getpid();
     return r;
@@ -382,8 +585,13 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
             if (rc == GB_OK) rc = check_geometry(r);
             if (rc == GB_OK) rc = map_control(r);
             if (rc != GB_OK) return rc;
-            close(r->fd);
-            r->fd = -1;
+            r->named = r->g.creator_flags & GB_CREATOR_NAMED;
+            if (r->named) { /* keep the fd: its size is checked while the ring is read (1.1) */
+                r->guard[0] = guard_add((uintptr_t)r->base, r->map_len, PROT_READ | PROT_WRITE);
+            } else {
+                close(r->fd);
+                r->fd = -1;
+            }
             r->ready = true;
             return GB_OK;
         }
@@ -569,6 +777,8 @@ int gb_next(gb_ring *r, int budget_ms) {
     if (!r || !r->registered) return GB_ECLOSED;
     if (getpid() != r->owner_pid)
         return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
+    int lost = segment_lost(r);
+    if (lost != GB_OK) return lost;
     release_held(r);
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
 
@@ -614,7 +824,10 @@ int gb_next(gb_ring *r, int budget_ms) {
             }
         }
         atomic_fetch_add_explicit(a64(r, GB_H_CONSUMER_WAIT_NS), (uint64_t)(now_ns() - t0), memory_order_relaxed);
-        if (rc != GB_OK) return rc;
+        if (rc != GB_OK) { /* a truncation zeroes the words the checks read: name the cause */
+            lost = rc == GB_TIMEOUT ? GB_OK : segment_lost(r);
+            return lost != GB_OK ? lost : rc;
+        }
     } else {
         /* The batch is ready without a wait, so no wait ran the checks: scan the registry at
          * least every wait slice all the same, so that a dead producer is reported while its
@@ -635,6 +848,10 @@ int gb_next(gb_ring *r, int budget_ms) {
     r->held_lap = lap;
     uint64_t seq = atomic_load_explicit(a64(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + GB_S_SEQ),
                                         memory_order_relaxed);
+    if (r->named) { /* cut while this call waited or touched the slot: not delivered */
+        lost = segment_lost(r);
+        if (lost != GB_OK) return lost;
+    }
     if (seq != r->g.start_batch + r->j)
         return fail(r, GB_EPROTO, "protocol error: slot %u holds batch %llu, expected batch %llu", slot,
                     (unsigned long long)seq, (unsigned long long)(r->g.start_batch + r->j));
@@ -651,6 +868,8 @@ int gb_release(gb_ring *r) {
 
 void gb_discard(gb_ring *r) {
     if (!r) return;
+    guard_drop(&r->guard[0]); /* before the unmap: the range may be reused at once */
+    guard_drop(&r->guard[1]);
     if (r->base) munmap(r->base, r->map_len);
     if (r->fd >= 0) close(r->fd);
     free(r);

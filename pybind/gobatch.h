@@ -35,6 +35,10 @@ enum {
     GB_ESYS = -9,      /* a system call failed (text in gb_error) */
     GB_EBUSY = -10,    /* the ring already has a consumer (text in gb_error) */
     GB_ECREATOR = -11, /* the creator died before the ring became READY */
+    GB_ELOST = -12,    /* a named segment was truncated under the mapping (PROTOCOL.md 1.1) */
+    GB_EREFUSED = -13, /* gb_open_named: not a file to attach (symlink, not regular, owner, mode) */
+    GB_EACCES = -14,   /* gb_open_named: permission denied */
+    GB_ENOENT = -15,   /* gb_open_named: no such file */
 };
 
 typedef struct gb_ring gb_ring;
@@ -92,6 +96,14 @@ typedef struct gb_stats_t {
     uint64_t chunks_missing[GB_MAX_TENSORS];
 } gb_stats_t;
 
+/* PROTOCOL.md 1.1: opens the named segment at path read-write without following a symlink and
+ * checks what it opened: a regular file, owned by this process's effective uid or by allow_uid
+ * (-1: no other), not writable by others, nor by its group unless its owner was allowed. Returns
+ * the descriptor (O_CLOEXEC; the caller closes it) or GB_ENOENT, GB_EACCES ("permission denied",
+ * with the file's owner and mode), GB_EREFUSED (the reason) or GB_ESYS, with the path and the
+ * reason in err. */
+int gb_open_named(const char *path, int allow_uid, char *err, size_t errlen);
+
 /* Section 3.6 step 1: fstat the file (size >= 8192) and map its header read-write.
  * The fd is duplicated; the caller may close its own. Returns NULL with a message in err. */
 gb_ring *gb_open(int fd, char *err, size_t errlen);
@@ -107,6 +119,14 @@ int gb_register(gb_ring *r);
 /* Releases the slot handed out last (if any), then waits at most budget_ms for the next batch
  * in stream order (sections 3.3-3.5). Returns the slot index or a negative code. */
 int gb_next(gb_ring *r, int budget_ms);
+
+/* Named rings (PROTOCOL.md 1.1): registers the caller's mapping [addr, addr + len) of the
+ * ring's payload (prot: PROT_READ, with PROT_WRITE when writable) with the library's SIGBUS
+ * guard, as the control mapping is registered at gb_wait_ready. A touch of a page that a
+ * truncation of the file cut off then maps zeros there instead of killing the process, and the
+ * next gb_next fails with GB_ELOST. gb_close and gb_discard unregister both, so call them
+ * before unmapping addr. A memfd ring (sealed) needs no guard: the call does nothing. */
+int gb_guard_payload(gb_ring *r, uintptr_t addr, size_t len, int writable);
 
 /* Releases the held slot without acquiring another. */
 int gb_release(gb_ring *r);

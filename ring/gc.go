@@ -20,6 +20,10 @@ type GCOptions struct {
 	Grace time.Duration
 	// DryRun reports what would be removed without removing it.
 	DryRun bool
+	// AllowUID, if above 0, is a uid whose segments GC judges besides its own user's
+	// (`shmloader gc --allow-uid`). Others' segments, symlinks and non-regular files are kept
+	// untouched, with the reason (PROTOCOL.md 1.1).
+	AllowUID int
 }
 
 // GCResult is GC's verdict on one named segment.
@@ -58,13 +62,21 @@ func GC(opt GCOptions) ([]GCResult, error) {
 func gcOne(name string, opt GCOptions) (GCResult, error) {
 	res := GCResult{Name: name}
 	path := shm.Path(name)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.Open(path) // judged, removed if dead; a claim cannot be reclaimed
+	allow := shm.NoOtherUID
+	if opt.AllowUID > 0 {
+		allow = opt.AllowUID
 	}
+	// Read-only when read-write is not permitted: judged, removed if dead; a claim cannot be
+	// reclaimed then.
+	f, err := shm.OpenFile(path, allow, true)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		var refused *shm.RefusedError
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			res.Reason = "already gone"
+			return res, nil
+		case errors.As(err, &refused) && !errors.Is(err, fs.ErrPermission):
+			res.Reason = "not judged: " + refused.Reason
 			return res, nil
 		}
 		return res, fmt.Errorf("gc %s: %w", path, err)
@@ -149,6 +161,14 @@ func reclaimClaim(f *os.File, hdr []byte, dry bool) string {
 // the segment after the last use of the ring. Without a deadline on ctx it waits at most
 // DefaultAttachTimeout.
 func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment, *Ring, error) {
+	return AttachNamedAllowing(ctx, name, populate, shm.NoOtherUID)
+}
+
+// AttachNamedAllowing is [AttachNamed] that also accepts a segment owned by allowUID
+// (shm.OpenAllowing). A segment the opening rules refuse (PROTOCOL.md 1.1: a symlink, not a
+// regular file, another user's, writable by others, permission denied) is refused at once,
+// wrapping the *shm.RefusedError: waiting cannot change it.
+func AttachNamedAllowing(ctx context.Context, name string, populate bool, allowUID int) (*shm.Segment, *Ring, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultAttachTimeout)
@@ -156,7 +176,8 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 	}
 	var last error
 	for {
-		seg, err := shm.Open(name, populate)
+		seg, err := shm.OpenAllowing(name, populate, allowUID)
+		var refused *shm.RefusedError
 		if err == nil {
 			mem := seg.Bytes()
 			if len(mem) >= HeaderBytes {
@@ -171,9 +192,9 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 			last = fmt.Errorf("file of %d bytes, smaller than a ring header", len(mem))
 		} else if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, err
-		} else if errors.Is(err, fs.ErrPermission) {
+		} else if errors.As(err, &refused) {
 			// Waiting cannot help: say so at once instead of "not initialised in time".
-			return nil, nil, fmt.Errorf("ring %s (%s): permission denied (the file belongs to uid %s, mode %s): %w", name, shm.Path(name), fileOwner(shm.Path(name)), fileMode(shm.Path(name)), err)
+			return nil, nil, fmt.Errorf("ring %s: %w", name, err)
 		} else {
 			last = err // e.g. empty: created, not yet reserved
 		}
@@ -183,20 +204,4 @@ func AttachNamed(ctx context.Context, name string, populate bool) (*shm.Segment,
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-func fileOwner(path string) string {
-	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
-		return "?"
-	}
-	return fmt.Sprint(st.Uid)
-}
-
-func fileMode(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "?"
-	}
-	return fmt.Sprintf("%#o", fi.Mode().Perm())
 }

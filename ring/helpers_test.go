@@ -32,11 +32,25 @@ func newHeapRing(t testing.TB, l Layout) *Ring {
 func newMemfdRing(t testing.TB, l Layout) (*shm.Segment, *Ring) {
 	t.Helper()
 	seg, err := shm.CreateMemfd(l.SegmentBytes())
+	return newRingIn(t, seg, err, l)
+}
+
+// newNamedRing creates the named ring name in shm.Dir, closed (not unlinked) at the end of the
+// test.
+func newNamedRing(t testing.TB, name string, l Layout) (*shm.Segment, *Ring) {
+	t.Helper()
+	seg, err := shm.Create(name, l.SegmentBytes())
+	return newRingIn(t, seg, err, l)
+}
+
+// newRingIn creates a ring in a segment just made (or fails the test with its error).
+func newRingIn(t testing.TB, seg *shm.Segment, err error, l Layout) (*shm.Segment, *Ring) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { seg.Close() })
-	r, err := Create(seg.Bytes(), l, false)
+	r, err := Create(seg.Bytes(), l, !seg.IsMemfd())
 	if err != nil {
 		t.Fatal(err)
 	}

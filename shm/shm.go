@@ -212,16 +212,25 @@ func Create(name string, size int64) (*Segment, error) {
 		return nil, fmt.Errorf("shm: create %s: size %d must be positive", name, size)
 	}
 	path := Path(name)
-	fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	// O_EXCL|O_NOFOLLOW: whatever holds the name already (a dead ring, a squatter's file or
+	// symlink) is an error, never opened or followed (PROTOCOL.md 1.1).
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if err == unix.EEXIST {
-			return nil, fmt.Errorf("shm: create %s: %w (another ring uses the name, or a dead one left it: see `shmloader gc`)", path, fs.ErrExist)
+			return nil, fmt.Errorf("shm: create %s: %w: %s", path, fs.ErrExist, describeExisting(path))
+		}
+		if err == unix.EACCES || err == unix.EPERM {
+			return nil, fmt.Errorf("shm: create %s: permission denied (%s): %w", path, describeDir(filepath.Dir(path)), fs.ErrPermission)
 		}
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
 	fail := func(err error) (*Segment, error) {
 		unix.Close(fd)
 		unix.Unlink(path)
+		return nil, err
+	}
+	if err := checkCreated(fd, path); err != nil {
+		unix.Close(fd) // not ours to unlink: it is not the file we created
 		return nil, err
 	}
 	if err := reserve(fd, size); err != nil {
@@ -238,20 +247,30 @@ func Create(name string, size int64) (*Segment, error) {
 }
 
 // Open maps the existing named segment Dir/gobatch-<name> read-write, with its whole current
-// size. With populate the pages are prefaulted (do this in processes that touch the payload;
-// a process that only reads the header, such as `shmloader stat`, passes false).
+// size, after the checks of [OpenFile] (no symlink, a regular file of this user, not writable
+// by group or other). With populate the pages are prefaulted (do this in processes that touch
+// the payload; a process that only reads the header, such as `shmloader stat`, passes false).
 func Open(name string, populate bool) (*Segment, error) {
+	return OpenAllowing(name, populate, NoOtherUID)
+}
+
+// OpenAllowing is [Open] that also accepts a segment owned by allowUID (and writable by its
+// group), for a ring one user shares with another. NoOtherUID allows none.
+func OpenAllowing(name string, populate bool, allowUID int) (*Segment, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	path := Path(name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	f, err := OpenFile(path, allowUID, false)
 	if err != nil {
-		if err == unix.ENOENT {
-			return nil, fmt.Errorf("shm: open %s: %w", path, fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("shm: open %s: %w", path, err)
+		return nil, err
 	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("shm: dup %s: %w", path, err)
+	}
+	unix.CloseOnExec(fd)
 	seg, err := mapExisting(fd, path, populate)
 	if err != nil {
 		unix.Close(fd)
@@ -261,6 +280,7 @@ func Open(name string, populate bool) (*Segment, error) {
 	return seg, nil
 }
 
+// mapExisting maps the whole of fd, whose size it takes from fstat just before mapping.
 func mapExisting(fd int, path string, populate bool) (*Segment, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -307,7 +327,7 @@ func List() ([]string, error) {
 }
 
 // CreateMemfd makes an anonymous segment (memfd_create("gobatch", MFD_CLOEXEC|MFD_ALLOW_SEALING)),
-// reserves size bytes, seals it against shrinking and growing, and maps it. Pass Fd() to a child
+// reserves size bytes, seals it against shrinking, growing and further sealing, and maps it. Pass Fd() to a child
 // process (os/exec ExtraFiles) to share it.
 func CreateMemfd(size int64) (*Segment, error) {
 	fd, err := unix.MemfdCreate("gobatch", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -325,9 +345,9 @@ func CreateMemfd(size int64) (*Segment, error) {
 // FromFD takes ownership of fd, a memfd (or any tmpfs file) inherited from another process.
 //
 // With size > 0 the caller is the ring's creator: FromFD reserves size bytes with fallocate
-// (a *NoSpaceError if memory is short), tries to add F_SEAL_SHRINK|F_SEAL_GROW (a memfd made
-// without MFD_ALLOW_SEALING refuses with EPERM, which is fine: the segment is simply unsealed),
-// and maps size bytes. With size == 0 the caller attaches: the whole current file is mapped.
+// (a *NoSpaceError if memory is short), tries to add F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL (a
+// memfd made without MFD_ALLOW_SEALING refuses with EPERM: the segment is then unsealed, and a
+// consumer that asked for a sealable one, gobatch.Loader, refuses it), and maps size bytes. With size == 0 the caller attaches: the whole current file is mapped.
 // On error fd is left open (it still belongs to the caller).
 func FromFD(fd int, size int64) (*Segment, error) {
 	path := fmt.Sprintf("fd %d", fd)
@@ -353,7 +373,7 @@ func FromFD(fd int, size int64) (*Segment, error) {
 		}
 		return nil, fmt.Errorf("shm: fallocate %s (%d bytes): %w", path, size, err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil &&
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil &&
 		err != unix.EPERM && err != unix.EINVAL {
 		return nil, fmt.Errorf("shm: seal %s: %w", path, err)
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+
+	"github.com/gobatch/gobatch/shm"
 )
 
 // flagSet is a verb's command line: package flag's FlagSet (register flags on it as usual)
@@ -215,4 +218,20 @@ func (fs *flagSet) hasFlags() bool {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
+}
+
+// addAllowUIDFlag registers --allow-uid on a verb that opens named rings by name: besides its
+// own user's rings, it then accepts those of that uid (PROTOCOL.md 1.1). The default accepts
+// only one's own.
+func addAllowUIDFlag(fs *flagSet) *int {
+	uid := shm.NoOtherUID
+	fs.Func("allow-uid", "also accept named rings owned by user `UID` (and writable by its group); by default only your own", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 31)
+		if err != nil {
+			return errors.New("want a numeric uid >= 0")
+		}
+		uid = int(n)
+		return nil
+	})
+	return &uid
 }

@@ -19,6 +19,7 @@ func cmdGC(args []string) int {
 	dry := fl.Bool("dry-run", false, "print what would be removed; remove nothing")
 	grace := fl.Duration("grace", 60*time.Second, "age before a segment without a ring header counts as abandoned")
 	asJSON := fl.Bool("json", false, "print the verdict on every segment as JSON lines")
+	allowUID := addAllowUIDFlag(fl)
 	lf := addLogFlags(fl)
 	pos, code, ok := fl.parse(args)
 	if !ok {
@@ -31,7 +32,7 @@ func cmdGC(args []string) int {
 	if err != nil {
 		return usageError("gc", err)
 	}
-	res, err := ring.GC(ring.GCOptions{Grace: *grace, DryRun: *dry})
+	res, err := ring.GC(ring.GCOptions{Grace: *grace, DryRun: *dry, AllowUID: *allowUID})
 	for _, x := range res {
 		if *asJSON {
 			b, _ := json.Marshal(struct {

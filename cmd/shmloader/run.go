@@ -50,6 +50,7 @@ type runFlags struct {
 	epoch    uint64 // --epoch: this ring's stream is that epoch only (order = "epochs")
 	epochSet bool
 	join     bool
+	allowUID *int // --allow-uid, with --join
 	sourceFlags
 }
 
@@ -112,6 +113,7 @@ func cmdRun(args []string) int {
 		return nil
 	})
 	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
+	f.allowUID = addAllowUIDFlag(fs)
 	addSourceFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
@@ -159,6 +161,14 @@ func cmdRun(args []string) int {
 	return code
 }
 
+// allowedUID is --allow-uid's uid, or shm.NoOtherUID.
+func (f *runFlags) allowedUID() int {
+	if f.allowUID == nil {
+		return shm.NoOtherUID
+	}
+	return *f.allowUID
+}
+
 // check validates the flag combination and returns the rank's stream.
 func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 	switch {
@@ -170,6 +180,8 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 		return sampler.Stream{}, errors.New("give exactly one of --ring NAME and --memfd FD")
 	case f.join && f.ring == "":
 		return sampler.Stream{}, errors.New("--join needs --ring NAME (a memfd ring has exactly one producer process)")
+	case f.allowedUID() != shm.NoOtherUID && !f.join:
+		return sampler.Stream{}, errors.New("--allow-uid needs --join (a ring this process creates is its own)")
 	case f.readers < 1 || f.readers > 1024:
 		return sampler.Stream{}, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
 	}

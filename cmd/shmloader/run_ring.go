@@ -69,7 +69,7 @@ func (pr *producerRun) attach() int {
 	switch {
 	case f.join:
 		ctx, cancel := context.WithTimeout(context.Background(), ring.DefaultAttachTimeout)
-		pr.seg, pr.r, err = ring.AttachNamed(ctx, f.ring, true)
+		pr.seg, pr.r, err = ring.AttachNamedAllowing(ctx, f.ring, true, f.allowedUID())
 		cancel()
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {

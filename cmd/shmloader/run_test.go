@@ -258,3 +258,20 @@ func TestStreamLayoutEpoch(t *testing.T) {
 		t.Errorf("--epoch on a stream: %v", err)
 	}
 }
+
+// TestRunAllowUIDNeedsJoin: --allow-uid accepts another user's ring for a process that joins
+// one; a creator's ring is always its own, so the flag without --join is a usage error.
+func TestRunAllowUIDNeedsJoin(t *testing.T) {
+	uid := 1234
+	f := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, allowUID: &uid, sourceFlags: sourceFlags{world: 1}}
+	if _, err := f.check(nil); err == nil || !strings.Contains(err.Error(), "--allow-uid needs --join") {
+		t.Errorf("--allow-uid without --join: %v", err)
+	}
+	f.join = true
+	if _, err := f.check(nil); err != nil {
+		t.Errorf("--allow-uid with --join: %v", err)
+	}
+	if f.allowedUID() != uid || (&runFlags{}).allowedUID() != shm.NoOtherUID {
+		t.Errorf("allowedUID = %d, unset %d", f.allowedUID(), (&runFlags{}).allowedUID())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -160,6 +161,7 @@ func cmdStat(args []string) int {
 	once := fl.Bool("once", false, "print one snapshot (rates over one interval) and exit")
 	asJSON := fl.Bool("json", false, "print JSON, one object per line")
 	interval := fl.Duration("interval", time.Second, "refresh interval, and the window rates are measured over")
+	allowUID := addAllowUIDFlag(fl)
 	lf := addLogFlags(fl)
 	pos, code, ok := fl.parse(args)
 	if !ok {
@@ -181,7 +183,7 @@ func cmdStat(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	seg, r, err := ring.AttachNamed(ctx, name, false)
+	seg, r, err := ring.AttachNamedAllowing(ctx, name, false, *allowUID)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("no ring %q (%s)", name, shm.Path(name))
@@ -194,15 +196,42 @@ func cmdStat(args []string) int {
 	if st, err := os.Stat(shm.Path(name)); err == nil {
 		ino = inode(st)
 	}
-	return statLoop(ctx, os.Stdout, name, r, *interval, *once, *asJSON, func() bool {
+	need := r.Layout().SegmentBytes()
+	return statLoop(ctx, os.Stdout, name, r, *interval, *once, *asJSON, func() (string, bool) {
+		var fst syscall.Stat_t
+		if syscall.Fstat(seg.Fd(), &fst) == nil && fst.Size < need {
+			return fmt.Sprintf("ring %s was truncated: its file holds %d bytes, the ring needs %d (another process "+
+				"cut it short; its batches are lost)", name, fst.Size, need), true
+		}
 		st, err := os.Stat(shm.Path(name))
-		return err == nil && inode(st) == ino
+		if err != nil || inode(st) != ino {
+			return fmt.Sprintf("ring %s is gone (its creator removed it)", name), false
+		}
+		return "", false
 	})
 }
 
-// statLoop prints a view every interval until ctx ends, the ring's file goes away (present
-// reports false), or after one view with once.
-func statLoop(ctx context.Context, w io.Writer, name string, r *ring.Ring, interval time.Duration, once, asJSON bool, present func() bool) int {
+// statLoop prints a view every interval until ctx ends, the ring's file goes away or is cut
+// short (gone says why, and whether that is a failure), or after one view with once.
+func statLoop(ctx context.Context, w io.Writer, name string, r *ring.Ring, interval time.Duration, once, asJSON bool, gone func() (string, bool)) (code int) {
+	// A truncation between two checks makes the next read of the header fault: with
+	// SetPanicOnFault that is a panic here, reported as the truncation, not a crash (SIGBUS).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if e := recover(); e != nil {
+			// A memory fault's panic carries its address (runtime.Error with Addr); any other
+			// panic is a bug and stays one.
+			if _, fault := e.(interface{ Addr() uintptr }); !fault {
+				panic(e)
+			}
+			why, _ := gone()
+			if why == "" {
+				why = fmt.Sprintf("ring %s: a fault reading its header (its file was cut short and grown again?)", name)
+			}
+			fmt.Fprintf(os.Stderr, "shmloader stat: %s\n", why)
+			code = exitFailure
+		}
+	}()
 	prev, t0 := r.Stats(), time.Now()
 	tty := false
 	if f, ok := w.(*os.File); ok && !asJSON && !once {
@@ -233,8 +262,11 @@ func statLoop(ctx context.Context, w io.Writer, name string, r *ring.Ring, inter
 		if once {
 			return exitOK
 		}
-		if !present() {
-			fmt.Fprintf(os.Stderr, "shmloader stat: ring %s is gone (its creator removed it)\n", name)
+		if why, failed := gone(); why != "" {
+			fmt.Fprintf(os.Stderr, "shmloader stat: %s\n", why)
+			if failed {
+				return exitFailure
+			}
 			return exitOK
 		}
 	}

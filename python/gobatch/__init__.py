@@ -14,7 +14,18 @@ from __future__ import annotations
 from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
 from ._plan import plan
 from ._ring import Ring, TensorSpec, attach
-from .errors import ConfigError, GobatchError, GobatchWarning, LoaderError, RingError, StreamEndedError
+from .errors import (
+    ConfigError,
+    GobatchError,
+    GobatchWarning,
+    LoaderError,
+    RingError,
+    RingFileError,
+    RingPermissionError,
+    RingTruncatedError,
+    StreamEndedError,
+    UnsafeRingError,
+)
 
 __all__ = [
     "Loader",
@@ -27,6 +38,10 @@ __all__ = [
     "LoaderError",
     "ConfigError",
     "RingError",
+    "RingFileError",
+    "RingPermissionError",
+    "UnsafeRingError",
+    "RingTruncatedError",
     "StreamEndedError",
     "GobatchWarning",
     "ORDER_STREAM",

@@ -27,6 +27,10 @@ ECLOSED = -8
 ESYS = -9
 EBUSY = -10
 ECREATOR = -11
+ELOST = -12
+EREFUSED = -13
+EACCES = -14
+ENOENT = -15
 
 _u32 = ctypes.c_uint32
 _u64 = ctypes.c_uint64
@@ -123,6 +127,10 @@ def lib() -> ctypes.CDLL:
     vp, ci, cu32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
     L.gb_open.argtypes = [ci, ctypes.c_char_p, ctypes.c_size_t]
     L.gb_open.restype = vp
+    L.gb_open_named.argtypes = [ctypes.c_char_p, ci, ctypes.c_char_p, ctypes.c_size_t]
+    L.gb_open_named.restype = ci
+    L.gb_guard_payload.argtypes = [vp, ctypes.c_size_t, ctypes.c_size_t, ci]
+    L.gb_guard_payload.restype = ci
     for name in ("gb_wait_ready", "gb_next"):
         getattr(L, name).argtypes = [vp, ci]
         getattr(L, name).restype = ci

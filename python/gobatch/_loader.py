@@ -315,7 +315,8 @@ class Loader(Ring):
                               start_timeout=start_timeout, env=env)
             return
         stdin = subprocess.DEVNULL
-        fd = os.memfd_create("gobatch", os.MFD_CLOEXEC)
+        # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
+        fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             if config_json is not None:
                 stdin = stdin_pipe(config_json)  # the whole document, then end of file
@@ -356,6 +357,7 @@ class Loader(Ring):
                 framework=framework,
                 label=label,
                 timeout=max(deadline - time.monotonic(), 0.1),
+                sealed=True,
                 _tick=self._check_child,
             )
             self._tick = self._watch_child
@@ -393,7 +395,7 @@ class Loader(Ring):
                                    timeout=start_timeout)
             try:
                 super().__init__(fd, framework=framework, label=session.label,
-                                 timeout=max(deadline - time.monotonic(), 0.1), _tick=session.check)
+                                 timeout=max(deadline - time.monotonic(), 0.1), sealed=True, _tick=session.check)
             finally:
                 os.close(fd)
             if self._order == ORDER_EPOCHS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import logging
 import math
 import mmap
@@ -21,7 +22,16 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from .errors import GobatchError, GobatchWarning, LoaderError, RingError, StreamEndedError
+from .errors import (
+    GobatchError,
+    GobatchWarning,
+    LoaderError,
+    RingError,
+    RingPermissionError,
+    RingTruncatedError,
+    StreamEndedError,
+    UnsafeRingError,
+)
 
 __all__ = ["Ring", "TensorSpec", "attach", "SHM_DIR", "shm_dir"]
 
@@ -107,12 +117,15 @@ class Ring:
         label: str = "ring",
         timeout: float = 30.0,
         shm_path: Optional[str] = None,
+        sealed: bool = False,
         _tick: Optional[Callable[[], None]] = None,
     ) -> None:
         """Attach to the segment open as ``fd`` (borrowed: the caller closes it afterwards).
 
         ``timeout`` bounds the wait for the ring to become READY; ``_tick`` is called about every
-        100 ms while waiting (Loader uses it to watch its child)."""
+        100 ms while waiting (Loader uses it to watch its child). With ``sealed`` the segment
+        must be a memfd sealed against shrinking and growing (PROTOCOL.md 1), else
+        :class:`RingTruncatedError`."""
         _check_framework(framework)
         self._foreign = False
         self._ptr: Optional[int] = None
@@ -139,6 +152,8 @@ class Ring:
         registered = False
         try:
             self._wait_ready(timeout, fd)
+            if sealed:
+                _check_sealed(fd, label)
             if L.gb_register(ptr) != _lib.OK:
                 raise RingError(f"{label}: {_lib.error_text(ptr)}")
             registered = True
@@ -202,6 +217,10 @@ class Ring:
             self._mm = mmap.mmap(fd, g.segment_bytes, flags=mmap.MAP_SHARED, prot=prot)
         except OSError as e:
             raise RingError(f"{self._label}: mmap of {g.segment_bytes} bytes failed: {e}") from e
+        # A named ring's file can be truncated under us (PROTOCOL.md 1.1): the library's SIGBUS
+        # guard turns a touch of a cut page into zeros and a RingTruncatedError at next().
+        addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
+        _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, int(torch_mode))
         for s in range(g.slot_count):
             base = g.payload_offset + s * g.slot_stride
             views = {}
@@ -342,7 +361,9 @@ class Ring:
         text = _lib.error_text(self._ptr) if self._ptr else ""
         if rc == _lib.EFOREIGN:
             return self._foreign_error()
-        cls = RingError if rc == _lib.EPROTO else LoaderError
+        if rc == _lib.ELOST and self._shm_path:
+            _unlink_if_same(self._shm_path, self._file_id)  # a cut ring cannot go on: leave nothing
+        cls = RingTruncatedError if rc == _lib.ELOST else RingError if rc == _lib.EPROTO else LoaderError
         exc = self._producer_failure(cls, f"{self._label}: {text}")
         self._failure = exc
         return exc
@@ -557,9 +578,9 @@ def _check_framework(framework: str) -> None:
 
 def _unlink_if_same(path: str, fd_or_id: "int | Tuple[int, int]") -> None:
     """Removes path if it still names the same file (fd, or (st_dev, st_ino)), not a newer
-    ring of that name."""
+    ring of that name nor a symlink put in its place."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
         if isinstance(fd_or_id, int):
             mine = os.fstat(fd_or_id)
             fd_or_id = (mine.st_dev, mine.st_ino)
@@ -576,10 +597,18 @@ def shm_dir() -> str:
 
 
 def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0,
-           stall_warning_s: float = STALL_WARNING_S) -> Ring:
+           stall_warning_s: float = STALL_WARNING_S, allow_uid: Optional[int] = None) -> Ring:
     """Attach as the consumer of the named ring ``/dev/shm/gobatch-NAME`` that a standalone
     ``shmloader run --ring NAME`` created (in ``$GOBATCH_SHM_DIR`` instead of ``/dev/shm`` when
     that is set, as shmloader does). Waits at most ``timeout`` seconds for it to be READY.
+
+    The file is opened without following a symbolic link and checked before it is mapped
+    (docs/PROTOCOL.md 1.1): :class:`UnsafeRingError` for a symlink, a directory, FIFO or other
+    non-regular file, a file owned by another uid (unless ``allow_uid`` names that uid, which
+    also accepts its group's write permission) or one writable by group/other;
+    :class:`RingPermissionError` when it may not be opened. Both name the path and the reason.
+    A truncation of the file while it is read raises :class:`RingTruncatedError` at ``next()``
+    instead of killing the process with SIGBUS.
 
     Raises :class:`RingError` when there is no such ring, it is not a compatible gobatch ring, or
     it already has a consumer. A ``next()`` that waits ``stall_warning_s`` seconds for a batch
@@ -590,17 +619,13 @@ def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0,
         raise ValueError(
             f"invalid ring name {name!r}: 1 to {_proto.SEGMENT_NAME_MAX} characters of [{_proto.SEGMENT_NAME_CHARS}]"
         )
+    if allow_uid is not None and (isinstance(allow_uid, bool) or not isinstance(allow_uid, int) or allow_uid < 0):
+        raise ValueError(f"allow_uid must be a uid (an int >= 0) or None, not {allow_uid!r}")
     path = os.path.join(shm_dir(), _proto.SEGMENT_PREFIX + name)
     label = f"ring {name!r}"
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise RingError(f"no gobatch ring named {name!r}: {path} does not exist "
-                            f"(start one with `shmloader run --ring {name}`)") from None
-        except PermissionError as e:
-            raise RingError(f"{label}: cannot open {path}: {e}") from None
+        fd = _open_named(path, name, label, -1 if allow_uid is None else allow_uid)
         try:
             # A creator reserves the full size before it writes anything; an empty file is one
             # that is being created right now.
@@ -613,6 +638,42 @@ def attach(name: str, *, framework: str = "numpy", timeout: float = 10.0,
             return ring
         finally:
             os.close(fd)
+
+
+def _open_named(path: str, name: str, label: str, allow_uid: int) -> int:
+    """Opens a named ring's file by the rules of PROTOCOL.md 1.1 (libgobatch's gb_open_named)."""
+    err = ctypes.create_string_buffer(1024)
+    rc = int(_lib.lib().gb_open_named(os.fsencode(path), allow_uid, err, len(err)))
+    if rc >= 0:
+        return rc
+    text = err.value.decode("utf-8", "replace")
+    reason = text.split(" refused: ", 1)[-1]
+    if rc == _lib.ENOENT:
+        raise RingError(f"no gobatch ring named {name!r}: {path} does not exist "
+                        f"(start one with `shmloader run --ring {name}`)")
+    if rc == _lib.EACCES:
+        raise RingPermissionError(f"{label}: {text}", path=path, reason=reason)
+    if rc == _lib.EREFUSED:
+        raise UnsafeRingError(f"{label}: {text}", path=path, reason=reason)
+    raise RingError(f"{label}: {text}")
+
+
+def _check_sealed(fd: int, label: str) -> None:
+    """A memfd ring must be sealed against shrinking and growing (PROTOCOL.md 1): its
+    ``shmloader`` seals it before it writes the header, so a READY ring without the seals was
+    made by something else, and a truncation would kill the trainer with SIGBUS."""
+    want = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as e:
+        raise RingTruncatedError(
+            f"{label}: the ring's memfd cannot report its seals ({e}): not a sealed memfd"
+        ) from None
+    if seals & want != want:
+        raise RingTruncatedError(
+            f"{label}: the ring's memfd is not sealed against shrinking and growing (seals {seals:#x}, "
+            f"need F_SEAL_SHRINK|F_SEAL_GROW {want:#x}): a truncation could kill this process with SIGBUS"
+        )
 
 
 def _chunk_counts(s: "_lib.Stats") -> Dict[str, List[Any]]:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-__all__ = ["GobatchError", "LoaderError", "ConfigError", "RingError", "StreamEndedError", "GobatchWarning"]
+__all__ = [
+    "GobatchError", "LoaderError", "ConfigError", "RingError", "RingFileError", "RingPermissionError",
+    "UnsafeRingError", "RingTruncatedError", "StreamEndedError", "GobatchWarning",
+]
 
 
 class GobatchError(Exception):
@@ -32,6 +35,33 @@ class LoaderError(GobatchError):
 class RingError(LoaderError):
     """A ring segment was refused (not a gobatch ring, an incompatible layout, corrupt geometry,
     already in use by another consumer) or broke the protocol while being read."""
+
+
+class RingFileError(RingError):
+    """A named ring's file was refused before anything was mapped (docs/PROTOCOL.md 1.1).
+    ``path`` is the file, ``reason`` what is wrong with it."""
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
+class RingPermissionError(RingFileError):
+    """The ring's file may not be opened by this user: permission denied. The message names the
+    file's owner and mode."""
+
+
+class UnsafeRingError(RingFileError):
+    """The name holds something that is not this user's ring file: a symbolic link (never
+    followed), a directory, FIFO or other non-regular file, a file owned by another uid (accept
+    one with ``attach(name, allow_uid=UID)``), or one writable by group/other."""
+
+
+class RingTruncatedError(RingError):
+    """The ring's segment can be, or was, cut short under its mapping: a named ring's file was
+    truncated while it was read (its batches are lost; the error is sticky), or a Loader's memfd
+    ring was not sealed against shrinking and growing by its ``shmloader``."""
 
 
 class ConfigError(GobatchError):

@@ -22,20 +22,13 @@ import pytest
 
 import gobatch
 from gobatch import LoaderError, RingError
+from faultharness import REPS, record, shm  # noqa: F401  (shm is a fixture)
 from synthetic import PY, check_batch, config, python_env, run_shmloader, wait_for, write_config
 
 pytestmark = pytest.mark.timeout(300)
 
-REPS = max(int(os.environ.get("GOBATCH_FAULT_REPS", "1") or 1), 1)
 DETECT_S = 1.0
-_tally: Dict[str, List[float]] = {}
-
-
-def _record(name: str, latency: float) -> None:
-    _tally.setdefault(name, []).append(latency)
-    got = _tally[name]
-    if len(got) == REPS:
-        print(f"\nFAULT {name:<48} {len(got)}/{REPS} detected, worst {1000 * max(got):.0f} ms")
+_record = record
 
 
 class Child:
@@ -61,16 +54,6 @@ class Child:
         if self.proc.poll() is None:
             self.proc.kill()
         self._t.join(10)
-
-
-@pytest.fixture
-def shm(tmp_path, monkeypatch):
-    d = tmp_path / "shm"
-    d.mkdir()
-    monkeypatch.setenv("GOBATCH_SHM_DIR", str(d))
-    monkeypatch.delenv("GOBATCH_FAILPOINT", raising=False)
-    yield d
-    assert list(d.iterdir()) == [], f"left behind: {list(d.iterdir())}"
 
 
 def _producer(tmp_path: Path, shm: Path, name: str, batches: int, extra: Tuple[str, ...] = (), env=None):
