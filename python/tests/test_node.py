@@ -126,10 +126,11 @@ def test_ranks_equal_per_rank_loaders(data: Path, ref: NowcastReference, local: 
         with gobatch.Loader(cfg, data_root=data, rank=r, world_size=local, node=True, local_world_size=local) as L:
             got = [copied(b) for b in L]
             barrier.wait(timeout=60)  # every rank's stream is filled: the counters only settle now
-            return got, settled_misses(L), L.pid
+            misses = settled_misses(L)  # the counters have been published
+            return got, misses, L.pid, L.stats()["cache_budget_bytes"]
 
     node = in_threads(node_rank, list(range(local)))
-    pids = {pid for _, _, pid in node.values()}
+    pids = {pid for _, _, pid, _ in node.values()}
     assert len(pids) == 1 and None not in pids, f"one node loader for every rank: {pids}"
     wait_gone(pids.pop())
 
@@ -144,10 +145,13 @@ def test_ranks_equal_per_rank_loaders(data: Path, ref: NowcastReference, local: 
     check_examples(ref, node[local - 1][0][:1])
     # One cache: every rank's ring shows the node's misses; they are those of one decoding of
     # what all ranks needed, at least any one rank's and fewer than all per-rank caches'.
-    misses = {m for _, m, _ in node.values()}
+    misses = {m for _, m, _, _ in node.values()}
     assert len(misses) == 1, f"the ranks' rings show different node counters: {misses}"
     m = misses.pop()
     assert max(alone_misses) <= m < sum(alone_misses), f"node {m} misses, per-rank loaders {alone_misses}"
+    # One budget: the node's cache has the configured cache_mb, not N times it.
+    want = next(s["cache_mb"] for s in cfg["source"] if s.get("anchor")) << 20
+    assert {b for *_, b in node.values()} == {want}, f"cache budgets {[b for *_, b in node.values()]}, want {want}"
 
 
 # ---------------------------------------------------------------------------------- rank death
