@@ -373,9 +373,12 @@ func (s *nodeServer) stopAll(err error) {
 		s.stopped = err
 	}
 	rings := s.openRings()
+	for _, r := range rings {
+		r.p.Fail(err) // under s.mu: no ring is unmapped meanwhile
+	}
 	s.mu.Unlock()
 	for _, r := range rings {
-		r.fail(err)
+		r.close()
 	}
 	s.poke()
 }

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/gobatch/gobatch/ring"
 )
 
 // The socket side of `shmloader serve`. A rank's gobatch.Loader connects (SOCK_SEQPACKET: one
@@ -64,14 +62,18 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		}
 		var req nodeRequest
 		var reply nodeReply
-		var fd = -1
+		fd := -1
 		if err := json.Unmarshal(buf[:n], &req); err != nil {
 			reply = nodeReply{Error: fmt.Sprintf("request: %v", err), Usage: true}
 		} else {
 			sess, reply, fd = s.request(c, sess, req)
 		}
 		reply.ServerPID = os.Getpid()
-		if err := s.send(c, reply, fd); err != nil {
+		err = s.send(c, reply, fd)
+		if fd >= 0 {
+			unix.Close(fd) // the rank has its own now
+		}
+		if err != nil {
 			s.log.Warn().Err(err).Msg("reply")
 			break
 		}
@@ -141,10 +143,17 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		r.close()
 		return refuse(false, "%v", stopped)
 	}
+	// The reply carries a duplicate: the ring may be closed (a stop) before the reply is sent.
+	fd, err := unix.FcntlInt(uintptr(r.seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		s.mu.Unlock()
+		r.close()
+		return refuse(false, "rank %d: dup the ring's memfd: %v", rank, err)
+	}
 	sess.cur = r
 	r.start()
 	s.mu.Unlock()
-	return sess, nodeReply{Rank: rank, Memfd: r.memfdName}, r.seg.Fd()
+	return sess, nodeReply{Rank: rank, Memfd: r.memfdName}, fd
 }
 
 // join starts rank's session, refusing a rank that another live connection holds.
@@ -166,11 +175,12 @@ func (s *nodeServer) endSession(sess *rankSession) {
 	if sess != nil {
 		s.mu.Lock()
 		r := sess.cur
+		open := r != nil && r.leftOpen()
 		s.mu.Unlock()
+		if open {
+			s.rankDied(sess, errors.New("its connection to the node loader ended"))
+		}
 		if r != nil {
-			if st := r.r.Stats(); st.ConsumerState != ring.ConsumerClosed && !ringReceivedAll(r.r) {
-				s.rankDied(sess, errors.New("its connection to the node loader ended"))
-			}
 			r.close()
 		}
 		s.mu.Lock()

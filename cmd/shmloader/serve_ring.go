@@ -110,8 +110,9 @@ func (nr *nodeRing) start() {
 // then applies), or the ring is closed here; then it closes the ring.
 func (nr *nodeRing) watch() {
 	err := nr.p.Watch(nr.ctx, ring.WatchOptions{})
+	died := errors.Is(err, ring.ErrConsumerGone) && !ringReceivedAll(nr.r) // before close may unmap
 	close(nr.watched)
-	if errors.Is(err, ring.ErrConsumerGone) && !ringReceivedAll(nr.r) {
+	if died {
 		nr.srv.rankDied(nr.sess, err)
 	}
 	if nr.ctx.Err() == nil {
@@ -170,10 +171,16 @@ func (s *nodeServer) readLoop() {
 	}
 }
 
-// fail records err for the consumer and stops the ring.
-func (nr *nodeRing) fail(err error) {
-	nr.p.Fail(err)
-	nr.close()
+// leftOpen reports whether the ring's consumer has neither closed it nor taken every batch of
+// a bounded stream: a rank whose connection ends then has died. Call with nodeServer.mu held
+// (close unmaps only after taking it).
+func (nr *nodeRing) leftOpen() bool {
+	select {
+	case <-nr.closed:
+		return false // closed by its watchdog: the consumer closed it, or its death was handled
+	default:
+	}
+	return nr.r.Stats().ConsumerState != ring.ConsumerClosed && !ringReceivedAll(nr.r)
 }
 
 // publish adds the source's counters to the ring's job counters (nodeServer.mu held, so that
