@@ -65,6 +65,16 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "array is (time, y, x, channel), layouts alternated round by round; the cache holds "
         "canonical chunks either way (issue 8 asks for at least 0.8x in steady state).",
     ),
+    "node": (
+        "Node loader against per-rank loaders (2 and 4 local ranks on nowcast-ref)",
+        [PY, "benchmarks/node_bench.py", "--days", "1", "--data", "data/nowcast-d1"],
+        [PY, "benchmarks/node_bench.py", "--quick"],
+        "N trainer processes (ranks of world size N on one node) over presets/nowcast.toml: each "
+        "with its own `shmloader run` (per-rank loaders) against one `shmloader serve` for all "
+        "(the node loader), and one rank alone as the baseline; loader processes' RSS, CPU s per "
+        "batch, batches/s per rank, chunk misses (issue 10 asks for the node loader's RSS at "
+        "most 1.2x one rank's).",
+    ),
 }
 
 

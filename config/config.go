@@ -23,6 +23,7 @@ type Config struct {
 	File    string // the file it was read from
 	Batch   Batch
 	Ring    Ring
+	Node    Node
 	Sources []Source
 
 	lines lineIndex // where each field is written in File
@@ -60,6 +61,24 @@ const (
 type Ring struct {
 	Slots int // batches in flight, 1..MaxSlots (default 4)
 }
+
+// Node is the [node] table: how `shmloader serve`, one loader feeding every local rank of a
+// node, treats its ranks.
+type Node struct {
+	// OnRankDeath is what the node loader does when a rank's process dies with its ring open:
+	// RankDeathStop (default) fails every rank's ring, RankDeathContinue stops that rank's ring
+	// and serves the others.
+	OnRankDeath string
+}
+
+// [node] on_rank_death values.
+const (
+	// RankDeathStop: every rank gets an error naming the dead one (torchrun restarts the whole
+	// group anyway).
+	RankDeathStop = "stop"
+	// RankDeathContinue: the dead rank's ring stops; the others go on.
+	RankDeathContinue = "continue"
+)
 
 // Source is one [[source]] table: a tensor of every batch.
 type Source struct {
@@ -261,6 +280,11 @@ func build(top *Table) *Config {
 		cfg.Ring.Slots = int(r.Int("slots", DefaultSlots, 1, MaxSlots))
 		r.Done()
 	}
+	cfg.Node.OnRankDeath = RankDeathStop
+	if n := top.Sub("node"); n != nil {
+		cfg.Node.OnRankDeath = buildRankDeath(n)
+		n.Done()
+	}
 	cfg.Sources = buildSources(top, cfg.Batch.Size)
 	top.Done()
 	return cfg
@@ -325,6 +349,16 @@ func buildOrder(b *Table, batches uint64) string {
 		b.Errorf("order", "unknown order %q; expected %q or %q", order, OrderStream, OrderEpochs)
 	}
 	return order
+}
+
+// buildRankDeath reads [node] on_rank_death.
+func buildRankDeath(n *Table) string {
+	v := n.String("on_rank_death", RankDeathStop)
+	if v != RankDeathStop && v != RankDeathContinue {
+		n.Errorf("on_rank_death", "unknown value %q; expected %q (every rank fails when one dies) or %q (the others go on)",
+			v, RankDeathStop, RankDeathContinue)
+	}
+	return v
 }
 
 func buildSources(top *Table, batchSize int) []Source {

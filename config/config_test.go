@@ -162,7 +162,7 @@ func TestErrors(t *testing.T) {
 		{"order not a string", "[batch]\nsize = 4\norder = 2\n" + src("", ""), "batch.order", 3, "expected a string, got the integer 2"},
 		{"epochs with batches", "[batch]\nsize = 4\nbatches = 10\norder = \"epochs\"\n" + src("", ""), "batch.batches", 3, `10 with order = "epochs"`},
 		{"unknown batch key", "[batch]\nsize = 4\nszie = 4\n" + src("", ""), "batch.szie", 3, "unknown key; expected one of size, seed, batches"},
-		{"unknown top key", "[bath]\nsize = 4\n" + batch + src("", ""), "bath", 1, "unknown key; expected one of batch, ring, source"},
+		{"unknown top key", "[bath]\nsize = 4\n" + batch + src("", ""), "bath", 1, "unknown key; expected one of batch, ring, node, source"},
 		{"slots zero", batch + "[ring]\nslots = 0\n" + src("", ""), "ring.slots", 4, "expected an integer in 1..1024"},
 		{"slots too many", batch + "[ring]\nslots = 2000\n" + src("", ""), "ring.slots", 4, "2000 is out of range"},
 		{"unknown ring key", batch + "[ring]\nslot = 3\n" + src("", ""), "ring.slot", 4, "unknown key; expected one of slots"},
@@ -430,5 +430,25 @@ func TestBatchOrder(t *testing.T) {
 		if cfg.Batch.Order != tc.want {
 			t.Fatalf("%q: order %q, want %q", tc.line, cfg.Batch.Order, tc.want)
 		}
+	}
+}
+
+func TestNodeOnRankDeath(t *testing.T) {
+	const rest = "[batch]\nsize=1\n[[source]]\nname=\"a\"\nkind=\"synthetic\"\nshape=[2]\ndtype=\"int64\"\n"
+	for _, tc := range []struct{ table, want string }{
+		{"", RankDeathStop}, {"[node]\non_rank_death = \"stop\"\n", RankDeathStop},
+		{"[node]\non_rank_death = \"continue\"\n", RankDeathContinue},
+	} {
+		cfg, err := Parse("n.toml", []byte(tc.table+rest), TOML)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.table, err)
+		}
+		if cfg.Node.OnRankDeath != tc.want {
+			t.Fatalf("%q: on_rank_death %q, want %q", tc.table, cfg.Node.OnRankDeath, tc.want)
+		}
+	}
+	_, err := Parse("n.toml", []byte("[node]\non_rank_death = \"retry\"\n"+rest), TOML)
+	if err == nil || !strings.Contains(err.Error(), `n.toml:2: node.on_rank_death: unknown value "retry"; expected "stop"`) {
+		t.Fatalf("bad on_rank_death: %v", err)
 	}
 }

@@ -6,6 +6,7 @@
 //	[batch]   size (required), seed (default 0), batches (default 0 = unbounded),
 //	          order ("stream", the default, or "epochs"; epochs are not cut by batches)
 //	[ring]    slots (default 4)
+//	[node]    on_rank_death ("stop", the default, or "continue": shmloader serve)
 //	[[source]] name, kind, and the keys of that kind
 //
 // Each source kind validates its own keys: the common keys (name, kind) are read here, and the

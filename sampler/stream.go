@@ -36,3 +36,29 @@ func (s Stream) Epoch(n uint64) (global, perRank uint64) {
 	perRank = n / w
 	return perRank * w, perRank
 }
+
+// NodeStreams are the streams of the ranks one node serves, in local-rank order: with
+// localWorld ranks on every node (torchrun's homogeneous --nproc_per_node), local rank l of
+// node nodeRank is global rank nodeRank*localWorld + l, as torchrun assigns RANK from
+// GROUP_RANK and LOCAL_RANK. This is the only copy of that rule; each stream is then exactly
+// NewStream's stream for its global rank, so a batch does not depend on which node fills it.
+//
+// NodeOf is the same rule read backwards: the node rank that serves global rank rank.
+func NodeStreams(nodeRank, localWorld, worldSize int) ([]Stream, error) {
+	if localWorld < 1 || nodeRank < 0 || worldSize < 1 || worldSize%localWorld != 0 || nodeRank >= worldSize/localWorld {
+		return nil, fmt.Errorf("node rank %d with %d local ranks in world size %d: expected local ranks >= 1 dividing the world size and 0 <= node rank < world size / local ranks",
+			nodeRank, localWorld, worldSize)
+	}
+	out := make([]Stream, localWorld)
+	for l := range out {
+		s, err := NewStream(nodeRank*localWorld+l, worldSize)
+		if err != nil {
+			return nil, err
+		}
+		out[l] = s
+	}
+	return out, nil
+}
+
+// NodeOf is the node rank whose NodeStreams include global rank rank (localWorld >= 1).
+func NodeOf(rank, localWorld int) int { return rank / max(localWorld, 1) }

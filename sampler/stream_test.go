@@ -37,3 +37,32 @@ func TestStreamRankRule(t *testing.T) {
 		t.Fatal("world size 1 is the identity")
 	}
 }
+
+func TestNodeStreams(t *testing.T) {
+	for _, c := range []struct{ node, local, world int }{{0, 0, 4}, {2, 2, 4}, {-1, 2, 4}, {0, 3, 4}, {0, 2, 0}} {
+		if _, err := NodeStreams(c.node, c.local, c.world); err == nil || !strings.Contains(err.Error(), "expected local ranks >= 1") {
+			t.Errorf("node %d local %d world %d: %v", c.node, c.local, c.world, err)
+		}
+	}
+	// Two nodes of two ranks: node 1 serves global ranks 2 and 3 (torchrun's RANK for
+	// GROUP_RANK 1, LOCAL_RANK 0 and 1), and the nodes' ranks are the world's, once each.
+	seen := map[uint64]bool{}
+	for node := 0; node < 2; node++ {
+		ss, err := NodeStreams(node, 2, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l, s := range ss {
+			if want := uint64(node*2 + l); s.Rank != want || s.WorldSize != 4 || seen[want] {
+				t.Fatalf("node %d local %d: %+v, want rank %d of 4 once", node, l, s, want)
+			}
+			seen[s.Rank] = true
+			if NodeOf(int(s.Rank), 2) != node {
+				t.Fatalf("NodeOf(%d, 2) = %d, want %d", s.Rank, NodeOf(int(s.Rank), 2), node)
+			}
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("ranks %v", seen)
+	}
+}

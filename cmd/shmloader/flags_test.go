@@ -108,7 +108,7 @@ func verbFlags(t *testing.T) map[string]*flagSet {
 
 // TestVerbUsage holds every verb's generated usage to the flags the verb registered.
 func TestVerbUsage(t *testing.T) {
-	want := []string{"gc", "inspect", "plan", "read", "run", "stat", "version"}
+	want := []string{"gc", "inspect", "plan", "read", "run", "serve", "stat", "version"}
 	sets := verbFlags(t)
 	var names []string
 	for n := range sets {

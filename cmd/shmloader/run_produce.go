@@ -197,18 +197,8 @@ func (pr *producerRun) consumedAll() bool {
 	return st.TotalBatches != 0 && st.BatchesRead >= st.TotalBatches
 }
 
-// receivedAll reports whether the consumer has taken every batch of a bounded stream: released
-// them all, or all but those it still holds (a consumer may exit holding the last one).
-func (pr *producerRun) receivedAll() bool {
-	st := pr.r.Stats()
-	held := uint64(0)
-	for _, sl := range st.SlotState {
-		if sl.State == ring.SlotReading {
-			held++
-		}
-	}
-	return st.TotalBatches != 0 && st.BatchesRead+held >= st.TotalBatches
-}
+// receivedAll reports whether the consumer has taken every batch of a bounded stream.
+func (pr *producerRun) receivedAll() bool { return ringReceivedAll(pr.r) }
 
 // readAll runs the reader goroutines: each claims a batch, fills every tensor and publishes,
 // until the stream ends (nil) or something stops it (the first error).

@@ -120,3 +120,17 @@ func (pr *producerRun) attach() int {
 	}
 	return exitOK
 }
+
+// ringReceivedAll reports whether the consumer has taken every batch of r's bounded stream:
+// released them all, or all but those it still holds (a consumer may exit holding the last
+// one). A consumer that exits after that has not died mid-stream.
+func ringReceivedAll(r *ring.Ring) bool {
+	st := r.Stats()
+	held := uint64(0)
+	for _, sl := range st.SlotState {
+		if sl.State == ring.SlotReading {
+			held++
+		}
+	}
+	return st.TotalBatches != 0 && st.BatchesRead+held >= st.TotalBatches
+}

@@ -41,7 +41,7 @@ type runSource struct {
 	start time.Time
 	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
 
-	reported ring.JobCounters // counters already added to the ring (publish)
+	reported ring.JobCounters // counters already added to run's ring (publish)
 
 	rejections []sampler.Rejection // anchor times each zarr source rules out as t0 (logged at start-up)
 }
@@ -127,17 +127,18 @@ func (s *runSource) publishUntil(ctx context.Context, r *ring.Ring) {
 	for {
 		select {
 		case <-ctx.Done():
-			s.publish(r)
+			s.publish(r, &s.reported)
 			return
 		case <-t.C:
-			s.publish(r)
+			s.publish(r, &s.reported)
 		}
 	}
 }
 
-// publish adds the counters since the last call to the ring's job counters and stores the
-// gauges. Called from one goroutine.
-func (s *runSource) publish(r *ring.Ring) {
+// publish adds the counters since last (what was already added to r, updated here) to the
+// ring's job counters and stores the gauges. Called from one goroutine per ring: shmloader
+// serve publishes one source's counters to every rank's ring, each with its own last.
+func (s *runSource) publish(r *ring.Ring, last *ring.JobCounters) {
 	st := s.Stats()
 	now := ring.JobCounters{
 		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
@@ -147,7 +148,6 @@ func (s *runSource) publish(r *ring.Ring) {
 	if st.SegmentsSum > 0 {
 		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
 	}
-	last := s.reported
 	d := ring.JobCounters{
 		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
 		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
@@ -159,7 +159,7 @@ func (s *runSource) publish(r *ring.Ring) {
 		d.ChunksMissing[i] = now.ChunksMissing[i] - last.ChunksMissing[i]
 	}
 	r.AddJobCounters(d)
-	s.reported = now
+	*last = now
 }
 
 // logStats logs the cache and sampling counters (sources that keep them).

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
+from . import _node
 from ._config import ConfigLike, json_config, stdin_pipe
 from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
 from .errors import ConfigError, LoaderError, RingError, StreamEndedError
@@ -201,6 +202,14 @@ class Loader(Ring):
         world_size: number of data-parallel ranks (default: torchrun's ``WORLD_SIZE``, else 1).
         stall_warning_s: seconds a batch request may wait before it warns (and again each
             such period while it waits); the wait goes on.
+        node: the node loader (one ``shmloader serve`` feeding every local rank from one
+            cache): None uses it when torchrun's ``LOCAL_WORLD_SIZE`` is above 1 (or
+            ``GOBATCH_NODE`` names one), True always, False never; a string is the socket name
+            of a node loader started by hand (``shmloader serve --socket NAME``).
+        local_world_size: ranks on this node, for the node loader (default: torchrun's
+            ``LOCAL_WORLD_SIZE``).
+        node_rank: this node's rank (default: torchrun's ``GROUP_RANK``, else rank //
+            local_world_size).
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
 
@@ -220,6 +229,13 @@ class Loader(Ring):
 
     A bounded stream (``[batch] batches = N``) is read once: iterating it again after its end
     raises :class:`StreamEndedError` (never an empty loop).
+
+    Node loader (``node``): the first Loader of a node starts ``shmloader serve`` and every
+    local rank, that one included, gets its own ring from it (its stream exactly as above, from
+    one shared cache); see ``gobatch._node``. A rank that dies is handled as the
+    configuration's ``[node] on_rank_death`` says: ``"stop"`` (default) makes every other
+    rank's next batch raise :class:`LoaderError` naming it, ``"continue"`` serves the others on.
+    Epochs, :meth:`state_dict` and :meth:`load_state_dict` work per rank as above.
     """
 
     _proc: Optional["subprocess.Popen[bytes]"] = None
@@ -230,6 +246,8 @@ class Loader(Ring):
     _epoch_batches = 0
     _positioned_at = 0  # epochs: the stream batch the loader was last placed at
     _began = False  # epochs: a ``for`` has begun at that place
+    _session: Optional[_node.NodeSession] = None  # node mode: this rank's connection to the node loader
+    _keep_session = False  # set while an epoch or a resume replaces the ring
 
     def __init__(
         self,
@@ -248,6 +266,9 @@ class Loader(Ring):
         stall_warning_s: float = STALL_WARNING_S,
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
+        node: Union[None, bool, str] = None,
+        local_world_size: Optional[int] = None,
+        node_rank: Optional[int] = None,
     ) -> None:
         _check_framework(framework)
         self._stall_warning_s = _stall_seconds(stall_warning_s)
@@ -265,7 +286,8 @@ class Loader(Ring):
         self._restart_args: Dict[str, Any] = dict(
             config=config, framework=framework, data_root=data_root, readers=readers,
             rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
-            close_timeout=close_timeout, stall_warning_s=stall_warning_s, extra_args=tuple(extra_args), env=env)
+            close_timeout=close_timeout, stall_warning_s=stall_warning_s, extra_args=tuple(extra_args), env=env,
+            node=node, local_world_size=local_world_size, node_rank=node_rank)
         worker = _dataloader_worker()
         if worker is not None:  # a DataLoader worker: its share of this rank's share
             worker_id, workers = worker
@@ -284,6 +306,14 @@ class Loader(Ring):
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
         binary = shmloader_path(shmloader)
         config_path = "-" if config_json is not None else self._config_file(config)
+        spec = None if worker is not None else _node.node_spec(
+            node, rank=rank, world_size=world_size, local_world_size=local_world_size, node_rank=node_rank)
+        if spec is not None:
+            serve_args = ["--config", config_path] + (["--readers", str(readers)] if readers is not None else [])
+            serve_args += (["--data-root", os.fspath(data_root)] if data_root is not None else []) + list(extra_args)
+            self._attach_node(spec, binary, serve_args, config_json, framework=framework, start=start,
+                              start_timeout=start_timeout, env=env)
+            return
         stdin = subprocess.DEVNULL
         # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
         fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -347,9 +377,40 @@ class Loader(Ring):
 
     # ---- the child ----
 
+    def _attach_node(self, spec: _node.NodeSpec, binary: str, serve_args: List[str], config_json: Optional[bytes], *,
+                     framework: str, start: Optional[int], start_timeout: float,
+                     env: Optional[Mapping[str, str]]) -> None:
+        """Node mode: this rank's ring from the node's ``shmloader serve`` (started here when
+        this is the node's first Loader). The session outlives an epoch's or a resume's ring."""
+        if self._session is None or self._session.closed:
+            data = config_json if config_json is not None else Path(serve_args[1]).read_bytes()
+            self._session = _node.NodeSession(
+                spec, serve_args=serve_args, config_sha256=hashlib.sha256(data).hexdigest(), binary=binary,
+                config_stdin=(lambda: stdin_pipe(config_json)) if config_json is not None else None,
+                start_timeout=start_timeout, env=env)
+        session = self._session
+        deadline = time.monotonic() + start_timeout
+        try:
+            fd = session.open_ring(start=start, epoch=self._epoch if self._order == ORDER_EPOCHS else None,
+                                   timeout=start_timeout)
+            try:
+                super().__init__(fd, framework=framework, label=session.label,
+                                 timeout=max(deadline - time.monotonic(), 0.1), sealed=True, _tick=session.check)
+            finally:
+                os.close(fd)
+            if self._order == ORDER_EPOCHS:
+                self._learn_epoch()
+        except BaseException:
+            self._close_ring()
+            session.close()
+            raise
+
     @property
     def pid(self) -> Optional[int]:
-        """The shmloader child's pid (None after a failed start)."""
+        """The shmloader child's pid (None after a failed start); in node mode the node
+        loader's."""
+        if self._session is not None:
+            return self._session.server_pid
         return self._proc.pid if self._proc is not None else None
 
     @staticmethod
@@ -510,8 +571,13 @@ class Loader(Ring):
     # ---- epochs ----
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
-        """Stops the child and starts a new one at stream batch ``start`` (of ``epoch``)."""
-        self.close()
+        """Stops the child and starts a new one at stream batch ``start`` (of ``epoch``); in node
+        mode, closes the ring and asks the node loader for the new one."""
+        self._keep_session = True
+        try:
+            self.close()
+        finally:
+            self._keep_session = False
         Loader.__init__(self, start=start, epoch=epoch, **self._restart_args)
 
     def _learn_epoch(self) -> None:
@@ -607,6 +673,8 @@ class Loader(Ring):
             self._stop_child()
         finally:
             self._cleanup_files()
+            if self._session is not None and not self._keep_session:
+                self._session.close()  # after the ring's close: the node loader sees a clean exit
 
     def __enter__(self) -> "Loader":
         return self

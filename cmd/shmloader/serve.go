@@ -1,0 +1,424 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/sampler"
+	"github.com/gobatch/gobatch/shm"
+)
+
+// `shmloader serve`: one loader process per node. It opens the configured sources once (one
+// sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of reader goroutines,
+// and gives each local rank a ring of its own: a memfd that it sends over a Unix socket to
+// the rank's gobatch.Loader (serve_conn.go), whose stream is exactly `run --rank R
+// --world-size W`'s (serve_ring.go). The ranks it serves are sampler.NodeStreams' for
+// --node-rank and --local-world-size.
+//
+// Lifetimes: each Loader keeps its connection for its whole life (across epochs and resumes,
+// which ask for a new ring on the same connection). A rank whose process dies with its ring
+// open (its ring's dead consumer claim, or its connection ending while the ring is open) is
+// handled by [node] on_rank_death: "stop" fails every rank's ring with an error naming it,
+// "continue" stops that ring only. The process exits once every local rank has come and gone
+// (no connection left), or once none is connected for --linger.
+
+func init() {
+	register("serve", "one loader per node: a ring for each local rank, fed from one cache", cmdServe)
+}
+
+type serveFlags struct {
+	config     string
+	socket     string // abstract Unix socket name to bind
+	listenFD   int    // or an inherited listening socket (gobatch.Loader binds it: the rendezvous)
+	localWorld int
+	nodeRank   int // -1: not given
+	ofRank     int // -1: not given; else serve the node of this global rank
+	readers    int
+	linger     time.Duration
+	sourceFlags
+}
+
+func cmdServe(args []string) int {
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+
+	fs := newFlagSet("serve", "--config FILE --local-world-size N (--socket NAME | --listen-fd FD)")
+	var f serveFlags
+	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json; - reads JSON from stdin)")
+	fs.StringVar(&f.socket, "socket", "", "listen on the abstract Unix socket NAME (give the same name to gobatch.Loader(node=NAME) or GOBATCH_NODE)")
+	fs.IntVar(&f.listenFD, "listen-fd", -1, "listen on this inherited Unix socket (SOCK_SEQPACKET; gobatch.Loader binds it)")
+	fs.IntVar(&f.localWorld, "local-world-size", 0, "ranks on this node (torchrun's LOCAL_WORLD_SIZE)")
+	f.nodeRank, f.ofRank = -1, -1
+	fs.Func("node-rank", "this node's rank `G` (torchrun's GROUP_RANK; default 0): it serves global ranks G*N .. G*N + N-1", rankFlag(&f.nodeRank))
+	fs.Func("of-rank", "serve the node of global rank `R` (instead of --node-rank: gobatch.Loader passes its rank when it does not know GROUP_RANK)", rankFlag(&f.ofRank))
+	fs.IntVar(&f.world, "world-size", 0, "number of data-parallel ranks in all (default: --local-world-size, one node)")
+	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling the batches of every rank")
+	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
+	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB, shared by every rank (default: the anchor source's cache_mb)")
+	lf := addLogFlags(fs)
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	streams, err := f.check(pos)
+	if err != nil {
+		return usageError("serve", fmt.Errorf("%w (see shmloader serve -h)", err))
+	}
+	log, err := lf.logger("serve")
+	if err != nil {
+		return usageError("serve", err)
+	}
+	cfg, digest, err := loadConfigDigest(f.config, os.Stdin)
+	if err != nil {
+		return usageError("serve", err)
+	}
+	src, err := openSources(cfg, f.sourceFlags, streams[0], log)
+	if err != nil {
+		return usageError("serve", err)
+	}
+	if _, err := layoutFor(cfg, src.Tensors(), 0); err != nil {
+		return usageError("serve", fmt.Errorf("%s: %w", cfg.File, err))
+	}
+	ln, err := f.listen()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
+		return exitFailure
+	}
+	srv := newNodeServer(log, f, cfg, digest, src, streams)
+	code = srv.run(ln, sigc)
+	src.logStats()
+	return code
+}
+
+// check validates the flag combination and returns the streams of the node's ranks.
+func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
+	switch {
+	case len(rest) > 0:
+		return nil, fmt.Errorf("unexpected argument %q", rest[0])
+	case f.config == "":
+		return nil, errors.New("--config FILE is required")
+	case f.localWorld < 1:
+		return nil, errors.New("--local-world-size N is required (N >= 1)")
+	case (f.socket == "") == (f.listenFD < 0):
+		return nil, errors.New("give exactly one of --socket NAME and --listen-fd FD")
+	case f.readers < 1 || f.readers > 1024:
+		return nil, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
+	case f.linger < 0:
+		return nil, fmt.Errorf("--linger %v: want a duration >= 0", f.linger)
+	case f.nodeRank >= 0 && f.ofRank >= 0:
+		return nil, errors.New("give at most one of --node-rank and --of-rank")
+	}
+	switch {
+	case f.ofRank >= 0:
+		f.nodeRank = sampler.NodeOf(f.ofRank, f.localWorld)
+	case f.nodeRank < 0:
+		f.nodeRank = 0
+	}
+	if f.socket != "" {
+		if err := shm.ValidateName(f.socket); err != nil {
+			return nil, fmt.Errorf("--socket: %w", err)
+		}
+	}
+	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
+		return nil, fmt.Errorf("--cache-mb: %w", err)
+	}
+	if f.world == 0 {
+		f.world = f.localWorld
+	}
+	streams, err := sampler.NodeStreams(f.nodeRank, f.localWorld, f.world)
+	if err != nil {
+		return nil, fmt.Errorf("--node-rank %d --local-world-size %d --world-size %d: %w", f.nodeRank, f.localWorld, f.world, err)
+	}
+	return streams, nil
+}
+
+// rankFlag parses a rank (>= 0) into dst.
+func rankFlag(dst *int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return errors.New("want an integer >= 0")
+		}
+		*dst = n
+		return nil
+	}
+}
+
+// listen binds the abstract socket (whose name vanishes with the process: nothing to remove)
+// or adopts the inherited one.
+func (f *serveFlags) listen() (*net.UnixListener, error) {
+	if f.socket != "" {
+		ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: "@" + f.socket, Net: "unixpacket"})
+		if err != nil {
+			return nil, fmt.Errorf("--socket %s: %w (is another node loader serving that name?)", f.socket, err)
+		}
+		return ln, nil
+	}
+	file := os.NewFile(uintptr(f.listenFD), "listen")
+	defer file.Close() // FileListener duplicated it
+	l, err := net.FileListener(file)
+	if err != nil {
+		return nil, fmt.Errorf("--listen-fd %d: %w", f.listenFD, err)
+	}
+	ul, ok := l.(*net.UnixListener)
+	if !ok {
+		l.Close()
+		return nil, fmt.Errorf("--listen-fd %d: not a Unix socket", f.listenFD)
+	}
+	return ul, nil
+}
+
+// loadConfigDigest is loadConfig with the sha256 of the bytes read: each rank's request names
+// the digest of the configuration it was given, and a rank with another is refused.
+func loadConfigDigest(path string, stdin io.Reader) (*config.Config, string, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		if data, err = io.ReadAll(stdin); err != nil {
+			return nil, "", fmt.Errorf("read config from stdin: %w", err)
+		}
+		cfg, err := config.Parse(stdinConfigName, data, config.JSON)
+		return cfg, digestOf(data), err
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		return nil, "", fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg, err := config.Load(path)
+	return cfg, digestOf(data), err
+}
+
+func digestOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// nodeServer is one `shmloader serve` process.
+type nodeServer struct {
+	log     zerolog.Logger
+	flags   serveFlags
+	cfg     *config.Config
+	digest  string
+	src     *runSource
+	streams []sampler.Stream // by local rank
+	work    chan fillJob     // claimed slots of every ring, for the reader pool
+
+	mu       sync.Mutex
+	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
+	seen     map[uint64]bool         // ranks that have connected
+	conns    int
+	stopped  error // set once every ring was failed (on_rank_death = "stop", a signal)
+	changed  chan struct{}
+}
+
+func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, digest string, src *runSource, streams []sampler.Stream) *nodeServer {
+	return &nodeServer{log: log, flags: f, cfg: cfg, digest: digest, src: src, streams: streams,
+		work: make(chan fillJob), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
+		changed: make(chan struct{}, 1)}
+}
+
+// stream returns the stream of global rank, if this node serves it.
+func (s *nodeServer) stream(rank uint64) (sampler.Stream, bool) {
+	for _, st := range s.streams {
+		if st.Rank == rank {
+			return st, true
+		}
+	}
+	return sampler.Stream{}, false
+}
+
+// poke tells run that the connections changed.
+func (s *nodeServer) poke() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// run accepts the ranks' connections until the node's work is over: every local rank has
+// come and gone, no rank was connected for --linger, or a signal.
+func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
+	s.log.Info().Int("local_world_size", len(s.streams)).Uint64("first_rank", s.streams[0].Rank).
+		Uint64("world_size", s.streams[0].WorldSize).Int("readers", s.flags.readers).
+		Str("on_rank_death", s.cfg.Node.OnRankDeath).Str("addr", ln.Addr().String()).
+		Dur("since_exec", time.Since(processStart)).Msg("serving")
+	var readers sync.WaitGroup
+	for range s.flags.readers {
+		readers.Go(s.readLoop)
+	}
+	publishDone := make(chan struct{})
+	stopPublish := make(chan struct{})
+	go func() { defer close(publishDone); s.publishUntil(stopPublish) }()
+	go s.accept(ln)
+
+	code := s.waitDone(sigc)
+	s.mu.Lock()
+	if s.stopped == nil { // a request still in flight is refused from here on
+		s.stopped = errors.New("the node loader is exiting")
+	}
+	s.mu.Unlock()
+	ln.Close()
+	s.closeAll()
+	close(stopPublish)
+	<-publishDone
+	close(s.work) // every ring is closed: no claimer sends any more
+	readers.Wait()
+	s.log.Info().Int("exit", code).Msg("stopped")
+	return code
+}
+
+// waitDone returns the exit status once the process should stop.
+func (s *nodeServer) waitDone(sigc chan os.Signal) int {
+	var linger <-chan time.Time
+	for {
+		select {
+		case sig := <-sigc:
+			cause := signalStop{sig}
+			s.stopAll(fmt.Errorf("node loader pid %d %v", os.Getpid(), cause))
+			return exitCode(cause)
+		case <-linger:
+			if s.idle() {
+				s.log.Info().Dur("linger", s.flags.linger).Msg("no rank connected")
+				return s.idleCode()
+			}
+			linger = nil
+		case <-s.changed:
+			if !s.idle() {
+				linger = nil
+				continue
+			}
+			if s.allCame() {
+				return s.idleCode()
+			}
+			if s.flags.linger > 0 && linger == nil {
+				linger = time.After(s.flags.linger)
+			}
+		}
+	}
+}
+
+// idle reports whether no rank is connected.
+func (s *nodeServer) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns == 0
+}
+
+// allCame reports whether every local rank has connected (or the node stopped them all).
+func (s *nodeServer) allCame() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen) == len(s.streams) || s.stopped != nil
+}
+
+func (s *nodeServer) idleCode() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped != nil {
+		return exitConsumerDied
+	}
+	return exitOK
+}
+
+// accept serves each connection in its own goroutine until the listener is closed.
+func (s *nodeServer) accept(ln *net.UnixListener) {
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn().Err(err).Msg("accept")
+			}
+			return
+		}
+		s.mu.Lock()
+		s.conns++
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// rankDied applies on_rank_death to a rank whose process died with its ring open.
+func (s *nodeServer) rankDied(sess *rankSession, cause error) {
+	if !sess.died.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.Warn().Uint64("rank", sess.rank).Int("pid", sess.pid).AnErr("cause", cause).
+		Str("on_rank_death", s.cfg.Node.OnRankDeath).Msg("rank died")
+	if s.cfg.Node.OnRankDeath == config.RankDeathStop {
+		s.stopAll(fmt.Errorf("rank %d (pid %d) died with its ring open (%v); the node loader stops every rank ([node] on_rank_death = %q)",
+			sess.rank, sess.pid, cause, config.RankDeathStop))
+	}
+}
+
+// stopAll fails every open ring with err (each consumer's next batch raises it) and refuses
+// later requests.
+func (s *nodeServer) stopAll(err error) {
+	s.mu.Lock()
+	if s.stopped == nil {
+		s.stopped = err
+	}
+	rings := s.openRings()
+	for _, r := range rings {
+		r.p.Fail(err) // under s.mu: no ring is unmapped meanwhile
+	}
+	s.mu.Unlock()
+	for _, r := range rings {
+		r.close()
+	}
+	s.poke()
+}
+
+// openRings lists the rings of the connected ranks (s.mu held).
+func (s *nodeServer) openRings() []*nodeRing {
+	var out []*nodeRing
+	for _, sess := range s.sessions {
+		if sess.cur != nil {
+			out = append(out, sess.cur)
+		}
+	}
+	return out
+}
+
+// closeAll stops and unmaps every ring (at exit).
+func (s *nodeServer) closeAll() {
+	s.mu.Lock()
+	rings := s.openRings()
+	s.mu.Unlock()
+	for _, r := range rings {
+		r.close()
+	}
+}
+
+// publishUntil publishes the source's counters to every open ring every publishEvery: each
+// rank's stats() shows the node's cache (one cache, its misses counted once).
+func (s *nodeServer) publishUntil(stop <-chan struct{}) {
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		for _, r := range s.openRings() {
+			r.publish()
+		}
+		s.mu.Unlock()
+	}
+}

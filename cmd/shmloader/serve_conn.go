@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// The socket side of `shmloader serve`. A rank's gobatch.Loader connects (SOCK_SEQPACKET: one
+// message a request) and keeps the connection for its life; each request asks for a ring
+// (at the start, and again for each epoch or resume), and each reply is a JSON object that
+// carries, on success, the ring's memfd (SCM_RIGHTS). A connection serves one rank, and a
+// rank is served to one connection at a time.
+
+// nodeRequest asks for rank's ring. Start and Epoch are run's --start and --epoch.
+type nodeRequest struct {
+	Rank         *uint64 `json:"rank"`
+	WorldSize    uint64  `json:"world_size"`
+	Start        *uint64 `json:"start"`
+	Epoch        *uint64 `json:"epoch"`
+	ConfigSHA256 string  `json:"config_sha256"`
+	PID          int     `json:"pid"`
+}
+
+// nodeReply answers a request: the ring (its memfd is the message's one descriptor), or an
+// error; Usage marks an error of the request or the configuration (Python: ConfigError).
+type nodeReply struct {
+	Rank      uint64 `json:"rank"`
+	Memfd     string `json:"memfd,omitempty"` // the memfd's name (/proc/PID/fd/N shows it): the Loader checks it is its rank's
+	ServerPID int    `json:"server_pid"`
+	Error     string `json:"error,omitempty"`
+	Usage     bool   `json:"usage,omitempty"`
+}
+
+// maxRequest bounds a request message.
+const maxRequest = 4096
+
+// rankSession is the connection of one rank's Loader.
+type rankSession struct {
+	rank uint64
+	pid  int
+	cur  *nodeRing   // its open ring (nil before the first request); guarded by nodeServer.mu
+	died atomic.Bool // on_rank_death applied
+}
+
+// serveConn answers the requests of one connection until it ends, then ends its rank's
+// session: a ring still open then (its consumer neither closed it nor took every batch)
+// means the rank's process died.
+func (s *nodeServer) serveConn(c *net.UnixConn) {
+	defer c.Close()
+	var sess *rankSession
+	buf := make([]byte, maxRequest)
+	for {
+		n, err := c.Read(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		var req nodeRequest
+		var reply nodeReply
+		fd := -1
+		if err := json.Unmarshal(buf[:n], &req); err != nil {
+			reply = nodeReply{Error: fmt.Sprintf("request: %v", err), Usage: true}
+		} else {
+			sess, reply, fd = s.request(c, sess, req)
+		}
+		reply.ServerPID = os.Getpid()
+		err = s.send(c, reply, fd)
+		if fd >= 0 {
+			unix.Close(fd) // the rank has its own now
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Msg("reply")
+			break
+		}
+	}
+	s.endSession(sess)
+}
+
+// send writes one reply, with fd when it is >= 0.
+func (s *nodeServer) send(c *net.UnixConn, reply nodeReply, fd int) error {
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// request checks one request and opens the rank's ring. It returns the connection's session
+// (made by its first good request), the reply, and the ring's descriptor (-1 on error).
+func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest) (*rankSession, nodeReply, int) {
+	refuse := func(usage bool, format string, args ...any) (*rankSession, nodeReply, int) {
+		return sess, nodeReply{Error: fmt.Sprintf(format, args...), Usage: usage}, -1
+	}
+	switch {
+	case req.Rank == nil:
+		return refuse(true, "request without a rank")
+	case req.WorldSize != s.streams[0].WorldSize:
+		return refuse(true, "rank %d asks for world size %d; this node loader serves world size %d", *req.Rank, req.WorldSize, s.streams[0].WorldSize)
+	case req.ConfigSHA256 != s.digest:
+		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.digest)
+	case sess != nil && sess.rank != *req.Rank:
+		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, *req.Rank)
+	}
+	rank := *req.Rank
+	stream, ok := s.stream(rank)
+	if !ok {
+		return refuse(true, "rank %d is not on this node: this node loader (node rank %d, %d local ranks) serves ranks %d .. %d of %d; check RANK, GROUP_RANK and LOCAL_WORLD_SIZE",
+			rank, s.flags.nodeRank, len(s.streams), s.streams[0].Rank, s.streams[len(s.streams)-1].Rank, s.streams[0].WorldSize)
+	}
+	if sess == nil {
+		var err error
+		if sess, err = s.join(rank, req.PID); err != nil {
+			return refuse(false, "%v", err)
+		}
+	}
+	s.mu.Lock()
+	stopped, prev := s.stopped, sess.cur
+	s.mu.Unlock()
+	if stopped != nil {
+		return refuse(false, "%v", stopped)
+	}
+	if prev != nil { // an epoch or a resume: the Loader closed the previous ring first
+		prev.close()
+	}
+	r, err := s.openRing(sess, stream, req)
+	if err != nil {
+		var usage *usageErr
+		return refuse(errors.As(err, &usage), "rank %d: %v", rank, err)
+	}
+	s.mu.Lock()
+	if stopped := s.stopped; stopped != nil { // stopped while the ring was made
+		s.mu.Unlock()
+		r.close()
+		return refuse(false, "%v", stopped)
+	}
+	// The reply carries a duplicate: the ring may be closed (a stop) before the reply is sent.
+	fd, err := unix.FcntlInt(uintptr(r.seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		s.mu.Unlock()
+		r.close()
+		return refuse(false, "rank %d: dup the ring's memfd: %v", rank, err)
+	}
+	sess.cur = r
+	r.start()
+	s.mu.Unlock()
+	return sess, nodeReply{Rank: rank, Memfd: r.memfdName}, fd
+}
+
+// join starts rank's session, refusing a rank that another live connection holds.
+func (s *nodeServer) join(rank uint64, pid int) (*rankSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.sessions[rank]; old != nil {
+		return nil, fmt.Errorf("rank %d is already served to pid %d: two processes with the same RANK?", rank, old.pid)
+	}
+	sess := &rankSession{rank: rank, pid: pid}
+	s.sessions[rank] = sess
+	s.seen[rank] = true
+	s.log.Info().Uint64("rank", rank).Int("pid", pid).Msg("rank connected")
+	return sess, nil
+}
+
+// endSession ends a connection's session: a ring it leaves open means its process died.
+func (s *nodeServer) endSession(sess *rankSession) {
+	if sess != nil {
+		s.mu.Lock()
+		r := sess.cur
+		open := r != nil && r.leftOpen()
+		s.mu.Unlock()
+		if open {
+			s.rankDied(sess, errors.New("its connection to the node loader ended"))
+		}
+		if r != nil {
+			r.close()
+		}
+		s.mu.Lock()
+		delete(s.sessions, sess.rank)
+		sess.cur = nil
+		s.mu.Unlock()
+		s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Msg("rank left")
+	}
+	s.mu.Lock()
+	s.conns--
+	s.mu.Unlock()
+	s.poke()
+}
+
+// usageErr marks a request the ring cannot be made for (a bad start or epoch).
+type usageErr struct{ error }
+
+func (e *usageErr) Unwrap() error { return e.error }
