@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/readers/objstore"
 )
 
 // Options are the settings of a job that do not come from the configuration file.
 type Options struct {
-	// DataRoot is the directory store paths are relative to; default: the config file's folder.
+	// DataRoot is the directory (or the URL, readers/objstore) store paths are relative to;
+	// default: the config file's folder.
 	DataRoot string
 	// CacheMB overrides the anchor's cache_mb when > 0. Any size is accepted here (tests use
 	// tiny caches); shmloader holds its --cache-mb to cache_mb's range with CheckCacheMB.
@@ -142,10 +144,7 @@ type opener struct {
 }
 
 func (o *opener) dataset(sp *Spec) (Dataset, error) {
-	p := sp.Store
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(o.opt.DataRoot, p)
-	}
+	p := objstore.Join(o.opt.DataRoot, sp.Store)
 	if d, ok := o.open[p]; ok {
 		return d, nil
 	}
