@@ -47,6 +47,9 @@ type chunked struct {
 	refuseMissing    bool
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
+	// Reads in flight (fetch.go): at most depth at once, through reads; nil: no bound.
+	depth int
+	reads chan struct{}
 
 	// For the plan: the mapping of the store's dimensions ("time=time channel=variable ...")
 	// and the direction of the coordinates along y and x, as the roles found them.
@@ -235,7 +238,9 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 		b := make([]byte, c.elems*c.itemLen)
 		bp = &b
 	}
+	c.beginRead()
 	found, err, abandoned := c.decode(sidx, *bp)
+	c.endRead()
 	if err == nil {
 		c.decoded.Add(1)
 		if !found {

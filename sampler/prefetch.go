@@ -2,7 +2,6 @@ package sampler
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -145,7 +144,7 @@ func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 		}
 	}
 	rs.keys = keys
-	workers := min(runtime.GOMAXPROCS(0), len(missing))
+	workers := min(j.prefetchWorkers(), len(missing))
 	// Only when it helps (several chunks) and fits (loading more than the cache holds would
 	// evict what this very batch needs).
 	if workers < 2 || bytes > j.cache.Budget()/2 {

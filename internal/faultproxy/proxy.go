@@ -43,6 +43,9 @@ type Stats struct {
 	Forwarded uint64 // requests passed on to the server
 	Faults    uint64 // requests answered with a fault
 	Bytes     uint64 // answer body bytes passed on to clients
+	// MaxInFlight is the most requests the proxy was handling at once (the client's
+	// concurrency, delay included).
+	MaxInFlight int64
 }
 
 // Proxy is a running proxy.
@@ -56,6 +59,8 @@ type Proxy struct {
 	fwd      atomic.Uint64
 	faults   atomic.Uint64
 	bytes    atomic.Uint64
+	inFlight atomic.Int64
+	maxIn    atomic.Int64
 }
 
 // Start listens on addr ("127.0.0.1:0" for any free port) and proxies to target (a URL
@@ -86,7 +91,8 @@ func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
-	return Stats{Requests: p.requests.Load(), Forwarded: p.fwd.Load(), Faults: p.faults.Load(), Bytes: p.bytes.Load()}
+	return Stats{Requests: p.requests.Load(), Forwarded: p.fwd.Load(), Faults: p.faults.Load(), Bytes: p.bytes.Load(),
+		MaxInFlight: p.maxIn.Load()}
 }
 
 // Close stops the proxy and closes its connections.
@@ -112,6 +118,10 @@ func (p *Proxy) action(n uint64, r *http.Request) Action {
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := p.requests.Add(1)
+	in := p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	for m := p.maxIn.Load(); in > m && !p.maxIn.CompareAndSwap(m, in); m = p.maxIn.Load() {
+	}
 	if p.cfg.Delay > 0 {
 		time.Sleep(p.cfg.Delay)
 	}
