@@ -47,9 +47,11 @@ type chunked struct {
 	refuseMissing    bool
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
-	// Reads in flight (fetch.go): at most depth at once, through reads; nil: no bound.
-	depth int
-	reads chan struct{}
+	// Reads in flight (fetch.go): at most depth at once, through reads; nil: no bound. remote:
+	// the store is in object storage.
+	depth  int
+	reads  chan struct{}
+	remote bool
 
 	// For the plan: the mapping of the store's dimensions ("time=time channel=variable ...")
 	// and the direction of the coordinates along y and x, as the roles found them.

@@ -39,6 +39,9 @@
 //	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 32 for a store in
 //	                                object storage, one per core for a local one) and the memory
 //	                                they may hold (default 256 MB); see fetch.go
+//	fetch_ahead_batches             anchor only: each Fill also prefetches the batch this many
+//	                                further in the rank's stream, in the background (default 4
+//	                                when a store is in object storage, else 0); see ahead.go
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]

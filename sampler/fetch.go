@@ -17,14 +17,20 @@ import (
 // remoteDataset is implemented by datasets whose store is in object storage.
 type remoteDataset interface{ remote() bool }
 
+// isRemote reports whether ds's store is in object storage.
+func isRemote(ds Dataset) bool {
+	r, ok := ds.(remoteDataset)
+	return ok && r.remote()
+}
+
 // fetchDepth is source sp's bound on chunk reads in flight: fetch_depth, else
 // objstore.DefaultInFlight for a remote store and GOMAXPROCS for a local one; at most as many
 // as fetch_buffer_mb holds, at least one.
-func fetchDepth(sp *Spec, ds Dataset, nativeChunkBytes int64) int {
+func fetchDepth(sp *Spec, remote bool, nativeChunkBytes int64) int {
 	depth := sp.FetchDepth
 	if depth == 0 {
 		depth = runtime.GOMAXPROCS(0)
-		if r, ok := ds.(remoteDataset); ok && r.remote() {
+		if remote {
 			depth = objstore.DefaultInFlight
 		}
 	}
@@ -51,6 +57,21 @@ func (c *chunked) endRead() {
 	if c.reads != nil {
 		<-c.reads
 	}
+}
+
+// aheadBatches is how far ahead the job prefetches: the anchor's fetch_ahead_batches, else
+// DefaultFetchAheadBatches when a source's store is in object storage, and 0 (off) when all
+// are local (a local miss costs a decode, which the gather's own prefetch parallelises).
+func (j *Job) aheadBatches(anchor *Spec) int {
+	if anchor.FetchAheadBatches >= 0 {
+		return anchor.FetchAheadBatches
+	}
+	for _, s := range j.srcs {
+		if s.data().remote {
+			return DefaultFetchAheadBatches
+		}
+	}
+	return 0
 }
 
 // prefetchWorkers is how many goroutines a prefetch runs: enough for the source with the most

@@ -65,7 +65,8 @@ type Job struct {
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
-	decodes        decodeQueue // the prefetches in progress, lowest batch first (prefetch.go)
+	decodes        decodeQueue   // the prefetches in progress, lowest batch first (prefetch.go)
+	ahead          *aheadFetcher // the background prefetch of batches ahead (ahead.go)
 	maxK           int
 	batches, exmpl uint64
 	segSum         uint64
@@ -106,6 +107,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.chooseOrder(anchor, opt.Stream); err != nil {
 		return nil, err
 	}
+	j.ahead = newAheadFetcher(j.aheadBatches(anchor), opt.Stream)
 	return j, nil
 }
 
@@ -444,8 +446,11 @@ func (j *Job) DataBytes() int64 { return j.dataBytes }
 // Cache is the job's chunk cache.
 func (j *Job) Cache() *Cache { return j.cache }
 
-// Close releases the cache's memory. No Fill may run afterwards.
-func (j *Job) Close() { j.cache.Close() }
+// Close stops fetching ahead and releases the cache's memory. No Fill may run afterwards.
+func (j *Job) Close() {
+	j.closeAhead()
+	j.cache.Close()
+}
 
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {

@@ -61,28 +61,70 @@ func TestRemoteStoresEqualDisk(t *testing.T) {
 // TestFetchDepth: fetch_depth as given, else objstore's default for a remote store and one
 // read per core for a local one; fetch_buffer_mb caps it for large chunks.
 func TestFetchDepth(t *testing.T) {
-	local, remote := &zarrDataset{store: mustStore(t, t.TempDir())}, remoteStub{}
+	if isRemote(&zarrDataset{store: mustStore(t, t.TempDir())}) {
+		t.Fatal("a directory store counts as remote")
+	}
 	for _, tc := range []struct {
 		depth    int
 		bufferMB int64
-		ds       Dataset
+		remote   bool
 		chunk    int64
 		want     int
 	}{
-		{0, 256, local, 1 << 20, runtime.GOMAXPROCS(0)},
-		{0, 256, remote, 1 << 20, 32},
-		{10, 256, remote, 1 << 20, 10},
-		{0, 256, remote, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
-		{0, 1, remote, 32 << 20, 1},
+		{0, 256, false, 1 << 20, runtime.GOMAXPROCS(0)},
+		{0, 256, true, 1 << 20, 32},
+		{10, 256, true, 1 << 20, 10},
+		{0, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
+		{0, 1, true, 32 << 20, 1},
 	} {
 		sp := &Spec{FetchDepth: tc.depth, FetchBufferMB: tc.bufferMB}
-		if got := fetchDepth(sp, tc.ds, tc.chunk); got != tc.want {
-			t.Errorf("fetch_depth %d, fetch_buffer_mb %d, %T, %d-byte chunks: %d reads in flight, want %d",
-				tc.depth, tc.bufferMB, tc.ds, tc.chunk, got, tc.want)
+		if got := fetchDepth(sp, tc.remote, tc.chunk); got != tc.want {
+			t.Errorf("fetch_depth %d, fetch_buffer_mb %d, remote %v, %d-byte chunks: %d reads in flight, want %d",
+				tc.depth, tc.bufferMB, tc.remote, tc.chunk, got, tc.want)
 		}
 	}
 }
 
-type remoteStub struct{ Dataset }
+// TestFetchAhead: a Fill starts the prefetch of the batch fetch_ahead_batches further in the
+// rank's stream, whose own Fill then finds every chunk cached; off (the local default), it
+// decodes them itself. Batches are the same either way.
+func TestFetchAhead(t *testing.T) {
+	stream := Stream{Rank: 1, WorldSize: 2}
+	ref, _ := newMemJob(t, smallMem, "", Options{Stream: stream})
+	if ref.ahead.batches != 0 {
+		t.Fatalf("fetching ahead is on (%d batches) for local stores", ref.ahead.batches)
+	}
+	want := fillStream(t, ref, stream, 0, 1, 1) // stream batch 0: global 1
+	misses := ref.Cache().Stats().Misses
+	if _, err := fillOne(ref, stream.Global(3)); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Cache().Stats().Misses == misses {
+		t.Skip("batch 3 needs no chunk batch 0 did not: nothing to fetch ahead in this data")
+	}
 
-func (remoteStub) remote() bool { return true }
+	j, _ := newMemJob(t, smallMem, "", Options{Stream: stream})
+	j.ahead = newAheadFetcher(3, stream)
+	got := fillStream(t, j, stream, 0, 1, 1)
+	if !bytes.Equal(got[0], want[0]) {
+		t.Fatal("batch 0 differs when fetching ahead")
+	}
+	j.waitAhead() // the prefetch of stream batch 3 (global 7)
+	before := j.Cache().Stats().Misses
+	buf, err := fillOne(j, stream.Global(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := j.Cache().Stats().Misses - before; m != 0 {
+		t.Fatalf("stream batch 3 decoded %d chunks itself; fetching ahead should have loaded them", m)
+	}
+	wantBuf, _ := fillOne(ref, stream.Global(3))
+	if !bytes.Equal(bytes.Join(buf, nil), bytes.Join(wantBuf, nil)) {
+		t.Fatal("stream batch 3 differs when fetched ahead")
+	}
+}
+
+func fillOne(j *Job, g uint64) ([][]byte, error) {
+	buf := batchBuf(j)
+	return buf, j.Fill(ctx, g, buf)
+}

@@ -36,6 +36,10 @@ const DefaultChunkDeadlineS = 60
 // large chunks.
 const DefaultFetchBufferMB = 256
 
+// DefaultFetchAheadBatches is the default of fetch_ahead_batches when a store is in object
+// storage (ahead.go); with local stores only, the default is 0.
+const DefaultFetchAheadBatches = 4
+
 // Sampling modes (anchor source, key "sampling").
 const (
 	SampleAuto     = "auto"     // random if the decoded data fits in the cache, else locality
@@ -99,6 +103,7 @@ type Spec struct {
 	ResidentSegments   int // locality: segments resident at once (0 = from the cache budget)
 	SegmentSteps       int // locality: anchor time steps per segment (0 = automatic)
 	RotateEveryBatches int // locality: batches between two segment replacements
+	FetchAheadBatches  int // batches ahead whose chunks are prefetched (-1: the default, ahead.go)
 }
 
 // Steps is the number of time steps in the window.
@@ -430,6 +435,7 @@ func (d *specDecoder) anchorKeys() {
 	s.ResidentSegments = int(t.Int("resident_segments", 0, 0, 1<<16))
 	s.SegmentSteps = int(t.Int("segment_steps", 0, 0, 1<<24))
 	s.RotateEveryBatches = int(t.Int("rotate_every_batches", 8, 1, 1<<24))
+	s.FetchAheadBatches = int(t.Int("fetch_ahead_batches", -1, 0, 1<<16))
 	s.Locations = t.String("locations", "")
 }
 

@@ -36,3 +36,6 @@ func (s Stream) Epoch(n uint64) (global, perRank uint64) {
 	perRank = n / w
 	return perRank * w, perRank
 }
+
+// Ahead is the global index of the batch a steps after global batch g in this rank's stream.
+func (s Stream) Ahead(g, a uint64) uint64 { return g + a*max(s.WorldSize, 1) }

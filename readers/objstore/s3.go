@@ -26,6 +26,9 @@ type S3Store struct {
 	creds  string // where the credentials came from, for messages
 	retry  retrier
 	stats  counters
+	// listed holds the sizes a listing returned (key -> int64), so that counting an array's
+	// stored bytes (List, then Size of each key) costs one request, not one per chunk.
+	listed sync.Map
 }
 
 var noClientRetries sync.Once
@@ -166,11 +169,14 @@ func (s *S3Store) object(obj string) string {
 	return fmt.Sprintf("%s://%s/%s", s.scheme, s.bucket, obj)
 }
 
-// Size implements zarr.Sizer (a HEAD request).
+// Size implements zarr.Sizer: from the last listing that returned key, else a HEAD request.
 func (s *S3Store) Size(key string) (int64, error) {
 	obj, err := joinKey(s.prefix, key)
 	if err != nil {
 		return 0, err
+	}
+	if n, ok := s.listed.Load(key); ok {
+		return n.(int64), nil
 	}
 	var size int64
 	err = s.retry.do(func(ctx context.Context) error {
@@ -195,7 +201,9 @@ func (s *S3Store) List(prefix string) ([]string, error) {
 			if o.Err != nil {
 				return answerError(o.Err)
 			}
-			keys = append(keys, strings.TrimPrefix(o.Key, s.prefix))
+			k := strings.TrimPrefix(o.Key, s.prefix)
+			keys = append(keys, k)
+			s.listed.Store(k, o.Size)
 		}
 		return nil
 	})
