@@ -33,6 +33,7 @@ $(VERSITYGW):
 go-build: sysdeps
 	@mkdir -p bin
 	$(GO) build -o bin/shmloader ./cmd/shmloader
+	$(GO) build -o bin/faultproxy ./cmd/faultproxy
 
 clib:
 	@mkdir -p build

@@ -114,7 +114,9 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 
 // prefetch decodes, in parallel, the missing chunks of global batch g's windows (grid, NWP and
 // the points' nearest systems), when there are at least two.
-func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) { j.prefetchBatch(ctx, g, rs, 2) }
+func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
+	j.prefetchBatch(ctx, g, rs, 2)
+}
 
 // prefetchBatch is prefetch for at least minChunks missing chunks (one when fetching ahead,
 // where even one chunk's request is worth starting early).

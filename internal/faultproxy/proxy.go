@@ -61,6 +61,16 @@ type Proxy struct {
 	bytes    atomic.Uint64
 	inFlight atomic.Int64
 	maxIn    atomic.Int64
+	bypass   map[string]http.Handler
+}
+
+// Bypass has requests for path served by h, not proxied nor counted (a tool's own endpoints).
+// Call it before the first request.
+func (p *Proxy) Bypass(path string, h http.Handler) {
+	if p.bypass == nil {
+		p.bypass = map[string]http.Handler{}
+	}
+	p.bypass[path] = h
 }
 
 // Start listens on addr ("127.0.0.1:0" for any free port) and proxies to target (a URL
@@ -117,6 +127,10 @@ func (p *Proxy) action(n uint64, r *http.Request) Action {
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := p.bypass[r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
 	n := p.requests.Add(1)
 	in := p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)

@@ -1,7 +1,8 @@
 """A real S3 server on 127.0.0.1 for the object-store tests: versitygw (SigV4-checking) with its
 posix backend, each bucket a link to a directory. It is found as internal/s3test finds it:
 $GOBATCH_VERSITYGW, the repository's .tools/bin/versitygw (``make tools``, which ``make test``
-runs), or versitygw on PATH; a missing binary fails the test (never skips it)."""
+runs), or versitygw on PATH; a missing binary raises an error saying how to install it, which
+fails a test (never skips it). benchmarks/objstore_bench.py uses it too."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import pytest
+if TYPE_CHECKING:
+    import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "gobatchtest"
@@ -25,12 +27,12 @@ INSTALL_HINT = ("versitygw is not installed: run `make tools` (go install "
 
 
 def binary() -> str:
-    """The versitygw binary; fails the calling test when there is none."""
+    """The versitygw binary; RuntimeError (saying how to install it) when there is none."""
     for p in (os.environ.get("GOBATCH_VERSITYGW"), str(REPO / ".tools" / "bin" / "versitygw"),
               shutil.which("versitygw")):
         if p and os.path.exists(p):
             return p
-    pytest.fail(INSTALL_HINT)
+    raise RuntimeError(INSTALL_HINT)
 
 
 def _free_port() -> int:
@@ -57,7 +59,7 @@ def serve(buckets: dict[str, Path]) -> Iterator[str]:
                 with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                     break
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"versitygw did not listen on 127.0.0.1:{port} (see {log.name})")
+                    raise RuntimeError(f"versitygw did not listen on 127.0.0.1:{port} (see {log.name})")
                 time.sleep(0.05)
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -67,11 +69,20 @@ def serve(buckets: dict[str, Path]) -> Iterator[str]:
             os.unlink(log.name)
 
 
-def s3_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
-    """Points s3:// stores at ``endpoint`` with the server's credentials (the environment the
-    shmloader processes inherit)."""
-    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                 "AWS_REGION": "us-east-1"}.items():
+ENV_UNSET = ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_NO_SIGN_REQUEST", "AWS_ENDPOINT_URL_S3")
+
+
+def env_for(endpoint: str) -> dict[str, str]:
+    """The environment that points s3:// stores at ``endpoint`` with the server's credentials
+    (ENV_UNSET must be unset as well)."""
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1"}
+
+
+def s3_env(monkeypatch: "pytest.MonkeyPatch", endpoint: str) -> None:
+    """Points s3:// stores at ``endpoint`` for the test (the environment the shmloader processes
+    inherit)."""
+    for k, v in env_for(endpoint).items():
         monkeypatch.setenv(k, v)
-    for k in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_NO_SIGN_REQUEST", "AWS_ENDPOINT_URL_S3"):
+    for k in ENV_UNSET:
         monkeypatch.delenv(k, raising=False)
