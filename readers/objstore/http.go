@@ -15,10 +15,9 @@ import (
 // Range) and HEAD. It cannot list keys: it opens stores with consolidated metadata, or
 // arrays by their own metadata.
 type HTTPStore struct {
+	remote
 	base   string // the store root's URL, ending in "/"
 	client *http.Client
-	retry  retrier
-	stats  counters
 }
 
 // NewHTTPStore returns the store rooted at the http:// or https:// URL root. Nothing is
@@ -29,17 +28,15 @@ func NewHTTPStore(root string, opt Options) (*HTTPStore, error) {
 		return nil, fmt.Errorf("open store %s: expected an http:// or https:// URL with a host", root)
 	}
 	s := &HTTPStore{base: strings.TrimSuffix(root, "/") + "/", client: &http.Client{Transport: newTransport()}}
-	s.retry = retrier{opt: opt.withDefaults(), stats: &s.stats}
+	s.init(s, opt)
 	return s, nil
 }
 
 // String implements zarr.Store: the store's URL.
 func (s *HTTPStore) String() string { return strings.TrimSuffix(s.base, "/") }
 
-// Stats returns the store's counters.
-func (s *HTTPStore) Stats() Stats { return s.stats.snapshot() }
-
-func (s *HTTPStore) url(key string) (string, error) {
+// object is key's URL.
+func (s *HTTPStore) object(key string) (string, error) {
 	k, err := joinKey("", key)
 	if err != nil {
 		return "", err
@@ -47,44 +44,8 @@ func (s *HTTPStore) url(key string) (string, error) {
 	return s.base + k, nil
 }
 
-// Get implements zarr.Store.
-func (s *HTTPStore) Get(key string) ([]byte, error) { return s.GetRangeInto(key, 0, -1, nil) }
-
-// GetRange implements zarr.Store.
-func (s *HTTPStore) GetRange(key string, off, n int64) ([]byte, error) {
-	return s.GetRangeInto(key, off, n, nil)
-}
-
-// GetInto implements zarr.BufferedStore.
-func (s *HTTPStore) GetInto(key string, buf []byte) ([]byte, error) {
-	return s.GetRangeInto(key, 0, -1, buf)
-}
-
-// GetRangeInto implements zarr.BufferedStore.
-func (s *HTTPStore) GetRangeInto(key string, off, n int64, buf []byte) ([]byte, error) {
-	u, err := s.url(key)
-	if err != nil {
-		return buf[:0], err
-	}
-	if n == 0 {
-		_, err := s.Size(key)
-		return buf[:0], err
-	}
-	sp := spanOf(off, n)
-	var out []byte
-	err = s.retry.do(func(ctx context.Context) error {
-		var err error
-		out, err = s.get(ctx, u, sp, buf)
-		return err
-	})
-	if err != nil {
-		return buf[:0], s.fail(key, u, sp, err)
-	}
-	return sp.check(key, out)
-}
-
-// get sends one GET of u for sp and reads the body into buf.
-func (s *HTTPStore) get(ctx context.Context, u string, sp span, buf []byte) ([]byte, error) {
+// fetch sends one GET of u for sp and reads the body into buf.
+func (s *HTTPStore) fetch(ctx context.Context, u string, sp span, buf []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -92,7 +53,6 @@ func (s *HTTPStore) get(ctx context.Context, u string, sp span, buf []byte) ([]b
 	if sp.header != "" {
 		req.Header.Set("Range", sp.header)
 	}
-	s.stats.requests.Add(1)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -135,7 +95,7 @@ func (s *HTTPStore) fail(key, u string, sp span, err error) error {
 
 // Size implements zarr.Sizer with a HEAD request.
 func (s *HTTPStore) Size(key string) (int64, error) {
-	u, err := s.url(key)
+	u, err := s.object(key)
 	if err != nil {
 		return 0, err
 	}

@@ -18,14 +18,13 @@ import (
 // S3Store is a Zarr store under a key prefix of an S3 bucket (s3://), or of a Google Cloud
 // Storage bucket through its S3-compatible API (gs://), read with minio-go.
 type S3Store struct {
+	remote
 	core   *minio.Core
 	scheme string
 	bucket string
 	prefix string // "" or ending in "/"
 	ep     endpoint
 	creds  string // where the credentials came from, for messages
-	retry  retrier
-	stats  counters
 	// listed holds the sizes a listing returned (key -> int64), so that counting an array's
 	// stored bytes (List, then Size of each key) costs one request, not one per chunk.
 	listed sync.Map
@@ -70,7 +69,7 @@ func NewS3Store(scheme, bucket, prefix string, opt Options) (*S3Store, error) {
 		prefix += "/"
 	}
 	s := &S3Store{core: core, scheme: scheme, bucket: bucket, prefix: prefix, ep: ep, creds: from}
-	s.retry = retrier{opt: opt.withDefaults(), stats: &s.stats}
+	s.init(s, opt)
 	return s, nil
 }
 
@@ -79,51 +78,15 @@ func (s *S3Store) String() string {
 	return fmt.Sprintf("%s://%s/%s", s.scheme, s.bucket, strings.TrimSuffix(s.prefix, "/"))
 }
 
-// Stats returns the store's counters.
-func (s *S3Store) Stats() Stats { return s.stats.snapshot() }
+// object is key's object name in the bucket.
+func (s *S3Store) object(key string) (string, error) { return joinKey(s.prefix, key) }
 
-// Get implements zarr.Store.
-func (s *S3Store) Get(key string) ([]byte, error) { return s.GetRangeInto(key, 0, -1, nil) }
-
-// GetRange implements zarr.Store.
-func (s *S3Store) GetRange(key string, off, n int64) ([]byte, error) {
-	return s.GetRangeInto(key, off, n, nil)
-}
-
-// GetInto implements zarr.BufferedStore.
-func (s *S3Store) GetInto(key string, buf []byte) ([]byte, error) {
-	return s.GetRangeInto(key, 0, -1, buf)
-}
-
-// GetRangeInto implements zarr.BufferedStore.
-func (s *S3Store) GetRangeInto(key string, off, n int64, buf []byte) ([]byte, error) {
-	obj, err := joinKey(s.prefix, key)
-	if err != nil {
-		return buf[:0], err
-	}
-	if n == 0 {
-		_, err := s.Size(key)
-		return buf[:0], err
-	}
-	sp := spanOf(off, n)
-	var out []byte
-	err = s.retry.do(func(ctx context.Context) error {
-		var err error
-		out, err = s.get(ctx, obj, sp, buf)
-		return err
-	})
-	if err != nil {
-		return buf[:0], s.fail(key, obj, sp, err)
-	}
-	return sp.check(key, out)
-}
-
-func (s *S3Store) get(ctx context.Context, obj string, sp span, buf []byte) ([]byte, error) {
+// fetch sends one GET of obj for sp and reads the body into buf.
+func (s *S3Store) fetch(ctx context.Context, obj string, sp span, buf []byte) ([]byte, error) {
 	var o minio.GetObjectOptions
 	if sp.header != "" {
 		o.Set("Range", sp.header)
 	}
-	s.stats.requests.Add(1)
 	body, info, _, err := s.core.GetObject(ctx, s.bucket, obj, o)
 	if err != nil {
 		return nil, answerError(err)
@@ -149,29 +112,29 @@ func (s *S3Store) fail(key, obj string, sp span, err error) error {
 	if errors.As(err, &se) {
 		switch {
 		case se.Code == "NoSuchBucket":
-			return fmt.Errorf("%s: bucket %q does not exist at %s: %w", s.object(obj), s.bucket, s.ep, ErrNoBucket)
+			return fmt.Errorf("%s: bucket %q does not exist at %s: %w", s.url(obj), s.bucket, s.ep, ErrNoBucket)
 		case se.Code == "NoSuchKey" || se.Status == http.StatusNotFound && se.Code == "":
 			return fmt.Errorf("%s: %w", key, zarr.ErrNotFound)
 		case se.Status == http.StatusRequestedRangeNotSatisfiable:
 			return outOfRange(key, sp)
 		case se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden:
-			return fmt.Errorf("%s at %s: %v; credentials: %s: %w", s.object(obj), s.ep, err, s.creds, ErrDenied)
+			return fmt.Errorf("%s at %s: %v; credentials: %s: %w", s.url(obj), s.ep, err, s.creds, ErrDenied)
 		}
 	}
 	if sp.header != "" {
-		return fmt.Errorf("get %s (%s) at %s: %w", s.object(obj), sp.header, s.ep, err)
+		return fmt.Errorf("get %s (%s) at %s: %w", s.url(obj), sp.header, s.ep, err)
 	}
-	return fmt.Errorf("get %s at %s: %w", s.object(obj), s.ep, err)
+	return fmt.Errorf("get %s at %s: %w", s.url(obj), s.ep, err)
 }
 
-// object names obj for messages: scheme://bucket/key.
-func (s *S3Store) object(obj string) string {
+// url names obj for messages: scheme://bucket/key.
+func (s *S3Store) url(obj string) string {
 	return fmt.Sprintf("%s://%s/%s", s.scheme, s.bucket, obj)
 }
 
 // Size implements zarr.Sizer: from the last listing that returned key, else a HEAD request.
 func (s *S3Store) Size(key string) (int64, error) {
-	obj, err := joinKey(s.prefix, key)
+	obj, err := s.object(key)
 	if err != nil {
 		return 0, err
 	}
@@ -208,7 +171,7 @@ func (s *S3Store) List(prefix string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", s.object(s.prefix+prefix), s.fail(prefix, s.prefix+prefix, span{}, err))
+		return nil, fmt.Errorf("list %s: %w", s.url(s.prefix+prefix), s.fail(prefix, s.prefix+prefix, span{}, err))
 	}
 	sort.Strings(keys)
 	return keys, nil
