@@ -11,10 +11,7 @@ import (
 // TestInspectRemote inspects the reader's fixtures through a real S3 server and an HTTP
 // server: the reports equal the one of the same store on disk, but for the store's name.
 func TestInspectRemote(t *testing.T) {
-	const fixtures = "../../readers/zarr/testdata"
-	s := s3test.Serve(t, map[string]string{"fixtures": fixtures})
-	s3test.SetEnv(t, s.URL)
-	web := s3test.StartHTTP(t, fixtures)
+	web := serveFixtures(t)
 	for _, store := range []string{"v2.zarr", "v3.zarr/grp", "cf3.zarr"} {
 		want, stderr, code := runBinary(t, "inspect", "--json", fixtures+"/"+store)
 		if code != exitOK {
@@ -46,3 +43,14 @@ var countLines = regexp.MustCompile(`(?m)^\s*"(stored_bytes|ratio|chunks_stored)
 
 // withoutCounts drops the fields that need a listing from an inspect report.
 func withoutCounts(report string) string { return countLines.ReplaceAllString(report, "") }
+
+// fixtures are the reader's Zarr fixtures (written by zarr-python, readers/zarr/testdata).
+const fixtures = "../../readers/zarr/testdata"
+
+// serveFixtures serves the fixtures as bucket "fixtures" of a real S3 server (the environment
+// points s3:// and gs:// at it for the test) and over HTTP, whose URL it returns.
+func serveFixtures(t *testing.T) string {
+	s := s3test.Serve(t, map[string]string{"fixtures": fixtures})
+	s3test.SetEnv(t, s.URL)
+	return s3test.StartHTTP(t, fixtures)
+}

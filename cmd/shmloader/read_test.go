@@ -6,17 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gobatch/gobatch/internal/s3test"
 )
 
 // TestReadRemote reads arrays (plain, sharded, CF-decoded) through a real S3 server and an
 // HTTP server into .npy files equal byte for byte to those read from disk.
 func TestReadRemote(t *testing.T) {
-	const fixtures = "../../readers/zarr/testdata"
-	s := s3test.Serve(t, map[string]string{"fixtures": fixtures})
-	s3test.SetEnv(t, s.URL)
-	web := s3test.StartHTTP(t, fixtures)
+	web := serveFixtures(t)
 	dir := t.TempDir()
 	read := func(src string, args ...string) []byte {
 		t.Helper()
