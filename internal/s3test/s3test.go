@@ -25,6 +25,9 @@ const InstallHint = "versitygw is not installed: run `make tools` (go install gi
 // .tools/bin/versitygw (found from the working directory up), or versitygw on PATH.
 func Binary() (string, error) {
 	if p := os.Getenv("GOBATCH_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("GOBATCH_VERSITYGW=%s: %w; %s", p, err, InstallHint)
+		}
 		return p, nil
 	}
 	if dir, err := os.Getwd(); err == nil {

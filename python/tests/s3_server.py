@@ -28,8 +28,10 @@ INSTALL_HINT = ("versitygw is not installed: run `make tools` (go install "
 
 def binary() -> str:
     """The versitygw binary; RuntimeError (saying how to install it) when there is none."""
-    for p in (os.environ.get("GOBATCH_VERSITYGW"), str(REPO / ".tools" / "bin" / "versitygw"),
-              shutil.which("versitygw")):
+    env = os.environ.get("GOBATCH_VERSITYGW")
+    if env and not os.path.exists(env):
+        raise RuntimeError(f"GOBATCH_VERSITYGW={env} does not exist; {INSTALL_HINT}")
+    for p in (env, str(REPO / ".tools" / "bin" / "versitygw"), shutil.which("versitygw")):
         if p and os.path.exists(p):
             return p
     raise RuntimeError(INSTALL_HINT)
