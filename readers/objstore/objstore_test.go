@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -407,6 +408,14 @@ func TestClearErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameArray(t, "v3-plain.zarr", local, remote)
+
+	// An HTTP server that refuses: the error names the URL.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusForbidden)
+	}))
+	defer refusing.Close()
+	_, err = objstore.OpenPath(refusing.URL + "/v3.zarr")
+	check("HTTP 403", err, objstore.ErrDenied, "GET "+refusing.URL+"/v3.zarr/zarr.json", "403")
 
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	_, err = objstore.OpenPath("s3://" + bucket + "/v3.zarr")
