@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -90,7 +91,7 @@ func Start(addr, target string, cfg Config) (*Proxy, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	p.rp.Transport = tr
-	p.rp.ErrorLog = nil
+	p.rp.BufferPool = &bufferPool{} // large copies: fewer system calls per forwarded byte
 	p.srv = &http.Server{Handler: p}
 	go p.srv.Serve(ln)
 	return p, nil
@@ -215,3 +216,15 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 	reset(c.ResponseWriter)
 	return 0, io.ErrClosedPipe
 }
+
+// bufferPool lends the reverse proxy 256 KiB copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 256<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
