@@ -89,6 +89,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	j.measureData()
+	j.shareDecodes()
 	if err := j.placeCentres(anchor); err != nil {
 		return nil, err
 	}

@@ -115,6 +115,20 @@ func (z *zarrArray) DecodeChunkFound(idx []int, dst []byte) (bool, error) {
 	return found, nil
 }
 
+// FetchChunk reads chunk idx's stored bytes without decoding them (fetchingArray).
+func (z *zarrArray) FetchChunk(idx []int, buf []byte) ([]byte, bool, error) {
+	return z.a.FetchChunk(idx, buf)
+}
+
+// DecodeFetched decodes FetchChunk's bytes into dst (fetchingArray).
+func (z *zarrArray) DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	return z.a.DecodeFetched(idx, raw, found, dst)
+}
+
+// rawChunkBytes bounds a chunk's stored size for the read buffers (fetchingArray): its
+// decoded size and a margin for a codec's framing of data that does not compress.
+func (z *zarrArray) rawChunkBytes() int { n := z.a.ChunkBytes(); return n + n/16 + 4096 }
+
 // MissingChunkError names the store, the array and the key of chunk idx, which is not stored.
 func (z *zarrArray) MissingChunkError(idx []int) error { return z.a.ChunkError(idx, nil) }
 
