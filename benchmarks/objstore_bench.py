@@ -6,7 +6,8 @@ are read by ``gobatch.Loader`` over presets/nowcast.toml in four ways, in one ru
 
 - from local disk (the baseline);
 - through S3: versitygw (a real S3 server, SigV4) on 127.0.0.1 serving the same directory,
-  stores as ``s3://nowcast/...``;
+  stores as ``s3://nowcast/...``, with the default fetch_depth (32) and with 2 (one per core
+  here: without latency, more reads in flight only cost the server, which shares the cores);
 - through S3 behind internal/faultproxy (cmd/faultproxy) adding no delay, which counts the
   requests and the bytes the loader fetched;
 - through S3 behind the proxy adding ``--latency-ms`` (30) to every request, at several
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         methods: list[tuple[str, dict[str, Any], str, dict[str, str], str | None]] = [
             ("local disk", config(args.cache_mb, args.seed, None), str(data), {}, None),
             ("S3 loopback", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}", s3_server.env_for(s3), None),
+            ("S3 loopback, fetch_depth 2", config(args.cache_mb, args.seed, 2), f"s3://{BUCKET}",
+             s3_server.env_for(s3), None),
             ("S3 loopback via proxy, 0 ms", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}",
              s3_server.env_for(direct_proxy), direct_proxy),
         ]
