@@ -6,7 +6,7 @@ are read by ``gobatch.Loader`` over presets/nowcast.toml in four ways, in one ru
 
 - from local disk (the baseline);
 - through S3: versitygw (a real S3 server, SigV4) on 127.0.0.1 serving the same directory,
-  stores as ``s3://nowcast/...``, with the default fetch_depth (32) and with 2 (one per core
+  stores as ``s3://nowcast/...``, with the default fetch_depth (8) and with 2 (one per core
   here: without latency, more reads in flight only cost the server, which shares the cores);
 - through S3 behind internal/faultproxy (cmd/faultproxy) adding no delay, which counts the
   requests and the bytes the loader fetched;
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-mb", type=int, help="cache budget (default 1024; 256 with --quick, so that 1 day is larger)")
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--latency-ms", type=float, default=30.0)
-    ap.add_argument("--depths", default="8,32,64", help="fetch_depth values under latency")
+    ap.add_argument("--depths", default="2,8,32", help="fetch_depth values under latency")
     ap.add_argument("--rounds", type=int, help="rounds alternating the methods (default 3; 1 with --quick)")
     ap.add_argument("--batches", type=int, help="max batches per measurement (default 300)")
     ap.add_argument("--seconds", type=float, help="max seconds per measurement (default 15)")

@@ -36,7 +36,7 @@
 //	dropout_timedeltas_minutes, dropout_fraction
 //	                                with probability fraction, values after t0 + one of the
 //	                                (non-positive) timedeltas become NaN (grid, points)
-//	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 32 for a store in
+//	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 8 for a store in
 //	                                object storage, one per core for a local one) and the memory
 //	                                they may hold (default 256 MB); see fetch.go
 //	fetch_ahead_batches             anchor only: each Fill also prefetches the batch this many

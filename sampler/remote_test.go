@@ -72,9 +72,9 @@ func TestFetchDepth(t *testing.T) {
 		want     int
 	}{
 		{0, 256, false, 1 << 20, runtime.GOMAXPROCS(0)},
-		{0, 256, true, 1 << 20, 32},
+		{0, 256, true, 1 << 20, 8},
 		{10, 256, true, 1 << 20, 10},
-		{0, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
+		{32, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
 		{0, 1, true, 32 << 20, 1},
 	} {
 		sp := &Spec{FetchDepth: tc.depth, FetchBufferMB: tc.bufferMB}

@@ -28,9 +28,9 @@ func StatsOf(s zarr.Store) (Stats, bool) {
 }
 
 // DefaultInFlight is how many requests a reader keeps in flight against a remote store
-// unless configured otherwise: enough to hide tens of milliseconds of latency per request at
-// the chunk sizes of the reference workload, few enough not to be throttled.
-const DefaultInFlight = 32
+// unless configured otherwise: with the sampler's prefetch ahead, 8 per source hid 30 ms per
+// request on the reference workload (benchmarks/README.md), and more only cost CPU.
+const DefaultInFlight = 8
 
 // IsRemote reports whether s is a remote store of this package (its reads are I/O-bound:
 // callers fetch with more requests in flight than they have cores).
