@@ -38,6 +38,7 @@ import sys
 import time
 import tomllib
 import urllib.request
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -90,7 +91,8 @@ def proxy_stats(url: str) -> dict[str, Any]:
 
 def run_one(name: str, cfg: dict[str, Any], data_root: str, env: dict[str, str], args: argparse.Namespace,
             proxy_url: str | None = None) -> dict[str, Any]:
-    """One measurement: a Loader (stores under data_root, the S3 environment env)."""
+    """One measurement: a Loader (stores under data_root, the S3 environment env, through the
+    proxy at proxy_url when given, whose counters it reports)."""
     import gobatch
 
     saved = {k: os.environ.get(k) for k in (*env, *s3_server.ENV_UNSET)}
@@ -189,23 +191,25 @@ def main(argv: list[str] | None = None) -> int:
     sat = info["stores"]["satellite.zarr"]
     rounds: dict[str, list[dict[str, Any]]] = {}
     t_start = time.monotonic()
-    with s3_server.serve({BUCKET: data}) as s3, proxy(s3, 0) as direct_proxy, \
-            proxy(s3, args.latency_ms) as slow_proxy:
-        methods: list[tuple[str, dict[str, Any], str, dict[str, str], str | None]] = [
-            ("local disk", config(args.cache_mb, args.seed, None), str(data), {}, None),
-            ("S3 loopback", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}", s3_server.env_for(s3), None),
-            ("S3 loopback, fetch_depth 2", config(args.cache_mb, args.seed, 2), f"s3://{BUCKET}",
-             s3_server.env_for(s3), None),
-            ("S3 loopback via proxy, 0 ms", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}",
-             s3_server.env_for(direct_proxy), direct_proxy),
+    with s3_server.serve({BUCKET: data}) as s3:
+        # (name, config, data root, through S3, the proxy's delay in ms or None for none)
+        methods: list[tuple[str, dict[str, Any], str, bool, float | None]] = [
+            ("local disk", config(args.cache_mb, args.seed, None), str(data), False, None),
+            ("S3 loopback", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}", True, None),
+            ("S3 loopback, fetch_depth 2", config(args.cache_mb, args.seed, 2), f"s3://{BUCKET}", True, None),
+            ("S3 loopback via proxy, 0 ms", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}", True, 0.0),
         ]
-        for d in depths:
-            methods.append((f"S3 + {args.latency_ms:g} ms/request, fetch_depth {d}", config(args.cache_mb, args.seed, d),
-                            f"s3://{BUCKET}", s3_server.env_for(slow_proxy), slow_proxy))
+        for depth in depths:
+            methods.append((f"S3 + {args.latency_ms:g} ms/request, fetch_depth {depth}",
+                            config(args.cache_mb, args.seed, depth), f"s3://{BUCKET}", True, args.latency_ms))
         for k in range(args.rounds):
-            for name, cfg, root, env, purl in methods:
+            for name, cfg, root, remote, delay in methods:
                 print(f"  round {k + 1}: {name} ...", flush=True)
-                d = run_one(name, cfg, root, env, args, purl)
+                with contextlib.ExitStack() as stack:
+                    # A proxy of its own per measurement: its counters (the most in flight) are the run's.
+                    purl = stack.enter_context(proxy(s3, delay)) if delay is not None else None
+                    env = s3_server.env_for(purl or s3) if remote else {}
+                    d = run_one(name, cfg, root, env, args, purl)
                 rounds.setdefault(name, []).append(d)
                 r = d["result"]
                 print(f"    {r['batches_per_s']:.2f} batches/s, first batch {r['first_batch_s']:.2f} s"
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
              f"Data: {info['params']['days']:g} days, satellite {sat['raw_bytes'] / 1e9:.1f} GB int16 / "
              f"{sat['float32_bytes'] / 1e9:.1f} GB float32 decoded; cache_mb {args.cache_mb} (locality sampling); "
              f"readers {args.readers}. S3: versitygw v1.8.0 (posix backend) on 127.0.0.1 serving the same "
-             f"directory; the proxy is cmd/faultproxy. Each measurement: at most {args.batches} batches or "
+             f"directory; the proxy is cmd/faultproxy, a fresh one per measurement (most in flight: the most requests it held at once). Each measurement: at most {args.batches} batches or "
              f"{args.seconds:g} s after the first batch and 2 warm-up batches; {args.rounds} round(s), methods "
              f"alternated, the median round shown. requests/batch and fetched/delivered count everything the "
              f"loader fetched through the proxy from its start (metadata and coordinates included) over the "
