@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 
-.PHONY: all build sysdeps go-build clib venv pyinstall test go-test py-test faults demo bench clean fmt vet
+.PHONY: all build sysdeps tools go-build clib venv pyinstall test go-test py-test faults demo bench clean fmt vet
 
 all: build
 
@@ -21,9 +21,19 @@ sysdeps:
 	  echo "installing pkg-config, libproj-dev and proj-data (PROJ) with apt-get"; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq pkg-config libproj-dev proj-data; }
 
+# The servers the object-store tests and benchmarks run on 127.0.0.1 (readers/objstore,
+# internal/s3test): versitygw, an S3 server that checks SigV4, built with go install into the
+# repository's .tools/bin (ignored) once. The tests fail, saying to run this, when it is missing.
+VERSITYGW := .tools/bin/versitygw
+tools: $(VERSITYGW)
+
+$(VERSITYGW):
+	GOBIN=$(CURDIR)/.tools/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
 go-build: sysdeps
 	@mkdir -p bin
 	$(GO) build -o bin/shmloader ./cmd/shmloader
+	$(GO) build -o bin/faultproxy ./cmd/faultproxy
 
 clib:
 	@mkdir -p build
@@ -43,13 +53,13 @@ venv: $(VENV)/.stamp
 pyinstall: venv sysdeps
 	$(VPY) -m pip install -q --no-build-isolation --force-reinstall --no-deps ./python
 
-test: build pyinstall go-test py-test
+test: build pyinstall tools go-test py-test
 
-go-test: sysdeps
+go-test: sysdeps tools
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
 
-py-test:
+py-test: tools
 	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider tests
 
 # Fault trials (docs/PROTOCOL.md 1.1, 3.5.1, appendix A): processes stopped at exact protocol
@@ -69,7 +79,7 @@ faults: build pyinstall
 demo: build pyinstall
 	$(VPY) benchmarks/demo.py
 
-bench: build pyinstall
+bench: build pyinstall tools
 	$(VPY) benchmarks/run_all.py
 
 fmt:

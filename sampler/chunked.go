@@ -47,6 +47,13 @@ type chunked struct {
 	refuseMissing    bool
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
+	// Loads (fetch.go): at most depth reads in flight (reads; nil: no bound), their buffers
+	// (rawBufs), the job's decode slots (decodes), and whether the store is in object storage.
+	depth   int
+	reads   chan struct{}
+	rawBufs chan []byte
+	decodes chan struct{}
+	remote  bool
 
 	// For the plan: the mapping of the store's dimensions ("time=time channel=variable ...")
 	// and the direction of the coordinates along y and x, as the roles found them.
@@ -230,12 +237,7 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 		idx[d] = lin / c.gstride[d] % c.grid[d]
 	}
 	sidx := c.storeIndex(idx, (*ip)[len(c.shape):])
-	bp, _ := c.scratch.Get().(*[]byte)
-	if bp == nil {
-		b := make([]byte, c.elems*c.itemLen)
-		bp = &b
-	}
-	found, err, abandoned := c.decode(sidx, *bp)
+	bp, found, err, abandoned := c.decode(sidx)
 	if err == nil {
 		c.decoded.Add(1)
 		if !found {
@@ -270,14 +272,24 @@ type presenceArray interface {
 // ErrChunkDeadline is wrapped by the error of a chunk read that did not finish in time.
 var ErrChunkDeadline = errors.New("chunk read deadline passed")
 
-// decode reads chunk sidx (store order) into native; found is false when it was not stored.
-// With a deadline the read runs on its own goroutine: a read that blocks for ever (a hung
-// mount) cannot be interrupted, but the loader returns an error naming the chunk when the
-// deadline passes, and abandoned says that the goroutine still owns sidx and native.
-func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, abandoned bool) {
+// nativeBuf returns a buffer for one chunk's native bytes, from the pool when it has one.
+func (c *chunked) nativeBuf() *[]byte {
+	if bp, _ := c.scratch.Get().(*[]byte); bp != nil {
+		return bp
+	}
+	b := make([]byte, c.elems*c.itemLen)
+	return &b
+}
+
+// decode reads chunk sidx (store order) into a native buffer (nativeBuf), which the caller
+// puts back; found is false when it was not stored. With a deadline the read runs on its own
+// goroutine: a read that blocks for ever (a hung mount) cannot be interrupted, but the loader
+// returns an error naming the chunk when the deadline passes, and abandoned says that the
+// goroutine still owns sidx and the buffer (bp is nil then).
+func (c *chunked) decode(sidx []int) (bp *[]byte, found bool, err error, abandoned bool) {
 	if c.deadline <= 0 {
-		found, err = c.decodeNow(sidx, native)
-		return found, err, false
+		bp, found, err = c.decodeNow(sidx)
+		return bp, found, err, false
 	}
 	call, _ := deadlineCalls.Get().(*deadlineCall)
 	if call == nil {
@@ -285,15 +297,15 @@ func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, aban
 		call.t.Stop()
 	}
 	go func() {
-		f, e := c.decodeNow(sidx, native)
-		call.done <- deadlineResult{f, e}
+		b, f, e := c.decodeNow(sidx)
+		call.done <- deadlineResult{b, f, e}
 	}()
 	call.t.Reset(c.deadline)
 	select {
 	case r := <-call.done:
 		call.t.Stop()
 		deadlineCalls.Put(call)
-		return r.found, r.err, false
+		return r.bp, r.found, r.err, false
 	case <-call.t.C:
 		// The goroutine will still send on call.done: the call is never reused.
 	}
@@ -301,7 +313,7 @@ func (c *chunked) decode(sidx []int, native []byte) (found bool, err error, aban
 	if p, ok := c.arr.(presenceArray); ok {
 		err = p.ChunkError(sidx, err)
 	}
-	return false, err, true
+	return nil, false, err, true
 }
 
 // deadlineCall is the channel and timer of a read under a deadline, reused from one read to
@@ -312,17 +324,24 @@ type deadlineCall struct {
 }
 
 type deadlineResult struct {
+	bp    *[]byte
 	found bool
 	err   error
 }
 
 var deadlineCalls sync.Pool
 
-func (c *chunked) decodeNow(sidx []int, native []byte) (bool, error) {
-	if p, ok := c.arr.(presenceArray); ok {
-		return p.DecodeChunkFound(sidx, native)
+func (c *chunked) decodeNow(sidx []int) (*[]byte, bool, error) {
+	if f, ok := c.arr.(fetchingArray); ok && c.reads != nil {
+		return c.fetchDecode(f, sidx)
 	}
-	return true, c.arr.DecodeChunk(sidx, native)
+	defer slot(c.reads)()
+	bp := c.nativeBuf()
+	if p, ok := c.arr.(presenceArray); ok {
+		found, err := p.DecodeChunkFound(sidx, *bp)
+		return bp, found, err
+	}
+	return bp, true, c.arr.DecodeChunk(sidx, *bp)
 }
 
 // chunkCounts are the chunks decoded since the start and those among them that were not stored.

@@ -12,7 +12,8 @@
 // Sources have kind = "zarr" (registered with package config by this package). Keys, in
 // ocf-data-sampler's vocabulary:
 //
-//	store, variable                 the store (relative to the data root) and its data array
+//	store, variable                 the store (relative to the data root; or a URL, s3://,
+//	                                gs://, https://, readers/objstore) and its data array
 //	role                            "grid" (output [T, C, H, W]; default), "nwp" ([S, C, H, W])
 //	                                or "points" ([T, K]); see Dimensions below
 //	dims                            a table from a canonical axis to the store's dimension name,
@@ -35,6 +36,12 @@
 //	dropout_timedeltas_minutes, dropout_fraction
 //	                                with probability fraction, values after t0 + one of the
 //	                                (non-positive) timedeltas become NaN (grid, points)
+//	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 8 for a store in
+//	                                object storage, one per core for a local one) and the memory
+//	                                they may hold (default 256 MB); see fetch.go
+//	fetch_ahead_batches             anchor only: each Fill also prefetches the batch this many
+//	                                further in the rank's stream, in the background (default 4
+//	                                when a store is in object storage, else 0); see ahead.go
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]

@@ -99,6 +99,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	rs := j.state()
 	defer j.putState(rs)
 	j.prefetch(ctx, g, rs)
+	j.fetchAhead(g)
 	rs.segs = rs.segs[:0]
 	ns := len(j.srcs)
 	t0s := bytesAsInt64(tensors[ns])

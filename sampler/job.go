@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/readers/objstore"
 )
 
 // Options are the settings of a job that do not come from the configuration file.
 type Options struct {
-	// DataRoot is the directory store paths are relative to; default: the config file's folder.
+	// DataRoot is the directory (or the URL, readers/objstore) store paths are relative to;
+	// default: the config file's folder.
 	DataRoot string
 	// CacheMB overrides the anchor's cache_mb when > 0. Any size is accepted here (tests use
 	// tiny caches); shmloader holds its --cache-mb to cache_mb's range with CheckCacheMB.
@@ -63,7 +65,8 @@ type Job struct {
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
-	decodes        decodeQueue // the prefetches in progress, lowest batch first (prefetch.go)
+	decodes        decodeQueue   // the prefetches in progress, lowest batch first (prefetch.go)
+	ahead          *aheadFetcher // the background prefetch of batches ahead (ahead.go)
 	maxK           int
 	batches, exmpl uint64
 	segSum         uint64
@@ -86,6 +89,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	j.measureData()
+	j.shareDecodes()
 	if err := j.placeCentres(anchor); err != nil {
 		return nil, err
 	}
@@ -104,6 +108,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.chooseOrder(anchor, opt.Stream); err != nil {
 		return nil, err
 	}
+	j.ahead = newAheadFetcher(j.aheadBatches(anchor), opt.Stream)
 	return j, nil
 }
 
@@ -142,10 +147,7 @@ type opener struct {
 }
 
 func (o *opener) dataset(sp *Spec) (Dataset, error) {
-	p := sp.Store
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(o.opt.DataRoot, p)
-	}
+	p := objstore.Join(o.opt.DataRoot, sp.Store)
 	if d, ok := o.open[p]; ok {
 		return d, nil
 	}
@@ -445,8 +447,11 @@ func (j *Job) DataBytes() int64 { return j.dataBytes }
 // Cache is the job's chunk cache.
 func (j *Job) Cache() *Cache { return j.cache }
 
-// Close releases the cache's memory. No Fill may run afterwards.
-func (j *Job) Close() { j.cache.Close() }
+// Close stops fetching ahead and releases the cache's memory. No Fill may run afterwards.
+func (j *Job) Close() {
+	j.closeAhead()
+	j.cache.Close()
+}
 
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {

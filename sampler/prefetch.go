@@ -2,7 +2,6 @@ package sampler
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -113,9 +112,15 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 	return keys
 }
 
-// prefetch decodes, in parallel, the missing chunks of the grid and NWP windows of global
-// batch g (point data is small and left to the gather).
+// prefetch decodes, in parallel, the missing chunks of global batch g's windows (grid, NWP and
+// the points' nearest systems), when there are at least two.
 func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
+	j.prefetchBatch(ctx, g, rs, 2)
+}
+
+// prefetchBatch is prefetch for at least minChunks missing chunks (one when fetching ahead,
+// where even one chunk's request is worth starting early).
+func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minChunks int) {
 	keys := rs.keys[:0]
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
@@ -128,6 +133,8 @@ func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 				found = v.box(ex, &bx, rs.timeScratch(v.win.n))
 			case *nwpSource:
 				found = v.box(ex, &bx, rs.timeScratch(v.rule.window.n))
+			case *pointSource:
+				keys = v.addKeys(rs, ex, keys)
 			}
 			if found {
 				keys = addBoxKeys(s.data(), &bx, keys)
@@ -145,10 +152,10 @@ func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 		}
 	}
 	rs.keys = keys
-	workers := min(runtime.GOMAXPROCS(0), len(missing))
-	// Only when it helps (several chunks) and fits (loading more than the cache holds would
-	// evict what this very batch needs).
-	if workers < 2 || bytes > j.cache.Budget()/2 {
+	workers := min(j.prefetchWorkers(), len(missing))
+	// Only when it helps (several chunks, or any ahead) and fits (loading more than the cache
+	// holds would evict what this very batch needs).
+	if len(missing) < minChunks || workers < 1 || bytes > j.cache.Budget()/2 {
 		return
 	}
 	j.loadParallel(ctx, g, missing, workers)

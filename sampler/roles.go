@@ -273,6 +273,29 @@ func (p *pointSource) choose(rs *readerState, ex *example) error {
 	return nil
 }
 
+// addKeys adds the keys of the chunks the example's window of its k nearest systems touches
+// (prefetch: from object storage each chunk the gather misses costs a request's latency).
+func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uint64 {
+	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
+	if missing >= 0 || p.choose(rs, ex) != nil {
+		return keys // the gather reports it
+	}
+	c := p.c
+	ct, cs := c.chunks[0], c.chunks[1]
+	lastKt := -1
+	for step := 0; step < min(p.win.n, dropoutSteps(p.win, ex.cut[p.s.Index])); step++ {
+		kt := sp.index(step) / ct
+		if kt == lastKt {
+			continue
+		}
+		lastKt = kt
+		for _, sys := range rs.sel {
+			keys = append(keys, c.key(kt*c.gstride[0]+int(sys)/cs*c.gstride[1]))
+		}
+	}
+	return keys
+}
+
 func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
 	if missing >= 0 {

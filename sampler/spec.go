@@ -31,6 +31,15 @@ const (
 // before the source fails naming the chunk (a hung mount, a file that never delivers).
 const DefaultChunkDeadlineS = 60
 
+// DefaultFetchBufferMB is the default of fetch_buffer_mb: the memory a source's chunk reads in
+// flight may hold (each holds a compressed and a decoded chunk), which caps fetch_depth for
+// large chunks.
+const DefaultFetchBufferMB = 256
+
+// DefaultFetchAheadBatches is the default of fetch_ahead_batches when a store is in object
+// storage (ahead.go); with local stores only, the default is 0.
+const DefaultFetchAheadBatches = 4
+
 // Sampling modes (anchor source, key "sampling").
 const (
 	SampleAuto     = "auto"     // random if the decoded data fits in the cache, else locality
@@ -69,6 +78,8 @@ type Spec struct {
 	NaNPolicy     string
 	MissingChunks string    // MissingFill or MissingError
 	ChunkDeadline float64   // seconds a chunk read may take (0: no deadline)
+	FetchDepth    int       // chunk reads in flight at once (0: DefaultInFlight remote, GOMAXPROCS local)
+	FetchBufferMB int64     // bound on the bytes those reads hold (compressed and decoded)
 	NormaliseMean []float64 // per channel (or one value for points); empty = none
 	NormaliseStd  []float64
 
@@ -92,6 +103,7 @@ type Spec struct {
 	ResidentSegments   int // locality: segments resident at once (0 = from the cache budget)
 	SegmentSteps       int // locality: anchor time steps per segment (0 = automatic)
 	RotateEveryBatches int // locality: batches between two segment replacements
+	FetchAheadBatches  int // batches ahead whose chunks are prefetched (-1: the default, ahead.go)
 }
 
 // Steps is the number of time steps in the window.
@@ -370,7 +382,8 @@ func (d *specDecoder) normalisation() {
 	}
 }
 
-// chunkReads reads what a chunk that is missing or slow to read does.
+// chunkReads reads what a chunk that is missing or slow to read does, and how many chunk reads
+// may be in flight.
 func (d *specDecoder) chunkReads() {
 	s, t := d.s, d.t
 	s.MissingChunks = t.String("missing_chunks", MissingFill)
@@ -381,6 +394,8 @@ func (d *specDecoder) chunkReads() {
 	if !(s.ChunkDeadline >= 0 && s.ChunkDeadline <= 1e6) {
 		d.bad("chunk_deadline_s", "%v is out of range; expected seconds in [0, 1e6] (0: no deadline)", s.ChunkDeadline)
 	}
+	s.FetchDepth = int(t.Int("fetch_depth", 0, 0, 4096))
+	s.FetchBufferMB = t.Int("fetch_buffer_mb", DefaultFetchBufferMB, 1, 1<<20)
 }
 
 // dropout reads the optional dropout of the latest steps.
@@ -420,6 +435,7 @@ func (d *specDecoder) anchorKeys() {
 	s.ResidentSegments = int(t.Int("resident_segments", 0, 0, 1<<16))
 	s.SegmentSteps = int(t.Int("segment_steps", 0, 0, 1<<24))
 	s.RotateEveryBatches = int(t.Int("rotate_every_batches", 8, 1, 1<<24))
+	s.FetchAheadBatches = int(t.Int("fetch_ahead_batches", -1, 0, 1<<16))
 	s.Locations = t.String("locations", "")
 }
 

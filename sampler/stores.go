@@ -175,6 +175,8 @@ func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, dimMap, *chunked
 	if err != nil {
 		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
 	}
+	c.remote = isRemote(ds)
+	c.limitReads(fetchDepth(sp, c.remote, int64(c.elems*c.itemLen)))
 	return arr, m, c, nil
 }
 

@@ -62,3 +62,6 @@ func NodeStreams(nodeRank, localWorld, worldSize int) ([]Stream, error) {
 
 // NodeOf is the node rank whose NodeStreams include global rank rank (localWorld >= 1).
 func NodeOf(rank, localWorld int) int { return rank / max(localWorld, 1) }
+
+// Ahead is the global index of the batch a steps after global batch g in this rank's stream.
+func (s Stream) Ahead(g, a uint64) uint64 { return g + a*max(s.WorldSize, 1) }

@@ -2,32 +2,53 @@ package sampler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
+	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
-// OpenZarr opens the Zarr store at path (a directory or a zip archive, opened by
-// readers/zarr): its hierarchy from the consolidated metadata when present. Nothing but
-// metadata is read.
+// OpenZarr opens the Zarr store at path (a directory, a zip archive or a URL, opened by
+// readers/objstore): its hierarchy from the consolidated metadata when present. Nothing but
+// metadata is read. A store that can neither list its keys nor has consolidated metadata (an
+// https:// store written without consolidation) opens its arrays one by one, by name.
 func OpenZarr(path string) (Dataset, error) {
-	h, err := zarr.OpenPath(path)
+	store, err := objstore.OpenStore(path, objstore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open zarr store %s: %w", path, err)
 	}
-	return &zarrDataset{path: path, h: h}, nil
+	d := &zarrDataset{path: path, store: store}
+	if d.h, err = zarr.Open(store); err != nil {
+		if _, lists := store.(zarr.Lister); lists || !errors.Is(err, zarr.ErrUnsupported) {
+			zarr.CloseStore(store)
+			return nil, fmt.Errorf("open zarr store %s: %w", path, err)
+		}
+		d.h = nil
+	}
+	return d, nil
 }
 
 type zarrDataset struct {
-	path string
-	h    *zarr.Hierarchy
+	path  string
+	store zarr.Store
+	h     *zarr.Hierarchy // nil: arrays are opened by name (no listing, no consolidated metadata)
 }
 
 func (d *zarrDataset) String() string { return d.path }
 
+// remote reports whether the store is in object storage (chunk reads are I/O-bound).
+func (d *zarrDataset) remote() bool { return objstore.IsRemote(d.store) }
+
 func (d *zarrDataset) Array(name string) (Array, error) {
-	a, err := d.h.OpenArray(name)
+	var a *zarr.Array
+	var err error
+	if d.h != nil {
+		a, err = d.h.OpenArray(name)
+	} else {
+		a, err = zarr.OpenArray(d.store, name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +114,20 @@ func (z *zarrArray) DecodeChunkFound(idx []int, dst []byte) (bool, error) {
 	}
 	return found, nil
 }
+
+// FetchChunk reads chunk idx's stored bytes without decoding them (fetchingArray).
+func (z *zarrArray) FetchChunk(idx []int, buf []byte) ([]byte, bool, error) {
+	return z.a.FetchChunk(idx, buf)
+}
+
+// DecodeFetched decodes FetchChunk's bytes into dst (fetchingArray).
+func (z *zarrArray) DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	return z.a.DecodeFetched(idx, raw, found, dst)
+}
+
+// rawChunkBytes bounds a chunk's stored size for the read buffers (fetchingArray): its
+// decoded size and a margin for a codec's framing of data that does not compress.
+func (z *zarrArray) rawChunkBytes() int { n := z.a.ChunkBytes(); return n + n/16 + 4096 }
 
 // MissingChunkError names the store, the array and the key of chunk idx, which is not stored.
 func (z *zarrArray) MissingChunkError(idx []int) error { return z.a.ChunkError(idx, nil) }

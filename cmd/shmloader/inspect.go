@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
@@ -28,7 +29,7 @@ func cmdInspect(args []string) int {
 	if _, err := lf.logger("inspect"); err != nil {
 		return usageError("inspect", err)
 	}
-	h, under, err := zarr.OpenNodePath(pos[0])
+	h, under, err := objstore.OpenNodePath(pos[0])
 	if err != nil {
 		return failure("inspect", err)
 	}

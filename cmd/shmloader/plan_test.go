@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/internal/s3test"
 	"github.com/gobatch/gobatch/sampler"
 )
 
@@ -52,5 +53,35 @@ func TestPlanNowcast(t *testing.T) {
 	}
 	if _, err := makePlan(cfg, sourceFlags{dataRoot: t.TempDir(), world: 1}, sampler.Stream{WorldSize: 1}); err == nil || !strings.Contains(err.Error(), "source[0].store") {
 		t.Fatalf("empty data root: %v", err)
+	}
+}
+
+// TestPlanRemote plans the preset over the nowcast-ref stores served by a real S3 server
+// (data root s3://nowcast): the report equals the one from disk but for the store names.
+func TestPlanRemote(t *testing.T) {
+	dir := nowcastDir(t)
+	s := s3test.Serve(t, map[string]string{"nowcast": dir})
+	s3test.SetEnv(t, s.URL)
+	cfg, err := config.Load("../../presets/nowcast.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := makePlan(cfg, sourceFlags{dataRoot: dir, world: 1, cacheMB: 64}, sampler.Stream{WorldSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := makePlan(cfg, sourceFlags{dataRoot: "s3://nowcast", world: 1, cacheMB: 64}, sampler.Stream{WorldSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Sources {
+		if !strings.HasPrefix(got.Sources[i].Store, "s3://nowcast/") {
+			t.Fatalf("source %d store %q", i, got.Sources[i].Store)
+		}
+		got.Sources[i].Store = want.Sources[i].Store
+	}
+	got.DataRoot = want.DataRoot
+	if g, w := got.text(), want.text(); g != w {
+		t.Fatalf("plan over S3:\n%s\nwant (from disk):\n%s", g, w)
 	}
 }

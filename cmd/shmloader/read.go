@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
@@ -20,7 +21,7 @@ func cmdRead(args []string) int {
 	out := fs.String("out", "", "the .npy file to write (required; \"-\" for stdout)")
 	box := fs.String("box", "", "the region to read, one START:STOP per dimension, open ends allowed, e.g. 0:10,:,5: (default: the whole array)")
 	cf := fs.Bool("cf", false, "CF-decode: scale_factor, add_offset, _FillValue/missing_value -> NaN, as float32; CF time coordinates as datetime64[ns]")
-	parallel := fs.Int("parallel", 0, "chunks decoded at once (0: GOMAXPROCS)")
+	parallel := fs.Int("parallel", 0, "chunks decoded at once (0: GOMAXPROCS; for a remote store, objstore.DefaultInFlight requests in flight)")
 	bench := fs.Int("bench", 0, "benchmark: read the region N times and print each read's seconds to stderr as JSON")
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
@@ -39,7 +40,7 @@ func cmdRead(args []string) int {
 	if err != nil {
 		return usageError("read", err)
 	}
-	a, err := zarr.OpenArrayPath(pos[0])
+	a, err := objstore.OpenArrayPath(pos[0])
 	if err != nil {
 		return failure("read", err)
 	}
@@ -48,7 +49,10 @@ func cmdRead(args []string) int {
 		return usageError("read", fmt.Errorf("array %s: %w", arrayName(a), err))
 	}
 	par := *parallel
-	if par == 0 {
+	switch {
+	case par == 0 && objstore.IsRemote(a.Store):
+		par = objstore.DefaultInFlight // fetching is I/O-bound: more requests than cores
+	case par == 0:
 		par = -1 // GOMAXPROCS
 	}
 	req := boxRequest{a: a, start: start, stop: stop, cf: *cf, parallel: par}

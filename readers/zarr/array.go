@@ -439,36 +439,112 @@ func (a *Array) decodeChunk(idx []int, dst []byte) error {
 func (a *Array) decodeChunkFound(idx []int, dst []byte) (bool, error) {
 	sc := getScratch()
 	defer putScratch(sc)
+	raw, found, err := a.fetchChunk(idx, sc.buf[0], sc)
+	if err != nil {
+		return true, err
+	}
+	if found {
+		keepReadBuf(a.Store, sc, raw)
+	}
+	return found, a.decodeFetched(idx, raw, found, dst)
+}
+
+// FetchChunk reads the stored bytes of the chunk with grid index idx (for a sharded array,
+// its inner chunk, by range reads after its shard's index) into buf, grown as needed, without
+// decoding them: DecodeFetched does. found is false when the chunk is not stored. raw is buf
+// (or a grown copy) when the store reads into buffers (BufferedStore), else the store's own
+// memory, which must not be written. Fetching and decoding apart lets a reader keep many
+// reads of a remote store in flight while it decodes on as many goroutines as it has cores.
+func (a *Array) FetchChunk(idx []int, buf []byte) (raw []byte, found bool, err error) {
+	if err := a.checkChunkRead(idx); err != nil {
+		return nil, false, err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	return a.fetchChunk(idx, buf, sc)
+}
+
+// DecodeFetched decodes what FetchChunk returned for chunk idx into dst, which must hold
+// ChunkBytes() bytes (native element type in host byte order, C order); a chunk not found
+// reads as the fill value.
+func (a *Array) DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	if err := a.checkChunkRead(idx); err != nil {
+		return err
+	}
+	if len(dst) < a.ChunkBytes() {
+		return &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("chunk %v: %d-byte destination for a %d-byte chunk", idx, len(dst), a.ChunkBytes())}
+	}
+	return a.decodeFetched(idx, raw, found, dst[:a.ChunkBytes()])
+}
+
+// checkChunkRead refuses what the chunk-level reads cannot do: strings, a bad index.
+func (a *Array) checkChunkRead(idx []int) error {
+	if a.DType.variable() {
+		return &Error{Store: a.Store.String(), Path: a.Path, Err: fmt.Errorf("DecodeChunk on a variable-length string array: use ReadStrings: %w", ErrUnsupported)}
+	}
+	if err := a.checkIndex(idx); err != nil {
+		return &Error{Store: a.Store.String(), Path: a.Path, Err: err}
+	}
+	return nil
+}
+
+// fetchChunk reads chunk idx's stored bytes into buf (sc: scratch for a shard's index).
+func (a *Array) fetchChunk(idx []int, buf []byte, sc *scratch) ([]byte, bool, error) {
 	if a.shard != nil {
-		return a.decodeInner(idx, dst, sc)
+		return a.fetchInner(idx, buf, sc)
 	}
 	kb := keyBufs.Get().(*keyBuf)
 	defer keyBufs.Put(kb)
 	k := a.appendKey(kb.b[:0], idx, a.keys.sep)
-	raw, err := readKey(a.Store, k, 0, -1, sc.buf[0])
+	raw, err := readKey(a.Store, k, 0, -1, buf)
 	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
 		k = a.appendKey(kb.b[:0], idx, '/')
-		raw, err = readKey(a.Store, k, 0, -1, sc.buf[0])
+		raw, err = readKey(a.Store, k, 0, -1, buf)
 		if errors.Is(err, ErrNotFound) {
 			k = a.appendKey(kb.b[:0], idx, '.')
 		}
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			fillElems(dst, a.FillValue)
-			return false, nil
+			return nil, false, nil
 		}
-		return true, withContext(a.Store.String(), a.Path, string(k), err)
+		return nil, true, withContext(a.Store.String(), a.Path, string(k), err)
 	}
-	keepReadBuf(a.Store, sc, raw)
-	if err := a.pipe.decode(raw, dst); err != nil {
-		return true, withContext(a.Store.String(), a.Path, string(k), err)
-	}
-	return true, nil
+	return raw, true, nil
 }
 
-// decodeInner reads one inner chunk of a shard with range reads.
-func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) (bool, error) {
+// decodeFetched decodes fetchChunk's raw bytes of chunk idx into dst (the fill value when
+// not found).
+func (a *Array) decodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	if !found {
+		fillElems(dst, a.FillValue)
+		return nil
+	}
+	if a.shard == nil {
+		if err := a.pipe.decode(raw, dst); err != nil {
+			return withContext(a.Store.String(), a.Path, a.ChunkKeyOf(idx), err)
+		}
+		return nil
+	}
+	if err := a.shard.inPipe.decode(raw, dst); err != nil {
+		sidx, local := a.shardOf(idx)
+		return withContext(a.Store.String(), a.Path, a.ChunkKeyOf(sidx), fmt.Errorf("inner chunk %v: %w", local, err))
+	}
+	return nil
+}
+
+// shardOf splits an inner chunk's grid index into its shard's and its place in the shard.
+func (a *Array) shardOf(idx []int) (sidx, local []int) {
+	sidx, local = make([]int, len(idx)), make([]int, len(idx))
+	for d := range idx {
+		sidx[d], local[d] = idx[d]/a.shard.cps[d], idx[d]%a.shard.cps[d]
+	}
+	return sidx, local
+}
+
+// fetchInner reads one inner chunk of a shard with range reads: the shard's index (cached),
+// then the chunk.
+func (a *Array) fetchInner(idx []int, buf []byte, sc *scratch) ([]byte, bool, error) {
 	s := a.shard
 	var sidx, local [MaxDims]int
 	k := 0
@@ -491,14 +567,13 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) (bool, error) {
 		ix = a.idxCache[ck]
 		a.idxMu.Unlock()
 		if ix != nil && len(ix) == 0 {
-			fillElems(dst, a.FillValue) // the shard is not stored
-			return false, nil
+			return nil, false, nil // the shard is not stored
 		}
 	}
 	if ix == nil {
 		var err error
 		if ix, err = a.readShardIndex(kb, sc); err != nil {
-			return true, err
+			return nil, true, err
 		}
 		if cacheable {
 			a.idxMu.Lock()
@@ -509,27 +584,21 @@ func (a *Array) decodeInner(idx []int, dst []byte, sc *scratch) (bool, error) {
 			a.idxMu.Unlock()
 		}
 		if len(ix) == 0 {
-			fillElems(dst, a.FillValue)
-			return false, nil
+			return nil, false, nil
 		}
 	}
 	o, n, ok, err := s.innerRange(ix, k, -1)
 	if err != nil {
-		return true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
+		return nil, true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", err))
 	}
 	if !ok {
-		fillElems(dst, a.FillValue)
-		return false, nil
+		return nil, false, nil
 	}
-	raw, err := readKey(a.Store, kb, o, n, sc.buf[0])
+	raw, err := readKey(a.Store, kb, o, n, buf)
 	if err != nil {
-		return true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
+		return nil, true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
 	}
-	keepReadBuf(a.Store, sc, raw)
-	if err := s.inPipe.decode(raw, dst); err != nil {
-		return true, withContext(a.Store.String(), a.Path, string(kb), fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err))
-	}
-	return true, nil
+	return raw, true, nil
 }
 
 // keepReadBuf keeps a grown read buffer for reuse, but only when the store filled our

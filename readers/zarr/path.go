@@ -80,6 +80,13 @@ func displayPath(given, abs string) string {
 	return abs
 }
 
+// OpenStore opens the local store at root: a directory, or a zip archive (a regular file),
+// which the caller closes (CloseStore) when done.
+func OpenStore(root string) (Store, error) { return openRoot(root) }
+
+// CloseStore closes a store that holds a resource (a zip archive's file); others are left.
+func CloseStore(s Store) { closeStore(s) }
+
 // openRoot opens the store at root: a directory, or a zip archive (a regular file).
 func openRoot(root string) (Store, error) {
 	st, err := os.Stat(root)
@@ -112,16 +119,25 @@ func OpenNodePath(p string) (*Hierarchy, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	h, err := Open(store)
+	h, err := OpenNodeIn(store, root, node)
 	if err != nil {
 		closeStore(store)
 		return nil, "", err
 	}
-	if node != "" && h.Node(node) == nil {
-		closeStore(store)
-		return nil, "", fmt.Errorf("store %s: no node %q", root, node)
-	}
 	return h, node, nil
+}
+
+// OpenNodeIn opens the hierarchy of store (named root in messages), in which node ("" for
+// the root) must exist. It is OpenNodePath for a store opened elsewhere (readers/objstore).
+func OpenNodeIn(store Store, root, node string) (*Hierarchy, error) {
+	h, err := Open(store)
+	if err != nil {
+		return nil, err
+	}
+	if node != "" && h.Node(node) == nil {
+		return nil, fmt.Errorf("store %s: no node %q", root, node)
+	}
+	return h, nil
 }
 
 // OpenArrayPath opens the array that the path p (STORE/ARRAY, see SplitPath) names.
@@ -138,14 +154,17 @@ func OpenArrayPath(p string) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := openArrayIn(store, root, node)
+	a, err := OpenArrayIn(store, root, node)
 	if err != nil {
 		closeStore(store)
 	}
 	return a, err
 }
 
-func openArrayIn(store Store, root, node string) (*Array, error) {
+// OpenArrayIn opens array node of store (named root in messages) as OpenArrayPath does: from
+// the array's own metadata, else from the store's hierarchy, whose error names the arrays
+// there are. It is OpenArrayPath for a store opened elsewhere (readers/objstore).
+func OpenArrayIn(store Store, root, node string) (*Array, error) {
 	a, err := OpenArray(store, node)
 	if err == nil || !errors.Is(err, ErrNotFound) {
 		return a, err

@@ -1,0 +1,127 @@
+package sampler
+
+import (
+	"runtime"
+
+	"github.com/gobatch/gobatch/readers/objstore"
+)
+
+// Chunk reads in flight. Decoding a chunk from a local disk is CPU-bound: a prefetch runs one
+// read per core. Reading one from object storage is I/O-bound (tens of milliseconds per
+// request, little CPU): a prefetch keeps fetch_depth reads in flight, far more than the cores.
+// A chunk load is therefore two steps with separate bounds: fetching its stored bytes
+// (FetchChunk; at most fetch_depth per source, each into a buffer of the source's free list,
+// within fetch_buffer_mb), then decoding them (DecodeFetched; at most GOMAXPROCS at once in
+// the whole job, so that decodes run to completion on warm caches instead of dozens
+// interleaving, each with its own chunk-sized buffers). Whoever starts a load obeys both:
+// prefetches of several readers, the background prefetch ahead, gathers.
+
+// remoteDataset is implemented by datasets whose store is in object storage.
+type remoteDataset interface{ remote() bool }
+
+// isRemote reports whether ds's store is in object storage.
+func isRemote(ds Dataset) bool {
+	r, ok := ds.(remoteDataset)
+	return ok && r.remote()
+}
+
+// fetchDepth is source sp's bound on chunk reads in flight: fetch_depth, else
+// objstore.DefaultInFlight for a remote store and GOMAXPROCS for a local one; at most as many
+// as fetch_buffer_mb holds, at least one.
+func fetchDepth(sp *Spec, remote bool, nativeChunkBytes int64) int {
+	depth := sp.FetchDepth
+	if depth == 0 {
+		depth = runtime.GOMAXPROCS(0)
+		if remote {
+			depth = objstore.DefaultInFlight
+		}
+	}
+	if perRead := 2 * max(nativeChunkBytes, 1); int64(depth)*perRead > sp.FetchBufferMB<<20 {
+		depth = int(sp.FetchBufferMB << 20 / perRead)
+	}
+	return max(depth, 1)
+}
+
+// fetchingArray is implemented by arrays that can fetch a chunk's stored bytes and decode them
+// in two steps (the store-backed arrays).
+type fetchingArray interface {
+	FetchChunk(idx []int, buf []byte) (raw []byte, found bool, err error)
+	DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error
+	rawChunkBytes() int
+}
+
+// limitReads bounds the source's chunk reads in flight to depth.
+func (c *chunked) limitReads(depth int) {
+	c.depth = depth
+	c.reads = make(chan struct{}, depth)
+	c.rawBufs = make(chan []byte, depth)
+}
+
+// shareDecodes gives every source the job's decode slots: one per core.
+func (j *Job) shareDecodes() {
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, s := range j.srcs {
+		s.data().decodes = slots
+	}
+}
+
+// slot waits for a place in sem (nil: no bound); the returned func gives it back.
+func slot(sem chan struct{}) func() {
+	if sem == nil {
+		return func() {}
+	}
+	sem <- struct{}{}
+	return func() { <-sem }
+}
+
+// fetchDecode loads chunk sidx in the two bounded steps, into a native buffer taken only for
+// the decode (a read waiting on the network holds its compressed bytes, not a decoded chunk).
+func (c *chunked) fetchDecode(f fetchingArray, sidx []int) (*[]byte, bool, error) {
+	done := slot(c.reads)
+	var buf []byte
+	select {
+	case buf = <-c.rawBufs:
+	default:
+		buf = make([]byte, 0, f.rawChunkBytes())
+	}
+	raw, found, err := f.FetchChunk(sidx, buf)
+	done()
+	bp := c.nativeBuf() // an error returns it unused
+	if err == nil {
+		done = slot(c.decodes)
+		err = f.DecodeFetched(sidx, raw, found, *bp)
+		done()
+	}
+	if cap(raw) > 0 && &raw[:1][0] == &buf[:1][0] { // our buffer (not the store's memory): reuse it
+		select {
+		case c.rawBufs <- raw[:0]:
+		default:
+		}
+	}
+	return bp, found, err
+}
+
+// aheadBatches is how far ahead the job prefetches: the anchor's fetch_ahead_batches, else
+// DefaultFetchAheadBatches when a source's store is in object storage, and 0 (off) when all
+// are local (a local miss costs a decode, which the gather's own prefetch parallelises).
+func (j *Job) aheadBatches(anchor *Spec) int {
+	if anchor.FetchAheadBatches >= 0 {
+		return anchor.FetchAheadBatches
+	}
+	for _, s := range j.srcs {
+		if s.data().remote {
+			return DefaultFetchAheadBatches
+		}
+	}
+	return 0
+}
+
+// prefetchWorkers is how many goroutines a prefetch runs: enough for the source with the most
+// reads in flight, and one per core at least.
+func (j *Job) prefetchWorkers() int {
+	n := runtime.GOMAXPROCS(0)
+	for _, s := range j.srcs {
+		n = max(n, s.data().depth)
+	}
+	return n
+}

@@ -1,0 +1,131 @@
+package sampler
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/internal/faultproxy"
+	"github.com/gobatch/gobatch/internal/s3test"
+)
+
+// TestRemoteStoresEqualDisk fills batches of the preset from the nowcast-ref stores served by
+// a real S3 server behind a proxy adding 5 ms per request: they equal the batches from disk
+// byte for byte, and the prefetch kept more reads in flight than there are cores, never more
+// than the sources' fetch_depth allows.
+func TestRemoteStoresEqualDisk(t *testing.T) {
+	dir := nowcastData(t, "0.25", 64)
+	srv := s3test.Serve(t, map[string]string{"nowcast": dir})
+	p, err := faultproxy.Start("127.0.0.1:0", srv.URL, faultproxy.Config{Delay: 5 * time.Millisecond, Every503: 17})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s3test.SetEnv(t, p.URL())
+	const depth = 6
+	withDepth := func(cfg *config.Config) {
+		for _, s := range cfg.Sources {
+			s.Spec.(*Spec).FetchDepth = depth
+		}
+	}
+	local, err := NewJob(loadPreset(t, nil), Options{DataRoot: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	remote, err := NewJob(loadPreset(t, withDepth), Options{DataRoot: "s3://nowcast"})
+	if err != nil {
+		t.Fatalf("open the preset over s3://nowcast: %v", err)
+	}
+	defer remote.Close()
+	want := fillRange(t, local, 0, 4, 2)
+	got := fillRange(t, remote, 0, 4, 2)
+	for b := range want {
+		if !bytes.Equal(got[b], want[b]) {
+			t.Fatalf("batch %d through S3 differs from the batch from disk", b)
+		}
+	}
+	st := p.Stats()
+	if st.Faults == 0 {
+		t.Fatal("no 503 injected")
+	}
+	if st.MaxInFlight <= int64(runtime.GOMAXPROCS(0)) || st.MaxInFlight > int64(depth*len(remote.srcs)) {
+		t.Fatalf("%d requests in flight at most; want more than GOMAXPROCS (%d), at most fetch_depth %d x %d sources",
+			st.MaxInFlight, runtime.GOMAXPROCS(0), depth, len(remote.srcs))
+	}
+	t.Logf("%d requests (%d bytes), at most %d in flight", st.Requests, st.Bytes, st.MaxInFlight)
+}
+
+// TestFetchDepth: fetch_depth as given, else objstore's default for a remote store and one
+// read per core for a local one; fetch_buffer_mb caps it for large chunks.
+func TestFetchDepth(t *testing.T) {
+	if isRemote(&zarrDataset{store: mustStore(t, t.TempDir())}) {
+		t.Fatal("a directory store counts as remote")
+	}
+	for _, tc := range []struct {
+		depth    int
+		bufferMB int64
+		remote   bool
+		chunk    int64
+		want     int
+	}{
+		{0, 256, false, 1 << 20, runtime.GOMAXPROCS(0)},
+		{0, 256, true, 1 << 20, 8},
+		{10, 256, true, 1 << 20, 10},
+		{32, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
+		{0, 1, true, 32 << 20, 1},
+	} {
+		sp := &Spec{FetchDepth: tc.depth, FetchBufferMB: tc.bufferMB}
+		if got := fetchDepth(sp, tc.remote, tc.chunk); got != tc.want {
+			t.Errorf("fetch_depth %d, fetch_buffer_mb %d, remote %v, %d-byte chunks: %d reads in flight, want %d",
+				tc.depth, tc.bufferMB, tc.remote, tc.chunk, got, tc.want)
+		}
+	}
+}
+
+// TestFetchAhead: a Fill starts the prefetch of the batch fetch_ahead_batches further in the
+// rank's stream, whose own Fill then finds every chunk cached; off (the local default), it
+// decodes them itself. Batches are the same either way.
+func TestFetchAhead(t *testing.T) {
+	stream := Stream{Rank: 1, WorldSize: 2}
+	ref, _ := newMemJob(t, smallMem, "", Options{Stream: stream})
+	if ref.ahead.batches != 0 {
+		t.Fatalf("fetching ahead is on (%d batches) for local stores", ref.ahead.batches)
+	}
+	want := fillStream(t, ref, stream, 0, 1, 1) // stream batch 0: global 1
+	misses := ref.Cache().Stats().Misses
+	if _, err := fillOne(ref, stream.Global(3)); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Cache().Stats().Misses == misses {
+		t.Skip("batch 3 needs no chunk batch 0 did not: nothing to fetch ahead in this data")
+	}
+
+	j, _ := newMemJob(t, smallMem, "", Options{Stream: stream})
+	j.ahead = newAheadFetcher(3, stream)
+	got := fillStream(t, j, stream, 0, 1, 1)
+	if !bytes.Equal(got[0], want[0]) {
+		t.Fatal("batch 0 differs when fetching ahead")
+	}
+	j.waitAhead()       // the prefetch of stream batch 3 (global 7)
+	j.ahead.batches = 0 // and none from the next Fill, whose misses would count below
+	before := j.Cache().Stats().Misses
+	buf, err := fillOne(j, stream.Global(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := j.Cache().Stats().Misses - before; m != 0 {
+		t.Fatalf("stream batch 3 decoded %d chunks itself; fetching ahead should have loaded them", m)
+	}
+	wantBuf, _ := fillOne(ref, stream.Global(3))
+	if !bytes.Equal(bytes.Join(buf, nil), bytes.Join(wantBuf, nil)) {
+		t.Fatal("stream batch 3 differs when fetched ahead")
+	}
+}
+
+func fillOne(j *Job, g uint64) ([][]byte, error) {
+	buf := batchBuf(j)
+	return buf, j.Fill(ctx, g, buf)
+}
