@@ -72,7 +72,8 @@ func (s *ReadSlot) Payload() []byte { return s.c.r.slotPayload(s.slot) }
 
 // Next returns the next batch in stream order, waiting for it. It returns io.EOF after the
 // last batch of a bounded stream; a *ProducerError when a producer recorded an error; a
-// *ProducerDiedError when a registered producer died; a *TruncatedError when every producer
+// *ProducerDiedError when a registered producer died and no live producer is left to take its
+// batches over, or none did within takeoverGrace (PROTOCOL.md 3.5, 3.7); a *TruncatedError when every producer
 // finished before this batch; ctx's error when ctx ends (checked at least every 100 ms).
 // A ready batch is delivered before any of these errors.
 func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
