@@ -29,7 +29,7 @@ type Producer struct {
 	mu       sync.Mutex
 	taken    []uint64      // batches taken over, not yet handed to a writer, ascending
 	scanning atomic.Bool   // a takeover scan is running
-	nextScan atomic.Uint64 // monoNs of the claim path's next takeover scan
+	nextScan atomic.Uint64 // scanClock time of the claim path's next takeover scan
 	tookOver atomic.Int64  // dead entries this producer marked RECLAIMED
 }
 

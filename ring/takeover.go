@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // Batch claims and their takeover (PROTOCOL.md 3.2 steps 1-2, 3.7). A producer holds batch j
@@ -130,10 +131,14 @@ func (p *Producer) takeoverScan() {
 	}
 }
 
+// scanClock is the clock of the claim path's scan schedule: the runtime's monotonic clock
+// (vDSO), not monoNs, whose clock_gettime is a system call on every Claim.
+var scanClock = time.Now()
+
 // maybeScan runs the takeover scan when the last one in the claim path is a wait slice old,
 // so that a producer without a watchdog takes part too (PROTOCOL.md 3.7).
 func (p *Producer) maybeScan() {
-	now := monoNs()
+	now := uint64(time.Since(scanClock))
 	next := p.nextScan.Load()
 	if now >= next && p.nextScan.CompareAndSwap(next, now+uint64(waitSlice)) {
 		p.takeoverScan()

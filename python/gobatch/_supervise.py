@@ -130,7 +130,7 @@ class Supervisor:
         mm = self._mm()
         held = set(held_batches(mm, self._slots, pid)) if mm is not None else set()
         cause = f"shmloader pid {pid} was killed by {_signal_name(code)}"
-        holding = (", holding batch " + ", ".join(self._batch_name(j) for j in sorted(held))) if held else ", holding no batch"
+        holding = (", holding " + ", ".join(self._batch_name(j) for j in sorted(held))) if held else ", holding no batch"
         while self._times and t_seen - self._times[0] > self._window_s:
             self._times.popleft()
         spent = len(self._times) >= self._restarts
