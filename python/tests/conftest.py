@@ -32,15 +32,3 @@ def memfd() -> Iterator[int]:
     fd = os.memfd_create("gobatch-test", os.MFD_CLOEXEC)
     yield fd
     os.close(fd)
-
-
-@pytest.fixture
-def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private GOBATCH_SHM_DIR for the fault trials (no failpoint armed in this process's
-    environment); it must be empty after the test: nothing left behind."""
-    d = tmp_path / "shm"
-    d.mkdir()
-    monkeypatch.setenv("GOBATCH_SHM_DIR", str(d))
-    monkeypatch.delenv("GOBATCH_FAILPOINT", raising=False)
-    yield d
-    assert list(d.iterdir()) == [], f"left behind: {list(d.iterdir())}"
