@@ -179,7 +179,8 @@ def test_deterministic_crash_ends_with_the_batch(shm, readers):
                         check_batch(batch, cfg, k)
                         k += 1
             took = time.monotonic() - t0
-            assert k == 37, f"{k} batches delivered before the error, want the 37 before batch 37"
+            # With two readers batch 36 may be in flight at every death too: then it never comes.
+            assert k == 37 or readers > 1 and k == 36, f"{k} batches delivered before the error, want 37"
             if readers == 1:
                 assert f"stream batch 37, which its predecessor pid {first} died" in str(ei.value)
             assert ei.value.exit_code == -signal.SIGKILL
