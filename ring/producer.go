@@ -120,6 +120,7 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 		p.release()
 		return nil, err
 	}
+again:
 	i := j % r.slots
 	lap := r.lapOf(j)
 	w, waiters := r.slotState(i), r.slotWaiters(i)
@@ -132,6 +133,13 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 	if atomic.LoadUint32(w) != want {
 		t0 = monoNs()
 		for !waitRound(w, waiters, want, sliceFor(ctx), r.Spin) {
+			// A smaller batch taken over from a dead producer may be what frees this slot (the
+			// consumer can hold this slot's batch while it waits for that one): produce it first
+			// and leave this claim, still recorded as this process's, to the next writer.
+			if k, ok := p.swapTaken(j); ok {
+				j, taken = k, true
+				goto again
+			}
 			if err := p.waitCheck(ctx); err != nil {
 				if atomic.LoadUint32(w) == want {
 					break

@@ -164,6 +164,20 @@ func (p *Producer) popTaken() (uint64, bool) {
 	return j, true
 }
 
+// swapTaken trades this writer's claim j, not yet begun, for a smaller batch taken over, if
+// there is one (PROTOCOL.md 3.7: taken-over batches come first).
+func (p *Producer) swapTaken(j uint64) (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.taken) == 0 || p.taken[0] >= j {
+		return 0, false
+	}
+	k := p.taken[0]
+	p.taken[0] = j
+	slices.Sort(p.taken)
+	return k, true
+}
+
 // TookOver returns the number of dead producers whose claims this producer took over.
 func (p *Producer) TookOver() int { return int(p.tookOver.Load()) }
 
