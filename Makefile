@@ -66,8 +66,9 @@ py-test: tools
 # states through GOBATCH_FAILPOINT, named rings squatted, followed and truncated, FAULT_REPS times
 # each. tools/faultns.py runs every trial (each Go fault test, each test id of
 # python/tests/test_faults_*.py) in its own mount namespace with a private /dev/shm, bounded by
-# FAULT_TIMEOUT seconds; prints one FAULT line per trial with its count and worst latency, and a
-# FAULTNS line with each trial's verdict.
+# FAULT_TIMEOUT seconds; prints one FAULT line per trial with its count and worst latency (for
+# producer deaths, 3.7: the takeover or restart and the longest wait for a batch, every batch
+# checked exactly once and in order), and a FAULTNS line with each trial's verdict.
 FAULT_REPS ?= 20
 FAULT_TIMEOUT ?= 300
 faults: build pyinstall

@@ -50,6 +50,9 @@ struct gb_ring {
     /* Per slot: lap + 1 of the batch this consumer holds there (READING), 0 when none. Slots
      * are released in any order (PROTOCOL.md 3.3 step 4). */
     uint32_t held_lap[GB_MAX_SLOTS];
+    /* When this consumer first saw each registry entry dead while live producers were left to
+     * take its claims over (0: not seen dead; section 3.5 step 2, takeover_grace). */
+    int64_t dead_since[GB_MAX_PRODUCERS];
     gb_geometry g;
     gb_tensor tensors[GB_MAX_TENSORS];
     char err[1600];
@@ -735,24 +738,45 @@ static int error_check(gb_ring *r) {
     return GB_OK;
 }
 
-/* 3.5 step 2: a registered producer that died. GB_OK when none did; *any_live says whether an
- * entry is ACTIVE or CLAIMING. */
+/* 3.5 step 2: a registered producer that died. With live producers left it is theirs to take
+ * over (section 3.7): an error only once it is still not RECLAIMED takeover_grace after this
+ * consumer first saw it dead. With none left it is an error at once, and the consumer's position
+ * stays where it is (a supervisor may start a joining producer and call gb_next again).
+ * GB_OK when there is nothing to report; *any_live says whether an entry is ACTIVE or CLAIMING
+ * and alive. */
 static int death_scan(gb_ring *r, bool *any_live) {
     *any_live = false;
+    uint32_t dead_pid[GB_MAX_PRODUCERS] = {0};
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
         size_t off = ENTRY_FIELD(e, 0);
-        uint32_t st = atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst);
+        uint64_t word = atomic_load_explicit(a64(r, off + GB_R_STATE), memory_order_seq_cst);
+        uint32_t st = (uint32_t)word, pid = (uint32_t)(word >> 32);
         if (st != GB_ENTRY_ACTIVE && st != GB_ENTRY_CLAIMING) continue;
-        *any_live = true;
-        uint32_t pid = atomic_load_explicit(a32(r, off + GB_R_PID), memory_order_seq_cst);
-        uint64_t start = atomic_load_explicit(a64(r, off + GB_R_STARTTIME), memory_order_seq_cst);
         /* A CLAIMING entry carries its pid (one CAS with the state, section 2.6) but maybe not yet
          * its start time: judge it by the pid alone. pid 0 is a pre-version writer mid-way. */
-        if (st == GB_ENTRY_CLAIMING && pid == 0) continue;
+        if (st == GB_ENTRY_CLAIMING && pid == 0) {
+            *any_live = true;
+            continue;
+        }
+        uint64_t start = atomic_load_explicit(a64(r, off + GB_R_STARTTIME), memory_order_seq_cst);
         bool gone = st == GB_ENTRY_CLAIMING ? pid_gone(pid) : !gb_process_alive(pid, start);
-        if (gone &&
-            atomic_load_explicit(a32(r, off + GB_R_STATE), memory_order_seq_cst) == st)
-            return fail(r, GB_EDEAD, "producer pid %u died", pid);
+        if (!gone)
+            *any_live = true;
+        else if (atomic_load_explicit(a64(r, off + GB_R_STATE), memory_order_seq_cst) == word)
+            dead_pid[e] = pid; /* unchanged: not DONE or RECLAIMED in between */
+    }
+    int64_t now = now_ns();
+    for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
+        if (dead_pid[e] == 0) {
+            r->dead_since[e] = 0;
+            continue;
+        }
+        if (!*any_live) return fail(r, GB_EDEAD, "producer pid %u died", dead_pid[e]);
+        if (r->dead_since[e] == 0)
+            r->dead_since[e] = now;
+        else if (now - r->dead_since[e] >= (int64_t)GB_TAKEOVER_GRACE_NS)
+            return fail(r, GB_EDEAD, "producer pid %u died and no live producer took over its batches within %u ms",
+                        dead_pid[e], (unsigned)(GB_TAKEOVER_GRACE_NS / 1000000u));
     }
     return GB_OK;
 }

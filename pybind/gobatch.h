@@ -28,7 +28,9 @@ enum {
     GB_TIMEOUT = -1,   /* the budget ran out; call again */
     GB_END = -2,       /* a bounded stream has been read to its end */
     GB_EPRODUCER = -3, /* a producer reported an error (text in gb_error) */
-    GB_EDEAD = -4,     /* a producer died (text in gb_error) */
+    GB_EDEAD = -4,     /* a producer died and no live one took its batches over (text in gb_error;
+                        * the position is unchanged: gb_next may be called again once a producer
+                        * joins, which takes them over, PROTOCOL.md 3.7) */
     GB_ETRUNC = -5,    /* every producer finished before the stream's end */
     GB_EPROTO = -6,    /* segment refused or protocol violated (text in gb_error) */
     GB_EFOREIGN = -7,  /* used from a process other than the one that attached (fork) */

@@ -37,6 +37,10 @@
 /* The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5) */
 #define GB_WAIT_SLICE_NS 100000000u
 
+/* A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7) */
+#define GB_CLAIM_HOLDER_BITS 8u
+#define GB_TAKEOVER_GRACE_NS 1000000000u
+
 /* Ring state (header word state) */
 #define GB_RING_INITIALISING 0u
 #define GB_RING_READY 1u
@@ -55,7 +59,8 @@
 #define GB_ENTRY_ACTIVE 2u
 #define GB_ENTRY_DONE 3u
 #define GB_ENTRY_FAILED 4u
-#define GB_ENTRY_NAMES {"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED"}
+#define GB_ENTRY_RECLAIMED 5u
+#define GB_ENTRY_NAMES {"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED", "RECLAIMED"}
 
 /* error_state (PROTOCOL.md 2.5) */
 #define GB_ERROR_NONE 0u
@@ -152,6 +157,7 @@
 #define GB_S_FLAGS 20u /* u32 */
 #define GB_S_NBYTES 24u /* u64 */
 #define GB_S_PUBLISH_NS 32u /* u64 */
+#define GB_S_CLAIM 40u /* u64 */
 
 /* dtype codes (PROTOCOL.md 2.7): GB_DTYPE_MIN .. GB_DTYPE_MAX, item sizes indexed by code */
 #define GB_DTYPE_BOOL 1u

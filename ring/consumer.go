@@ -19,6 +19,9 @@ type Consumer struct {
 	// nextScan is when Next next scans the registry although its batch is ready
 	// (monoNs; PROTOCOL.md 3.5: a producer death is seen while the survivors keep ahead).
 	nextScan uint64
+	// deadSince is when this consumer first saw each registry entry dead while live
+	// producers were left to take it over (monoNs; 0 = not seen dead; PROTOCOL.md 3.5 step 2).
+	deadSince [MaxProducers]uint64
 }
 
 // NewConsumer attaches this process as the ring's consumer (PROTOCOL.md 3.6 step 5).
@@ -69,7 +72,8 @@ func (s *ReadSlot) Payload() []byte { return s.c.r.slotPayload(s.slot) }
 
 // Next returns the next batch in stream order, waiting for it. It returns io.EOF after the
 // last batch of a bounded stream; a *ProducerError when a producer recorded an error; a
-// *ProducerDiedError when a registered producer died; a *TruncatedError when every producer
+// *ProducerDiedError when a registered producer died and no live producer is left to take its
+// batches over, or none did within takeoverGrace (PROTOCOL.md 3.5, 3.7); a *TruncatedError when every producer
 // finished before this batch; ctx's error when ctx ends (checked at least every 100 ms).
 // A ready batch is delivered before any of these errors.
 func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
@@ -101,7 +105,7 @@ func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
 		atomic.AddUint64(r.u64(offConsumerWaitNs), uint64(time.Since(t0)))
 	} else if now := monoNs(); now >= c.nextScan {
 		c.nextScan = now + uint64(waitSlice)
-		if _, dead := r.producersStatus(); dead != nil {
+		if _, dead := c.deathCheck(); dead != nil {
 			dead.Batch = r.layout.StartBatch + c.j
 			c.broken = dead
 			return nil, dead
@@ -139,7 +143,7 @@ func (c *Consumer) waitCheck(ctx context.Context, w *uint32, want uint32) error 
 		}
 		return e
 	}
-	live, dead := r.producersStatus()
+	live, dead := c.deathCheck()
 	if dead != nil {
 		if atomic.LoadUint32(w) == want {
 			return nil
@@ -163,6 +167,33 @@ func (c *Consumer) waitCheck(ctx context.Context, w *uint32, want uint32) error 
 		return err
 	}
 	return nil
+}
+
+// deathCheck is step 2 of the consumer's checks (PROTOCOL.md 3.5): a dead producer is an error
+// at once when no live producer is left, and when live ones are left but have not taken it over
+// (RECLAIMED) within takeoverGrace of this consumer first seeing it dead. It returns the number
+// of live producers too.
+func (c *Consumer) deathCheck() (live int, died *ProducerDiedError) {
+	live, dead := c.r.producersStatus()
+	now := monoNs()
+	var seen [MaxProducers]bool
+	for _, d := range dead {
+		seen[d.entry] = true
+		if live == 0 {
+			return live, &ProducerDiedError{PID: d.pid(), Entry: d.entry}
+		}
+		if c.deadSince[d.entry] == 0 {
+			c.deadSince[d.entry] = now
+		} else if now-c.deadSince[d.entry] >= uint64(takeoverGrace) {
+			return live, &ProducerDiedError{PID: d.pid(), Entry: d.entry, NotTakenOver: true}
+		}
+	}
+	for e := range c.deadSince {
+		if !seen[e] {
+			c.deadSince[e] = 0
+		}
+	}
+	return live, nil
 }
 
 // Release returns the slot to the producers (PROTOCOL.md 3.3 step 4). Releasing a slot

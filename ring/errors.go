@@ -33,13 +33,20 @@ func headerErr(field, format string, args ...any) error {
 }
 
 // ProducerDiedError: a registered producer process died while the consumer waited.
+// NotTakenOver says that live producers were left and none took its claims over within
+// the takeover grace (PROTOCOL.md 3.5 step 2); otherwise no live producer was left.
 type ProducerDiedError struct {
-	PID   uint32
-	Entry int // registry index
-	Batch uint64
+	PID          uint32
+	Entry        int // registry index
+	Batch        uint64
+	NotTakenOver bool
 }
 
 func (e *ProducerDiedError) Error() string {
+	if e.NotTakenOver {
+		return fmt.Sprintf("gobatch ring: producer pid %d died (registry entry %d) before batch %d and no live producer took over its batches within %d ms",
+			e.PID, e.Entry, e.Batch, takeoverGrace.Milliseconds())
+	}
 	return fmt.Sprintf("gobatch ring: producer pid %d died (registry entry %d) before batch %d", e.PID, e.Entry, e.Batch)
 }
 

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,10 +11,10 @@ import (
 )
 
 // Failpoints stop this process at an exact protocol state, for the fault tests
-// (PROTOCOL.md appendix A). GOBATCH_FAILPOINT=name[:count[:action]] is read once at start:
-// the count-th time (default 1) the process passes the point called name it sends itself
-// SIGKILL (action "kill", the default) or SIGSTOP ("stop"). Unset, a failpoint costs one
-// load of a nil pointer.
+// (PROTOCOL.md appendix A). GOBATCH_FAILPOINT=name[@batch][:count[:action]] is read once at
+// start: the count-th time (default 1) the process passes the point called name (for that
+// absolute batch index, when one is given) it sends itself SIGKILL (action "kill", the
+// default) or SIGSTOP ("stop"). Unset, a failpoint costs one load of a nil pointer.
 
 // FailpointEnv is the environment variable that arms a failpoint.
 const FailpointEnv = "GOBATCH_FAILPOINT"
@@ -29,14 +30,22 @@ const (
 	FPSlotWriting         = "slot-writing"         // slot CAS to WRITING, payload not written
 	FPSlotFilled          = "slot-filled"          // payload written, state still WRITING (before publish)
 	FPSlotReady           = "slot-ready"           // slot stored READY, claim not yet released
+	FPSlotClaimed         = "slot-claimed"         // batch claim recorded in the slot, next_claim not advanced, not WRITING
+	FPSlotReclaimed       = "slot-reclaimed"       // a dead producer's claim taken over, the batch not yet produced
+	FPProducerReclaimed   = "producer-reclaimed"   // a dead producer's entry marked RECLAIMED
 )
 
 // Failpoints lists every failpoint name (Go and C), for the document test.
 var Failpoints = []string{FPConsumerClaiming, FPConsumerAttached, FPConsumerReading, FPConsumerReleased,
-	FPProducerRegistering, FPProducerActive, FPSlotWriting, FPSlotFilled, FPSlotReady}
+	FPProducerRegistering, FPProducerActive, FPSlotWriting, FPSlotFilled, FPSlotReady,
+	FPSlotClaimed, FPSlotReclaimed, FPProducerReclaimed}
+
+// batchFailpoints are the points that take a batch, name@K (PROTOCOL.md appendix A).
+var batchFailpoints = []string{FPSlotClaimed, FPSlotReclaimed, FPSlotWriting, FPSlotFilled, FPSlotReady}
 
 type failpointSpec struct {
 	name  string
+	batch int64 // -1: any batch; else the absolute stream index the point fires for
 	count int64
 	sig   syscall.Signal
 	hits  atomic.Int64
@@ -61,12 +70,18 @@ func parseFailpoint(s string) (*failpointSpec, error) {
 	if len(parts) > 3 {
 		return nil, fmt.Errorf("want name[:count[:kill|stop]]")
 	}
-	fp := &failpointSpec{name: parts[0], count: 1, sig: syscall.SIGKILL}
-	known := false
-	for _, n := range Failpoints {
-		known = known || n == fp.name
+	fp := &failpointSpec{name: parts[0], batch: -1, count: 1, sig: syscall.SIGKILL}
+	if name, k, ok := strings.Cut(fp.name, "@"); ok {
+		b, err := strconv.ParseInt(k, 10, 64)
+		if err != nil || b < 0 {
+			return nil, fmt.Errorf("batch %q is not an integer >= 0", k)
+		}
+		if !slices.Contains(batchFailpoints, name) {
+			return nil, fmt.Errorf("failpoint %q takes no batch (those that do: %s)", name, strings.Join(batchFailpoints, ", "))
+		}
+		fp.name, fp.batch = name, b
 	}
-	if !known {
+	if !slices.Contains(Failpoints, fp.name) {
 		return nil, fmt.Errorf("unknown failpoint %q (known: %s)", fp.name, strings.Join(Failpoints, ", "))
 	}
 	if len(parts) > 1 {
@@ -89,8 +104,12 @@ func parseFailpoint(s string) (*failpointSpec, error) {
 }
 
 // failpoint stops the process if the armed failpoint is name and this is its count-th pass.
-func failpoint(name string) {
-	if armed == nil || armed.name != name {
+func failpoint(name string) { failpointBatch(name, ^uint64(0)) }
+
+// failpointBatch is failpoint at a point that handles batch seq (an absolute stream index): a
+// failpoint armed for one batch (name@K) counts only the passes for that batch.
+func failpointBatch(name string, seq uint64) {
+	if armed == nil || armed.name != name || armed.batch >= 0 && uint64(armed.batch) != seq {
 		return
 	}
 	if armed.hits.Add(1) == armed.count {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,82 +83,204 @@ func emptyDir(t *testing.T, dir string) {
 }
 
 // TestFaultProducerDies: a joining producer process dies at each producer-side state while
-// the ring's creator (this process) keeps producing; the consumer (this process) must report
-// "producer pid P died" within 1 s whether or not the survivor keeps ahead.
+// the ring's creator (this process) keeps producing. The survivor takes the dead producer's
+// claims over (PROTOCOL.md 3.7), so the consumer (this process) reads every batch of the
+// bounded stream exactly once, in order, each holding its own pattern, and the death is
+// taken over within 1 s whether or not the survivor keeps ahead of the consumer, and whether
+// or not it runs a watchdog (the claim path scans too).
 func TestFaultProducerDies(t *testing.T) {
-	for _, fp := range []string{FPProducerRegistering, FPProducerActive, FPSlotWriting + ":3", FPSlotFilled + ":3", FPSlotReady + ":3"} {
+	for _, fp := range []string{FPProducerRegistering, FPProducerActive, FPSlotClaimed + ":3", FPSlotWriting + ":3", FPSlotFilled + ":3", FPSlotReady + ":3"} {
 		t.Run(strings.ReplaceAll(fp, ":", "@"), func(t *testing.T) {
-			tally := &faultTally{name: "producer dies at " + fp}
+			tally := &faultTally{name: "producer dies at " + fp + ", taken over"}
 			for k := 0; k < faultReps(); k++ {
-				tally.add(producerDiesOnce(t, fp))
+				tally.add(producerDiesOnce(t, fp, k%2 == 1, k%4 < 2))
 			}
 			tally.report(t)
 		})
 	}
 }
 
-func producerDiesOnce(t *testing.T, fp string) time.Duration {
+// faultRing is a named ring in a private shm dir that this process created and consumes.
+type faultRing struct {
+	name string
+	seg  *shm.Segment
+	r    *Ring
+	c    *Consumer
+}
+
+func newFaultRing(t *testing.T, l Layout) *faultRing {
+	t.Helper()
 	dir := t.TempDir()
 	old := shm.Dir
 	shm.Dir = dir
-	defer func() { shm.Dir = old }()
-	name := fmt.Sprintf("f%d", time.Now().UnixNano()%1e9)
-	l := streamLayout(8, 0, 16)
-	seg, err := shm.Create(name, l.SegmentBytes())
+	f := &faultRing{name: fmt.Sprintf("f%d", time.Now().UnixNano()%1e9)}
+	seg, err := shm.Create(f.name, l.SegmentBytes())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Create(seg.Bytes(), l, true)
-	if err != nil {
+	f.seg = seg
+	t.Cleanup(func() { f.seg.Close(); shm.Unlink(f.name); shm.Dir = old; emptyDir(t, dir) })
+	if f.r, err = Create(seg.Bytes(), l, true); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	c, err := r.NewConsumer()
-	if err != nil {
+	if f.c, err = f.r.NewConsumer(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := r.NewProducer(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The survivor: fast, always ahead of the consumer, so only a periodic registry scan
-	// can see a sibling that died holding no claim.
-	prodDone := make(chan error, 1)
-	go func() { prodDone <- produce(ctx, p, 1, 0) }()
-	ch := startFaultChild(t, "join-produce", fp, "RING="+name, "SLOTS=8", "WORDS=16")
-	var got error
-	for {
-		s, err := c.Next(ctx)
+	return f
+}
+
+// readAll reads the whole bounded stream, holding each batch to its index and its pattern
+// (exactly once, in order, unchanged), sleeping pause after each; it returns the first error.
+func (f *faultRing) readAll(ctx context.Context, pause time.Duration) error {
+	for k := uint64(0); ; k++ {
+		s, err := f.c.Next(ctx)
+		if err == io.EOF {
+			if k != f.r.layout.TotalBatches {
+				return fmt.Errorf("end of stream after %d batches, want %d", k, f.r.layout.TotalBatches)
+			}
+			return nil
+		}
 		if err != nil {
-			got = err
-			break
+			return fmt.Errorf("batch %d: %w", k, err)
 		}
-		if check(s.Tensor(0), s.Seq()) >= 0 {
-			t.Fatalf("batch %d torn", s.Seq())
+		if s.Seq() != k {
+			return fmt.Errorf("batch %d delivered as batch %d", s.Seq(), k)
 		}
-		c.Release(s)
+		if w := check(s.Tensor(0), s.Seq()); w >= 0 {
+			return fmt.Errorf("batch %d: word %d is not its own", k, w)
+		}
+		f.c.Release(s)
+		time.Sleep(pause)
 	}
-	at := time.Now()
-	var pd *ProducerDiedError
-	if !errors.As(got, &pd) || !strings.Contains(got.Error(), "died") {
-		t.Fatalf("failpoint %s: consumer got %v, want a ProducerDiedError", fp, got)
+}
+
+// reclaimedAt polls registry entry e until it is RECLAIMED and reports when (zero if ctx ends).
+func (f *faultRing) reclaimedAt(ctx context.Context, e int) <-chan time.Time {
+	out := make(chan time.Time, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if atomic.LoadUint32(f.r.u32(entryOff(e)+regState)) == EntryReclaimed {
+				out <- time.Now()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		out <- time.Time{}
+	}()
+	return out
+}
+
+// waitEntry waits (bounded) until registry entry e is no longer FREE.
+func (f *faultRing) waitEntry(t *testing.T, e int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); atomic.LoadUint32(f.r.u32(entryOff(e)+regState)) == EntryFree; {
+		if time.Now().After(end) {
+			t.Fatalf("registry entry %d not taken within 10 s", e)
+		}
+		time.Sleep(time.Millisecond)
 	}
-	if pd.PID != uint32(ch.cmd.Process.Pid) {
-		t.Fatalf("failpoint %s: reported pid %d, the child was %d", fp, pd.PID, ch.cmd.Process.Pid)
+}
+
+func producerDiesOnce(t *testing.T, fp string, ahead, watch bool) time.Duration {
+	const total = 400
+	f := newFaultRing(t, streamLayout(8, total, 16))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch := startFaultChild(t, "join-produce", fp, "RING="+f.name, "SLOTS=8", "WORDS=16", fmt.Sprint("TOTAL=", total))
+	f.waitEntry(t, 1)
+	reclaimed := f.reclaimedAt(ctx, 1)
+	p, err := f.r.NewProducer(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ahead: the survivor is fast and the consumer slow, so the consumer never waits and only
+	// the survivor can see the death; otherwise the consumer waits on the survivor.
+	delay, pause := 2*time.Millisecond, time.Duration(0)
+	if ahead {
+		delay, pause = 0, time.Millisecond
+	}
+	if watch {
+		go p.Watch(ctx, WatchOptions{})
+	}
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- produce(ctx, p, 2, delay) }()
+	if err := f.readAll(ctx, pause); err != nil {
+		t.Fatalf("failpoint %s (ahead %v, watchdog %v): %v", fp, ahead, watch, err)
 	}
 	died := ch.killedBy(t, fp)
+	at := <-reclaimed
+	if at.IsZero() {
+		t.Fatalf("failpoint %s: the dead producer's entry never became RECLAIMED", fp)
+	}
 	lat := max(at.Sub(died), 0)
 	if lat > detectWithin {
-		t.Fatalf("failpoint %s: death seen after %v, want within %v", fp, lat, detectWithin)
+		t.Fatalf("failpoint %s (ahead %v, watchdog %v): taken over after %v, want within %v", fp, ahead, watch, lat, detectWithin)
 	}
-	c.Close()
-	cancel()
-	<-prodDone
-	seg.Close()
-	shm.Unlink(name)
-	emptyDir(t, dir)
+	if err := <-prodDone; err != nil {
+		t.Fatalf("survivor: %v", err)
+	}
+	if p.TookOver() != 1 {
+		t.Fatalf("survivor took over %d dead producers, want 1", p.TookOver())
+	}
+	f.c.Close()
 	return lat
+}
+
+// TestFaultTakeoverDies: a producer that has taken a dead producer's claim over dies itself,
+// right after the takeover CAS (slot-reclaimed) or after marking the first one RECLAIMED
+// (producer-reclaimed); the next live producer takes both over and the stream is read whole,
+// once, in order.
+func TestFaultTakeoverDies(t *testing.T) {
+	for _, fp := range []string{FPSlotReclaimed, FPProducerReclaimed} {
+		t.Run(fp, func(t *testing.T) {
+			tally := &faultTally{name: "taker dies at " + fp + ", taken over"}
+			for k := 0; k < faultReps(); k++ {
+				tally.add(takeoverDiesOnce(t, fp))
+			}
+			tally.report(t)
+		})
+	}
+}
+
+func takeoverDiesOnce(t *testing.T, fp string) time.Duration {
+	const total = 64
+	f := newFaultRing(t, streamLayout(8, total, 16))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	env := []string{"RING=" + f.name, "SLOTS=8", "WORDS=16", fmt.Sprint("TOTAL=", total)}
+	read := make(chan error, 1)
+	go func() { read <- f.readAll(ctx, 0) }()
+	// The first dies holding batch 2 half written; the second takes it over and dies too. This
+	// process's producer (the creator's entry, alive but not scanning until it starts) is the
+	// last one left.
+	first := startFaultChild(t, "join-produce", FPSlotFilled+":3", env...)
+	first.killedBy(t, FPSlotFilled)
+	second := startFaultChild(t, "join-produce", fp, env...)
+	died := second.killedBy(t, fp)
+	if c := atomic.LoadUint64(f.r.slotClaim(2)); claimedBatch(c) != 2 || claimHolder(c) != 2 {
+		t.Fatalf("slot 2's claim word %#x after the second death, want batch 2 held by entry 2", c)
+	}
+	reclaimed := f.reclaimedAt(ctx, 2)
+	p, err := f.r.NewProducer(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- produce(ctx, p, 1, 0) }()
+	if err := <-read; err != nil {
+		t.Fatalf("failpoint %s: %v", fp, err)
+	}
+	at := <-reclaimed
+	if err := <-prodDone; err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	for e := 1; e <= 2; e++ {
+		if st := atomic.LoadUint32(f.r.u32(entryOff(e) + regState)); st != EntryReclaimed {
+			t.Fatalf("entry %d is %s after the takeover, want RECLAIMED", e, EntryStateName(st))
+		}
+	}
+	f.c.Close()
+	return max(at.Sub(died), 0)
 }
 
 // TestFaultConsumerDies: the consumer process dies at each consumer state; the producer's

@@ -19,6 +19,10 @@ const (
 // waitSlice bounds every sleep so that liveness is checked at least this often.
 const waitSlice = 100 * time.Millisecond
 
+// takeoverGrace is how long a consumer waits for live producers to take a dead one's claims
+// over before it reports the death (PROTOCOL.md 3.5 step 2).
+const takeoverGrace = 10 * waitSlice
+
 // futexWait sleeps while *addr == val, at most d. Spurious returns are fine: callers re-check.
 func futexWait(addr *uint32, val uint32, d time.Duration) {
 	if d <= 0 {

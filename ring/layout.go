@@ -28,6 +28,7 @@ const (
 	lapMask         uint32 = 1<<lapBits - 1
 	slotStateBits          = 2 // a slot word is (lap << slotStateBits) | st
 	slotStateMask   uint32 = 1<<slotStateBits - 1
+	claimHolderBits        = 8 // a slot's batch claim is (j+1)<<claimHolderBits | holder
 )
 
 // creator_flags bits (offset 116).
@@ -117,6 +118,7 @@ const (
 	shFlags     = 20
 	shNbytes    = 24
 	shPublishNs = 32
+	shClaim     = 40 // the batch claim, (j+1)<<claimHolderBits | holder (PROTOCOL.md 3.2)
 )
 
 // Ring state (header word at offset 24).
@@ -140,6 +142,8 @@ const (
 	EntryActive   uint32 = 2
 	EntryDone     uint32 = 3
 	EntryFailed   uint32 = 4
+	// EntryReclaimed: the producer died and a live one took its claims over (PROTOCOL.md 3.7).
+	EntryReclaimed uint32 = 5
 )
 
 // Slot states (the low two bits of a slot's state word).

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -22,8 +22,15 @@ type Producer struct {
 	off   uint64 // registry entry offset
 
 	outstanding atomic.Int64 // claims in progress (including ones not yet numbered)
-	eof         atomic.Bool  // some Claim saw the end of the stream, or Done was called
+	quit        atomic.Bool  // Done was called: Claims return io.EOF at once
 	stop        atomic.Pointer[error]
+
+	// Takeover of dead producers' claims (PROTOCOL.md 3.7, takeover.go).
+	mu       sync.Mutex
+	taken    []uint64      // batches taken over, not yet handed to a writer, ascending
+	scanning atomic.Bool   // a takeover scan is running
+	nextScan atomic.Uint64 // scanClock time of the claim path's next takeover scan
+	tookOver atomic.Int64  // dead entries this producer marked RECLAIMED
 }
 
 // NewProducer returns this process's producer. On the ring's creator the first call takes
@@ -87,19 +94,20 @@ func (p *Producer) setStop(err error) {
 	}
 }
 
-// release ends one claim attempt; the last one after the end of the stream marks the
-// entry DONE (PROTOCOL.md 2.6).
+// release ends one claim attempt; after Done the last one marks the entry DONE
+// (PROTOCOL.md 2.6; at the natural end of a bounded stream claimBatch does, 3.7.3).
 func (p *Producer) release() {
-	if p.outstanding.Add(-1) == 0 && p.eof.Load() {
+	if p.outstanding.Add(-1) == 0 && p.quit.Load() {
 		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
 	}
 }
 
-// Claim takes the next batch of the stream and waits until its slot is free
-// (PROTOCOL.md 3.2). It returns io.EOF when the stream is complete (or after Done),
-// ErrConsumerClosed or an error wrapping ErrConsumerGone when the consumer left, a
+// Claim takes the next batch of the stream, a batch taken over from a dead producer first
+// (PROTOCOL.md 3.7), records the claim in its slot and waits until the slot is free (3.2).
+// It returns io.EOF when the stream is complete and every batch of it published (or after
+// Done), ErrConsumerClosed or an error wrapping ErrConsumerGone when the consumer left, a
 // *ProducerError when another producer recorded an error, or ctx's error. A Claim that fails
-// after it numbered a batch leaves a hole in the stream, so it records an error for the
+// after it recorded a claim leaves a hole in the stream, so it records an error for the
 // consumer (except when the consumer is gone anyway).
 func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 	if err := p.stopped(); err != nil {
@@ -107,24 +115,31 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 	}
 	r := p.r
 	p.outstanding.Add(1)
-	if p.eof.Load() {
+	j, taken, err := p.claimBatch(ctx)
+	if err != nil {
 		p.release()
-		return nil, io.EOF
+		return nil, err
 	}
-	j := atomic.AddUint64(r.u64(offNextClaim), 1) - 1
-	if r.layout.TotalBatches != 0 && j >= r.layout.TotalBatches {
-		p.eof.Store(true)
-		p.release()
-		return nil, io.EOF
-	}
+again:
 	i := j % r.slots
-	lap := uint32(j/r.slots) & lapMask
+	lap := r.lapOf(j)
 	w, waiters := r.slotState(i), r.slotWaiters(i)
 	want := slotWord(lap, SlotFree)
+	if taken && atomic.LoadUint32(w) == slotWord(lap, SlotWriting) {
+		// Its dead holder had begun to write it: the slot is ours to rewrite whole (3.2 step 3).
+		return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: monoNs()}, nil
+	}
 	var t0 uint64
 	if atomic.LoadUint32(w) != want {
 		t0 = monoNs()
 		for !waitRound(w, waiters, want, sliceFor(ctx), r.Spin) {
+			// A smaller batch taken over from a dead producer may be what frees this slot (the
+			// consumer can hold this slot's batch while it waits for that one): produce it first
+			// and leave this claim, still recorded as this process's, to the next writer.
+			if k, ok := p.swapTaken(j); ok {
+				j, taken = k, true
+				goto again
+			}
 			if err := p.waitCheck(ctx); err != nil {
 				if atomic.LoadUint32(w) == want {
 					break
@@ -132,6 +147,7 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 				if !errors.Is(err, ErrConsumerGone) && !errors.Is(err, ErrConsumerClosed) && !isProducerError(err) {
 					p.Fail(fmt.Errorf("producer pid %d stopped before batch %d: %w", os.Getpid(), r.layout.StartBatch+j, err))
 				}
+				p.release()
 				return nil, err
 			}
 		}
@@ -143,9 +159,10 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 	if !atomic.CompareAndSwapUint32(w, want, slotWord(lap, SlotWriting)) {
 		err := &ProtocolError{Slot: int(i), Detail: fmt.Sprintf("state changed from FREE(lap %d) to %#x while producer entry %d claimed batch %d", lap, atomic.LoadUint32(w), p.entry, r.layout.StartBatch+j)}
 		p.Fail(err)
+		p.release()
 		return nil, err
 	}
-	failpoint(FPSlotWriting)
+	failpointBatch(FPSlotWriting, r.layout.StartBatch+j)
 	return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: now}, nil
 }
 
@@ -168,6 +185,7 @@ func (p *Producer) waitCheck(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	p.maybeScan()
 	atomic.AddUint64(p.r.u64(p.off+regHeartbeat), 1)
 	return nil
 }
@@ -188,7 +206,7 @@ func (w *WriteSlot) Publish() error {
 		p.release()
 		return err
 	}
-	failpoint(FPSlotFilled)
+	failpointBatch(FPSlotFilled, w.Seq())
 	h := r.slotHeader(w.slot)
 	*r.u64(h + shSeq) = w.Seq()
 	*r.u32(h + shOwner) = uint32(p.entry + 1)
@@ -201,7 +219,7 @@ func (w *WriteSlot) Publish() error {
 	atomic.AddUint64(r.u64(p.off+regBatches), 1)
 	atomic.StoreUint32(st, slotWord(w.lap, SlotReady))
 	wake(st, waiters)
-	failpoint(FPSlotReady)
+	failpointBatch(FPSlotReady, w.Seq())
 	p.release()
 	return nil
 }
@@ -251,7 +269,7 @@ func truncateUTF8(s string, n int) string {
 // unbounded stream; with a bounded stream the entry becomes DONE by itself once the stream is
 // claimed and published.
 func (p *Producer) Done() {
-	p.eof.Store(true)
+	p.quit.Store(true)
 	if p.outstanding.Load() == 0 {
 		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
 	}
@@ -314,6 +332,7 @@ func (p *Producer) Watch(ctx context.Context, opt WatchOptions) error {
 			p.setStop(err)
 			return err
 		}
+		p.takeoverScan()
 		atomic.AddUint64(p.r.u64(p.off+regHeartbeat), 1)
 		select {
 		case <-ctx.Done():

@@ -103,6 +103,7 @@ func specRegions() []Region {
 		{Section: "3", Name: "slot", Base: slotHeadersOffset, Stride: SlotHeaderBytes, Fields: []Field{
 			{"state", shState, u32}, {"waiters", shWaiters, u32}, {"seq", shSeq, u64}, {"owner", shOwner, u32},
 			{"flags", shFlags, u32}, {"nbytes", shNbytes, u64}, {"publish_ns", shPublishNs, u64},
+			{"claim", shClaim, u64},
 		}},
 	}
 }
@@ -126,6 +127,9 @@ func specGroups() []ConstGroup {
 		{Doc: "The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5)", Consts: []Const{
 			{"WAIT_SLICE_NS", uint64(waitSlice.Nanoseconds())},
 		}},
+		{Doc: "A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7)", Consts: []Const{
+			{"CLAIM_HOLDER_BITS", claimHolderBits}, {"TAKEOVER_GRACE_NS", uint64(takeoverGrace.Nanoseconds())},
+		}},
 		{Doc: "Ring state (header word state)", Enum: true, Prefix: "RING_", Consts: []Const{
 			{"RING_INITIALISING", uint64(stateInitialising)}, {"RING_READY", uint64(stateReady)},
 		}},
@@ -136,6 +140,7 @@ func specGroups() []ConstGroup {
 		{Doc: "Producer registry entry state (PROTOCOL.md 2.6)", Enum: true, Prefix: "ENTRY_", Consts: []Const{
 			{"ENTRY_FREE", uint64(EntryFree)}, {"ENTRY_CLAIMING", uint64(EntryClaiming)}, {"ENTRY_ACTIVE", uint64(EntryActive)},
 			{"ENTRY_DONE", uint64(EntryDone)}, {"ENTRY_FAILED", uint64(EntryFailed)},
+			{"ENTRY_RECLAIMED", uint64(EntryReclaimed)},
 		}},
 		{Doc: "error_state (PROTOCOL.md 2.5)", Enum: true, Prefix: "ERROR_", Consts: []Const{
 			{"ERROR_NONE", uint64(errNone)}, {"ERROR_WRITING", uint64(errWriting)}, {"ERROR_SET", uint64(errSet)},

@@ -553,32 +553,3 @@ func (r *Ring) consumerStatus() error {
 	// NONE, or CLAIMING (alive, or dead and reclaimable by the next consumer): wait for one.
 	return nil
 }
-
-// producersStatus scans the registry (PROTOCOL.md 3.5, consumer steps 2 and 3): it returns
-// the first ACTIVE or CLAIMING entry whose process is dead, and the number of live ones.
-// A CLAIMING entry whose pid is still 0 is being registered and counts as live.
-func (r *Ring) producersStatus() (live int, dead *ProducerDiedError) {
-	for j := 0; j < MaxProducers; j++ {
-		e := entryOff(j)
-		st := atomic.LoadUint32(r.u32(e + regState))
-		if st != EntryActive && st != EntryClaiming {
-			continue
-		}
-		pid := atomic.LoadUint32(r.u32(e + regPID))
-		if pid == 0 && st == EntryClaiming {
-			live++ // a pre-version writer between its CAS and its pid store
-			continue
-		}
-		// A CLAIMING entry's starttime may not be written yet: judge it by its pid.
-		gone := st == EntryClaiming && pidGone(pid) || st == EntryActive && !Alive(pid, atomic.LoadUint64(r.u64(e+regStarttime)))
-		if gone {
-			// Finished and exited in between? Only a still-active entry is a death.
-			if s := atomic.LoadUint32(r.u32(e + regState)); s == EntryActive || s == EntryClaiming {
-				return live, &ProducerDiedError{PID: pid, Entry: j}
-			}
-			continue
-		}
-		live++
-	}
-	return live, nil
-}

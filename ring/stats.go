@@ -9,7 +9,7 @@ import (
 // ProducerInfo is one registry entry.
 type ProducerInfo struct {
 	Entry     int
-	State     uint32 // EntryFree .. EntryFailed
+	State     uint32 // EntryFree .. EntryReclaimed
 	PID       uint32
 	Alive     bool
 	Heartbeat uint64
@@ -105,7 +105,7 @@ func (r *Ring) Stats() Stats {
 	return s
 }
 
-var entryNames = [...]string{"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED"}
+var entryNames = [...]string{"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED", "RECLAIMED"}
 var slotNames = [...]string{"FREE", "WRITING", "READY", "READING"}
 var consumerNames = [...]string{"NONE", "CLAIMING", "ATTACHED", "CLOSED"}
 

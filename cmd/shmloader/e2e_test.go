@@ -421,7 +421,6 @@ func TestRunBadConfig(t *testing.T) {
 		{"run", "--ring", "x"},                                   // no config
 		{"run", "--config", good},                                // neither ring nor memfd
 		{"run", "--config", good, "--ring", "x", "--memfd", "3"}, // both
-		{"run", "--config", good, "--memfd", "3", "--join"},      // join needs a name
 		{"run", "--config", good, "--ring", "a/b"},               // bad name
 		{"run", "--config", good, "--ring", "x", "--readers", "0"},
 		{"run", "--config", good, "--ring", "x", "--start", "10"}, // past the end

@@ -112,7 +112,7 @@ func cmdRun(args []string) int {
 		f.epoch, f.epochSet = e, true
 		return nil
 	})
-	fs.BoolVar(&f.join, "join", false, "attach to the existing named ring as an additional producer process")
+	fs.BoolVar(&f.join, "join", false, "attach to the existing ring (--ring NAME, or the trainer's --memfd FD when gobatch.Loader restarts its child) as an additional producer process: it takes over the batches of dead producers and continues at the ring's position")
 	f.allowUID = addAllowUIDFlag(fs)
 	addSourceFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
@@ -178,8 +178,6 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 		return sampler.Stream{}, errors.New("--config FILE is required")
 	case (f.ring == "") == (f.memfd < 0):
 		return sampler.Stream{}, errors.New("give exactly one of --ring NAME and --memfd FD")
-	case f.join && f.ring == "":
-		return sampler.Stream{}, errors.New("--join needs --ring NAME (a memfd ring has exactly one producer process)")
 	case f.allowedUID() != shm.NoOtherUID && !f.join:
 		return sampler.Stream{}, errors.New("--allow-uid needs --join (a ring this process creates is its own)")
 	case f.readers < 1 || f.readers > 1024:

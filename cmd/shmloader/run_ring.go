@@ -56,6 +56,39 @@ func memAvailable() (int64, bool) {
 	return 0, false
 }
 
+// joinRing maps the existing ring that --join names: the named ring, or the trainer's memfd
+// (a restarted child of gobatch.Loader), waiting for it to be ready.
+func joinRing(f runFlags) (*shm.Segment, *ring.Ring, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ring.DefaultAttachTimeout)
+	defer cancel()
+	if f.ring == "" {
+		seg, err := shm.FromFD(f.memfd, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--join --memfd %d: %w", f.memfd, err)
+		}
+		r, err := ring.OpenContext(ctx, seg.Bytes())
+		if err != nil {
+			seg.Close()
+			return nil, nil, fmt.Errorf("--join --memfd %d: %w", f.memfd, err)
+		}
+		return seg, r, nil
+	}
+	seg, r, err := ring.AttachNamedAllowing(ctx, f.ring, true, f.allowedUID())
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("--join: no ring %q (%s): start its creator first", f.ring, shm.Path(f.ring))
+	}
+	return seg, r, err
+}
+
+// layoutEnd is the absolute index where the layout's stream ends (0 = unbounded): with --epoch
+// the end of that epoch, else batch.batches.
+func layoutEnd(l ring.Layout) uint64 {
+	if l.TotalBatches == 0 {
+		return 0
+	}
+	return l.StartBatch + l.TotalBatches
+}
+
 // attach creates the segment and the ring (or joins one) and registers this producer.
 func (pr *producerRun) attach() int {
 	f, l := pr.flags, pr.layout
@@ -68,22 +101,20 @@ func (pr *producerRun) attach() int {
 	}
 	switch {
 	case f.join:
-		ctx, cancel := context.WithTimeout(context.Background(), ring.DefaultAttachTimeout)
-		pr.seg, pr.r, err = ring.AttachNamedAllowing(ctx, f.ring, true, f.allowedUID())
-		cancel()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("--join: no ring %q (%s): start its creator first", f.ring, shm.Path(f.ring))
-			}
+		if pr.seg, pr.r, err = joinRing(f); err != nil {
 			fmt.Fprintf(os.Stderr, "shmloader run: %v\n", err)
 			return exitFailure
 		}
 		// The ring decides whether this configuration can join it, and its own layout (start
-		// and total) is the one to fill.
-		joined, err := pr.r.JoinLayout(pr.layout, pr.flags.startSet, pr.cfg.Batch.Batches)
+		// and total) is the one to fill (PROTOCOL.md 3.7.4).
+		joined, err := pr.r.JoinLayout(pr.layout, pr.flags.startSet, layoutEnd(pr.layout))
 		if err != nil {
 			pr.seg.Close()
-			return usageError("run", fmt.Errorf("--join %s: %w", f.ring, err))
+			what := f.ring
+			if what == "" {
+				what = fmt.Sprintf("--memfd %d", f.memfd)
+			}
+			return usageError("run", fmt.Errorf("--join %s: %w", what, err))
 		}
 		pr.layout = joined
 	case f.ring != "":

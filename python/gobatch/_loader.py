@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from . import _node
+from . import _clib as _lib
 from ._config import ConfigLike, json_config, stdin_pipe
 from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
+from ._supervise import RESTART_BACKOFF_S, RESTART_WINDOW_S, RESTARTS, Supervisor
 from .errors import ConfigError, LoaderError, RingError, StreamEndedError
 
 __all__ = ["Loader", "shmloader_path", "ORDER_STREAM", "ORDER_EPOCHS"]
@@ -172,9 +174,18 @@ class Loader(Ring):
     for batches (see :class:`gobatch.Ring`); use it as a context manager or call :meth:`close`.
 
     The lifetimes are tied both ways: the child exits when this process dies or closes the
-    loader, and a child that dies or fails makes the next batch request raise
-    :class:`LoaderError` with the child's message and stderr tail; that error is sticky (every
-    later request raises it too). A configuration the child refuses raises :class:`ConfigError`
+    loader, and a child that fails makes the next batch request raise :class:`LoaderError` with
+    the child's message and stderr tail; that error is sticky (every later request raises it
+    too). A child killed by a signal (kill -9, the OOM killer, a crash) is restarted instead, at
+    most ``restarts`` times within ``restart_window_s`` seconds, after ``restart_backoff_s``
+    doubled for each recent restart: the new child joins the same ring (``shmloader run --join
+    --memfd FD``), takes over the batches the dead one held and carries on at the ring's
+    position, so iteration sees every batch once, in order, unchanged (each batch is a pure
+    function of its index; docs/PROTOCOL.md 3.7). Each restart is reported as a
+    :class:`GobatchWarning` and a ``gobatch`` log record naming the cause and the batches the dead
+    child held. A child that dies again holding a batch its predecessor died holding is a
+    deterministic failure: the stream ends with a :class:`LoaderError` naming that batch, as it
+    does once the restarts are spent. A configuration the child refuses raises :class:`ConfigError`
     naming the field. A request that waits ``stall_warning_s`` seconds warns
     (:class:`GobatchWarning`, and the ``gobatch`` logger) with the child's state: running,
     stopped, a zombie, or its exit status once it has exited.
@@ -210,6 +221,11 @@ class Loader(Ring):
             ``LOCAL_WORLD_SIZE``).
         node_rank: this node's rank (default: torchrun's ``GROUP_RANK``, else rank //
             local_world_size).
+        restarts: restarts of a child killed by a signal allowed within ``restart_window_s``
+            (default 2; 0 turns supervision off: the death ends the stream).
+        restart_window_s: the window, in seconds, that ``restarts`` counts in (default 600).
+        restart_backoff_s: seconds before the first restart of a window, doubled for each
+            further one (default 0.05).
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
 
@@ -264,6 +280,9 @@ class Loader(Ring):
         start_timeout: float = 60.0,
         close_timeout: float = 5.0,
         stall_warning_s: float = STALL_WARNING_S,
+        restarts: int = RESTARTS,
+        restart_window_s: float = RESTART_WINDOW_S,
+        restart_backoff_s: float = RESTART_BACKOFF_S,
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
         node: Union[None, bool, str] = None,
@@ -271,6 +290,11 @@ class Loader(Ring):
         node_rank: Optional[int] = None,
     ) -> None:
         _check_framework(framework)
+        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+            raise ValueError(f"restarts must be an int >= 0, not {restarts!r}")
+        for arg, value in (("restart_window_s", restart_window_s), ("restart_backoff_s", restart_backoff_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{arg} must be a finite number of seconds >= 0, not {value!r}")
         self._stall_warning_s = _stall_seconds(stall_warning_s)
         config_json = json_config(config) if isinstance(config, Mapping) else None
         if readers is not None and (not isinstance(readers, int) or readers < 1):
@@ -286,7 +310,8 @@ class Loader(Ring):
         self._restart_args: Dict[str, Any] = dict(
             config=config, framework=framework, data_root=data_root, readers=readers,
             rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
-            close_timeout=close_timeout, stall_warning_s=stall_warning_s, extra_args=tuple(extra_args), env=env,
+            close_timeout=close_timeout, stall_warning_s=stall_warning_s, restarts=restarts,
+            restart_window_s=restart_window_s, restart_backoff_s=restart_backoff_s, extra_args=tuple(extra_args), env=env,
             node=node, local_world_size=local_world_size, node_rank=node_rank)
         worker = _dataloader_worker()
         if worker is not None:  # a DataLoader worker: its share of this rank's share
@@ -320,7 +345,7 @@ class Loader(Ring):
         try:
             if config_json is not None:
                 stdin = stdin_pipe(config_json)  # the whole document, then end of file
-            args = [binary, "run", "--config", config_path, "--memfd", str(fd)]
+            args: List[str] = []
             if readers is not None:
                 args += ["--readers", str(readers)]
             if start is not None:
@@ -332,6 +357,8 @@ class Loader(Ring):
             if world_size != 1:
                 args += ["--rank", str(rank), "--world-size", str(world_size)]
             args += list(extra_args)
+            self._child = (binary, config_path, args, config_json, dict(env) if env is not None else None)
+            args = [binary, "run", "--config", config_path, "--memfd", str(fd)] + args
             self._stderr = tempfile.TemporaryFile(prefix="gobatch-shmloader-")
             self._proc = subprocess.Popen(
                 args,
@@ -363,6 +390,8 @@ class Loader(Ring):
             self._tick = self._watch_child
             if self._order == ORDER_EPOCHS:
                 self._learn_epoch()
+            if restarts > 0:
+                self._supervise(fd, restarts, float(restart_window_s), float(restart_backoff_s), start_timeout)
         except BaseException as e:
             self._stop_child(graceful=False)
             self._cleanup_files()
@@ -432,11 +461,14 @@ class Loader(Ring):
         raise self._exit_error(proc.returncode, "before its ring was ready")
 
     def _watch_child(self) -> None:
-        """While iterating (about every 100 ms of waiting): reaps the child, and raises if it
-        failed. A child that exited 0 has finished producing; the ring's own checks decide
-        whether batches are missing."""
+        """While iterating (about every 100 ms of waiting): reaps the child, restarts it if it
+        was killed (supervised), and raises if it failed. A child that exited 0 has finished
+        producing; the ring's own checks decide whether batches are missing."""
         proc = self._proc
         if proc is None or proc.poll() is None or proc.returncode == 0:
+            return
+        if self._supervisor is not None and self._failure is None and self._supervisor.restartable(proc.returncode):
+            self._restart_child()
             return
         if self._failure is None:
             self._failure = self._exit_error(proc.returncode, "")
@@ -460,6 +492,66 @@ class Loader(Ring):
         if code is not None and code != 0:
             message += f" ({self._exit_error(code, '').message})"
         return cls(message, stderr=_tail(self._stderr), exit_code=code)
+
+    # ---- supervision (_supervise.py) ----
+
+    _supervisor: Optional[Supervisor] = None
+    _ring_fd = -1  # the memfd, kept to hand to a restarted child
+
+    def _supervise(self, fd: int, restarts: int, window_s: float, backoff_s: float, start_timeout: float) -> None:
+        self._ring_fd = os.dup(fd)
+        start, world, rank = self.start_batch, self._world_size, self._rank
+
+        def batch_name(j: int) -> str:
+            k = start + j
+            return f"stream batch {k}" + (f" (global batch {k * world + rank})" if world > 1 else "")
+
+        self._supervisor = Supervisor(
+            restarts=restarts, window_s=window_s, backoff_s=backoff_s, start_timeout=start_timeout,
+            slots=self.slots, spawn=self._spawn_joiner, mm=lambda: self._mm, batch_name=batch_name)
+
+    def _spawn_joiner(self) -> int:
+        """Starts a child that joins this loader's ring (PROTOCOL.md 3.7.4) and returns its pid."""
+        binary, config_path, args, config_json, env = self._child
+        stdin = stdin_pipe(config_json) if config_json is not None else subprocess.DEVNULL
+        try:
+            self._proc = subprocess.Popen(
+                [binary, "run", "--config", config_path, "--memfd", str(self._ring_fd), "--join"] + args,
+                pass_fds=(self._ring_fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                env=env, start_new_session=True)
+        finally:
+            if stdin != subprocess.DEVNULL:
+                os.close(stdin)
+        return self._proc.pid
+
+    def _restart_child(self) -> None:
+        proc, sup = self._proc, self._supervisor
+        assert proc is not None and sup is not None and proc.returncode is not None
+        try:
+            sup.restart(proc.pid, proc.returncode)
+        except LoaderError as e:
+            self._failure = LoaderError(f"{self._label}: {e.message}", stderr=_tail(self._stderr), exit_code=e.exit_code)
+            raise self._failure from None
+
+    def _recover(self, rc: int) -> bool:
+        """A producer death the C side reports (GB_EDEAD) while supervised: restart a child that
+        was killed, and wait out the start-up of a restarted one that has not registered yet."""
+        proc, sup = self._proc, self._supervisor
+        if rc != _lib.EDEAD or sup is None or proc is None or self._failure is not None:
+            return False
+        code = proc.poll()
+        if code is None:
+            if sup.starting() and not any(p[0] == proc.pid for p in self._live_producers()):
+                time.sleep(0.005)
+                return True
+            try:  # a killed child's threads may still be exiting (its main thread a zombie already)
+                code = proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                return False
+        if not sup.restartable(code):
+            return False
+        self._restart_child()
+        return True
 
     def _stop_child(self, graceful: bool = True) -> None:
         """Waits for the child to exit (graceful: it stops on seeing consumer_state CLOSED),
@@ -675,6 +767,9 @@ class Loader(Ring):
             self._cleanup_files()
             if self._session is not None and not self._keep_session:
                 self._session.close()  # after the ring's close: the node loader sees a clean exit
+            if self._ring_fd >= 0:
+                os.close(self._ring_fd)
+                self._ring_fd = -1
 
     def __enter__(self) -> "Loader":
         return self

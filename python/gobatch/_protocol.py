@@ -37,6 +37,10 @@ CREATOR_NAMED = 1
 # The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5)
 WAIT_SLICE_NS = 100000000
 
+# A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7)
+CLAIM_HOLDER_BITS = 8
+TAKEOVER_GRACE_NS = 1000000000
+
 # Ring state (header word state)
 RING_INITIALISING = 0
 RING_READY = 1
@@ -55,7 +59,8 @@ ENTRY_CLAIMING = 1
 ENTRY_ACTIVE = 2
 ENTRY_DONE = 3
 ENTRY_FAILED = 4
-ENTRY_NAMES: Tuple[str, ...] = ("FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED")
+ENTRY_RECLAIMED = 5
+ENTRY_NAMES: Tuple[str, ...] = ("FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED", "RECLAIMED")
 
 # error_state (PROTOCOL.md 2.5)
 ERROR_NONE = 0
@@ -159,6 +164,7 @@ SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "flags": (20, "<I"),
     "nbytes": (24, "<Q"),
     "publish_ns": (32, "<Q"),
+    "claim": (40, "<Q"),
 }
 
 # dtype codes (PROTOCOL.md 2.7): code -> (NumPy name, item size)

@@ -482,7 +482,7 @@ class Ring:
                 raise StopIteration
             if rc == _lib.EHELD:
                 self._free_next_slot()  # raises SlotsHeldError, or the slot is free: ask again
-            elif rc != _lib.TIMEOUT:
+            elif rc != _lib.TIMEOUT and not self._recover(rc):
                 raise self._fail(rc)
             if self._tick is not None:
                 self._tick()
@@ -514,6 +514,11 @@ class Ring:
         exc = self._producer_failure(cls, f"{self._label}: {text}")
         self._failure = exc
         return exc
+
+    def _recover(self, rc: int) -> bool:
+        """Whether a failure code from the C side is recovered from (the wait goes on) rather
+        than raised. A plain ring recovers from nothing; Loader restarts a dead child."""
+        return False
 
     def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         """Builds the exception for a producer-side failure (Loader adds its child's stderr)."""

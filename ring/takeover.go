@@ -1,0 +1,265 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Batch claims and their takeover (PROTOCOL.md 3.2 steps 1-2, 3.7). A producer holds batch j
+// once its holder number is in the claim word of slot j mod slot_count together with j; the
+// record stays until j + slot_count is claimed, which needs j published. So an unpublished
+// batch always names its holder, and when the holder dies a live producer takes the claim
+// over and produces the batch again (every batch is a pure function of its index).
+
+// batchClaim is the value of a slot's claim word for batch j held by registry entry e.
+func batchClaim(j uint64, e int) uint64 { return (j+1)<<claimHolderBits | uint64(e+1) }
+
+// claimedBatch and claimHolder decode a non-zero claim word: the batch and the registry entry.
+func claimedBatch(c uint64) uint64 { return c>>claimHolderBits - 1 }
+func claimHolder(c uint64) int     { return int(c&(1<<claimHolderBits-1)) - 1 }
+
+func (r *Ring) slotClaim(i uint64) *uint64 { return r.u64(r.slotHeader(i) + shClaim) }
+
+// lapOf is the lap batch j uses on its slot.
+func (r *Ring) lapOf(j uint64) uint32 { return uint32(j/r.slots) & lapMask }
+
+// published reports whether batch j, recorded in its slot's claim word, is published: its slot
+// is READY or READING on j's lap, or FREE on the next one (PROTOCOL.md 3.2).
+func (r *Ring) published(j uint64) bool {
+	lap := r.lapOf(j)
+	v := atomic.LoadUint32(r.slotState(j % r.slots))
+	return v == slotWord(lap, SlotReady) || v == slotWord(lap, SlotReading) || v == slotWord(lap+1, SlotFree)
+}
+
+// allPublished reports whether every batch of a bounded stream is claimed and every claim is
+// published (PROTOCOL.md 3.7.3).
+func (r *Ring) allPublished() bool {
+	if r.layout.TotalBatches == 0 || atomic.LoadUint64(r.u64(offNextClaim)) < r.layout.TotalBatches {
+		return false
+	}
+	for i := uint64(0); i < r.slots; i++ {
+		if c := atomic.LoadUint64(r.slotClaim(i)); c != 0 && !r.published(claimedBatch(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// deadEntry is a registry entry in ACTIVE or CLAIMING whose process is not alive.
+type deadEntry struct {
+	entry int
+	word  uint64 // the entry's (state, pid) u64 as seen dead
+}
+
+func (d deadEntry) pid() uint32 { return uint32(d.word >> 32) }
+
+// entryDead reports whether registry entry e is a dead producer (PROTOCOL.md 3.5 step 2), and
+// whether it is a live one; an entry that is neither is FREE, DONE, FAILED or RECLAIMED.
+func (r *Ring) entryDead(e int) (d deadEntry, dead, live bool) {
+	p := r.u64(entryOff(e) + regState)
+	w := atomic.LoadUint64(p)
+	st, pid := uint32(w), uint32(w>>32)
+	if st != EntryActive && st != EntryClaiming {
+		return deadEntry{}, false, false
+	}
+	if pid == 0 {
+		return deadEntry{}, false, st == EntryClaiming // a pre-version writer between its CAS and its pid store
+	}
+	// A CLAIMING entry's starttime may not be written yet: judge it by its pid.
+	gone := st == EntryClaiming && pidGone(pid) || st == EntryActive && !Alive(pid, atomic.LoadUint64(r.u64(entryOff(e)+regStarttime)))
+	if !gone {
+		return deadEntry{}, false, true
+	}
+	// Finished, or taken over, in between? Only an unchanged entry is a death.
+	if atomic.LoadUint64(p) != w {
+		return deadEntry{}, false, false
+	}
+	return deadEntry{entry: e, word: w}, true, false
+}
+
+// producersStatus scans the registry (PROTOCOL.md 3.5, consumer steps 2 and 3): the number
+// of live producers and the dead ones.
+func (r *Ring) producersStatus() (live int, dead []deadEntry) {
+	for e := 0; e < MaxProducers; e++ {
+		d, isDead, isLive := r.entryDead(e)
+		switch {
+		case isDead:
+			dead = append(dead, d)
+		case isLive:
+			live++
+		}
+	}
+	return live, dead
+}
+
+// takeoverScan takes over every unpublished claim of every dead producer and marks each such
+// entry RECLAIMED (PROTOCOL.md 3.7). The batches taken go to p.taken, which Claim hands out
+// before new claims. One scan runs at a time in a process.
+func (p *Producer) takeoverScan() {
+	if !p.scanning.CompareAndSwap(false, true) {
+		return
+	}
+	defer p.scanning.Store(false)
+	r := p.r
+	for e := 0; e < MaxProducers; e++ {
+		if e == p.entry {
+			continue
+		}
+		d, dead, _ := r.entryDead(e)
+		if !dead {
+			continue
+		}
+		for i := uint64(0); i < r.slots; i++ {
+			c := atomic.LoadUint64(r.slotClaim(i))
+			if c == 0 || claimHolder(c) != e || r.published(claimedBatch(c)) {
+				continue
+			}
+			j := claimedBatch(c)
+			if atomic.CompareAndSwapUint64(r.slotClaim(i), c, batchClaim(j, p.entry)) {
+				failpointBatch(FPSlotReclaimed, r.layout.StartBatch+j)
+				p.pushTaken(j)
+			}
+		}
+		if atomic.CompareAndSwapUint64(r.u64(entryOff(e)+regState), d.word, claimWord(EntryReclaimed, d.pid())) {
+			failpoint(FPProducerReclaimed)
+			p.tookOver.Add(1)
+		}
+	}
+}
+
+// scanClock is the clock of the claim path's scan schedule: the runtime's monotonic clock
+// (vDSO), not monoNs, whose clock_gettime is a system call on every Claim.
+var scanClock = time.Now()
+
+// maybeScan runs the takeover scan when the last one in the claim path is a wait slice old,
+// so that a producer without a watchdog takes part too (PROTOCOL.md 3.7).
+func (p *Producer) maybeScan() {
+	now := uint64(time.Since(scanClock))
+	next := p.nextScan.Load()
+	if now >= next && p.nextScan.CompareAndSwap(next, now+uint64(waitSlice)) {
+		p.takeoverScan()
+	}
+}
+
+func (p *Producer) pushTaken(j uint64) {
+	p.mu.Lock()
+	p.taken = append(p.taken, j)
+	slices.Sort(p.taken)
+	p.mu.Unlock()
+}
+
+// popTaken returns the smallest batch taken over and not yet handed to a writer.
+func (p *Producer) popTaken() (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.taken) == 0 {
+		return 0, false
+	}
+	j := p.taken[0]
+	p.taken = p.taken[1:]
+	return j, true
+}
+
+// swapTaken trades this writer's claim j, not yet begun, for a smaller batch taken over, if
+// there is one (PROTOCOL.md 3.7: taken-over batches come first).
+func (p *Producer) swapTaken(j uint64) (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.taken) == 0 || p.taken[0] >= j {
+		return 0, false
+	}
+	k := p.taken[0]
+	p.taken[0] = j
+	slices.Sort(p.taken)
+	return k, true
+}
+
+// TookOver returns the number of dead producers whose claims this producer took over.
+func (p *Producer) TookOver() int { return int(p.tookOver.Load()) }
+
+// claimBatch returns the batch this writer is to produce next (PROTOCOL.md 3.2 steps 1-2): one
+// taken over from a dead producer (taken = true), or a new claim recorded in its slot's claim
+// word. At the end of a bounded stream it waits, taking over what dead producers leave, until
+// every batch is published (3.7.3), and then returns io.EOF.
+func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err error) {
+	r := p.r
+	for {
+		if j, ok := p.popTaken(); ok {
+			return j, true, nil
+		}
+		p.maybeScan()
+		if p.quit.Load() {
+			return 0, false, io.EOF
+		}
+		j = atomic.LoadUint64(r.u64(offNextClaim))
+		if r.layout.TotalBatches != 0 && j >= r.layout.TotalBatches {
+			if err := p.endWait(ctx); err != nil {
+				return 0, false, err
+			}
+			continue
+		}
+		i := j % r.slots
+		cw := r.slotClaim(i)
+		c := atomic.LoadUint64(cw)
+		switch {
+		case c != 0 && claimedBatch(c) >= j: // claimed already; its claimer may not have advanced next_claim
+			atomic.CompareAndSwapUint64(r.u64(offNextClaim), j, j+1)
+		case c == 0 && j < r.slots, c != 0 && claimedBatch(c)+r.slots == j && r.published(claimedBatch(c)):
+			if atomic.CompareAndSwapUint64(cw, c, batchClaim(j, p.entry)) {
+				failpointBatch(FPSlotClaimed, r.layout.StartBatch+j)
+				atomic.CompareAndSwapUint64(r.u64(offNextClaim), j, j+1)
+				return j, false, nil
+			}
+		case c != 0 && claimedBatch(c)+r.slots == j: // its predecessor on the slot is being written
+			if err := p.waitSlotChange(ctx, i, func() bool { return r.published(claimedBatch(c)) || atomic.LoadUint64(cw) != c }); err != nil {
+				return 0, false, err
+			}
+		default:
+			err := &ProtocolError{Slot: int(i), Detail: fmt.Sprintf("claim word %#x names a batch before %d while next_claim is %d", c, r.layout.StartBatch+j-r.slots, r.layout.StartBatch+j)}
+			p.Fail(err)
+			return 0, false, err
+		}
+	}
+}
+
+// endWait is one round of waiting at the end of a bounded stream (PROTOCOL.md 3.7.3): once
+// every batch is published the entry becomes DONE and io.EOF is returned; otherwise it waits a
+// slice on the first unpublished slot, runs the checks and returns nil (look for taken-over
+// batches again).
+func (p *Producer) endWait(ctx context.Context) error {
+	r := p.r
+	if r.allPublished() {
+		atomic.CompareAndSwapUint32(r.u32(p.off+regState), EntryActive, EntryDone)
+		return io.EOF
+	}
+	for i := uint64(0); i < r.slots; i++ {
+		if c := atomic.LoadUint64(r.slotClaim(i)); c != 0 && !r.published(claimedBatch(c)) {
+			return p.waitSlotChange(ctx, i, func() bool { return r.published(claimedBatch(c)) })
+		}
+	}
+	return nil
+}
+
+// waitSlotChange waits at most one wait slice for slot i's state word to change, or for done,
+// then runs the producer's checks (PROTOCOL.md 3.4, 3.5). The caller holds no claim.
+func (p *Producer) waitSlotChange(ctx context.Context, i uint64, done func() bool) error {
+	r := p.r
+	w, waiters := r.slotState(i), r.slotWaiters(i)
+	v := atomic.LoadUint32(w)
+	if done() {
+		return nil
+	}
+	atomic.AddUint32(waiters, 1)
+	if atomic.LoadUint32(w) == v && !done() {
+		futexWait(w, v, sliceFor(ctx))
+	}
+	atomic.AddUint32(waiters, ^uint32(0))
+	if atomic.LoadUint32(w) != v || done() {
+		return nil
+	}
+	return p.waitCheck(ctx)
+}
