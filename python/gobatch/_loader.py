@@ -339,12 +339,9 @@ class Loader(Ring):
             self._attach_node(spec, binary, serve_args, config_json, framework=framework, start=start,
                               start_timeout=start_timeout, env=env)
             return
-        stdin = subprocess.DEVNULL
         # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
         fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
-            if config_json is not None:
-                stdin = stdin_pipe(config_json)  # the whole document, then end of file
             args: List[str] = []
             if readers is not None:
                 args += ["--readers", str(readers)]
@@ -358,19 +355,9 @@ class Loader(Ring):
                 args += ["--rank", str(rank), "--world-size", str(world_size)]
             args += list(extra_args)
             self._child = (binary, config_path, args, config_json, dict(env) if env is not None else None)
-            args = [binary, "run", "--config", config_path, "--memfd", str(fd)] + args
             self._stderr = tempfile.TemporaryFile(prefix="gobatch-shmloader-")
-            self._proc = subprocess.Popen(
-                args,
-                pass_fds=(fd,),
-                stdin=stdin,
-                stdout=subprocess.DEVNULL,
-                stderr=self._stderr,
-                env=dict(env) if env is not None else None,
-                # Its own session: a terminal's Ctrl-C reaches the trainer only, which then
-                # closes the loader; the child still dies with us (PDEATHSIG, 3.5 watchdog).
-                start_new_session=True,
-            )
+            self._spawn_child(fd, join=False)
+            assert self._proc is not None
             label = f"shmloader pid {self._proc.pid}"
             deadline = time.monotonic() + start_timeout
             while os.fstat(fd).st_size == 0:  # the child fallocates before it writes anything
@@ -401,8 +388,6 @@ class Loader(Ring):
             raise
         finally:
             os.close(fd)
-            if stdin != subprocess.DEVNULL:
-                os.close(stdin)  # the child has its copy
 
     # ---- the child ----
 
@@ -512,16 +497,23 @@ class Loader(Ring):
 
     def _spawn_joiner(self) -> int:
         """Starts a child that joins this loader's ring (PROTOCOL.md 3.7.4) and returns its pid."""
+        return self._spawn_child(self._ring_fd, join=True)
+
+    def _spawn_child(self, fd: int, *, join: bool) -> int:
+        """Starts ``shmloader run`` on the memfd ring fd (creating it, or joining it) with the
+        command line in self._child, the config document on its stdin; returns its pid."""
         binary, config_path, args, config_json, env = self._child
         stdin = stdin_pipe(config_json) if config_json is not None else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [binary, "run", "--config", config_path, "--memfd", str(self._ring_fd), "--join"] + args,
-                pass_fds=(self._ring_fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                env=env, start_new_session=True)
+                [binary, "run", "--config", config_path, "--memfd", str(fd)] + (["--join"] if join else []) + args,
+                pass_fds=(fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env,
+                # Its own session: a terminal's Ctrl-C reaches the trainer only, which then
+                # closes the loader; the child still dies with us (PDEATHSIG, 3.5 watchdog).
+                start_new_session=True)
         finally:
             if stdin != subprocess.DEVNULL:
-                os.close(stdin)
+                os.close(stdin)  # the child has its copy
         return self._proc.pid
 
     def _restart_child(self) -> None:
