@@ -158,9 +158,20 @@ def test_only_producer_dies_consumer_reports_it(tmp_path, shm, ring_name, failpo
             creator.kill()
 
 
+def _stat_producers(name: str) -> list:
+    """The producers `shmloader stat --once --json` lists for ring name ([] while it cannot
+    read the ring yet)."""
+    out = subprocess.run([gobatch.shmloader_path(), "stat", "--once", "--json", "--interval", "20ms", name],
+                         capture_output=True, text=True, timeout=20)
+    return json.loads(out.stdout.splitlines()[0])["producers"] if out.returncode == 0 and out.stdout else []
+
+
 def test_stat_shows_a_stopped_producer(tmp_path, shm, ring_name):
     _, proc = _producer(tmp_path, shm, ring_name, batches=0)
     try:
+        # The file exists before its header and the producer's entry are written: stopping the
+        # producer in between would leave stat nothing to show. Stop it once stat sees it.
+        wait_for(lambda: _stat_producers(ring_name), 10, "the ring's header and producer entry")
         os.kill(proc.pid, signal.SIGSTOP)
         wait_for(lambda: open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T", 5, "stopped")
         out = subprocess.run([gobatch.shmloader_path(), "stat", "--once", "--json", "--interval", "20ms", ring_name],
