@@ -775,7 +775,7 @@ class Ring:
         _open_rings.discard(self)
         self._lenders, self._versions, self._torch_slots = [], {}, []
         self._memories, self._arrays, self._items, self._lent = [], [], [], []
-        self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; no callback acts
+        self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; a release() of one gives nothing back
         if self._mm is not None:
             try:
                 self._mm.close()
