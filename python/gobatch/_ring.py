@@ -341,20 +341,19 @@ class Ring:
     def _collect_ended(self) -> int:
         """numpy (the lock is held): ends the lease of every lent slot whose arrays nothing but
         the ring references any more, and gives all of them back but one, which it returns for
-        the C call that takes the next batch (-1 when none ended). (Called on every next():
-        the usual loop has two slots lent here, one of them ended; hence no helper calls.)"""
+        the C call that takes the next batch (-1 when none ended). The counts are read by
+        _max_refs, the function that measured _idle_refs, so that both count the same
+        references whatever the interpreter adds for a call."""
         keep, more, idle, arrays, lent = -1, None, self._idle_refs, self._arrays, self._lent
         for slot in lent:
-            for a in arrays[slot]:  # one local reference, as in _max_refs
-                if _refcount(a) > idle:
-                    break
+            if _max_refs(arrays[slot]) > idle:
+                continue
+            if keep < 0:
+                keep = slot
+            elif more is None:
+                more = [slot]
             else:
-                if keep < 0:
-                    keep = slot
-                elif more is None:
-                    more = [slot]
-                else:
-                    more.append(slot)
+                more.append(slot)
         if keep < 0:
             return -1
         self._leases[keep] = None
