@@ -470,15 +470,25 @@ class Ring:
             # Sticky: the stream is broken at this batch; asking the C side again would step
             # past it (every later index off by one). A fresh traceback for each raise.
             raise self._failure.with_traceback(None)
-        if self._versions or self._write_error is not None:
-            self._settle_leases()  # torch
+        if self._write_error is not None:
+            self._settle_leases()  # raises it
         with self._lock:
             ptr = self._ptr
             if ptr is None:
                 raise self._closed_error()
             # One C call gives back the slot of a batch dropped since the last call (the usual
             # loop drops one per step) and takes the next.
-            rc: int = self._next(ptr, self._collect_ended() if self._lent else -1, _POLL_MS)
+            if not self._torch:
+                rel = self._collect_ended() if self._lent else -1
+            elif self._versions:
+                rel = self._poll_torch(keep_one=True)
+                if self._write_error is not None:  # a lent batch was written in place: revoked
+                    if rel >= 0:
+                        self._release(ptr, rel)
+                    self._raise_write_error()
+            else:
+                rel = -1
+            rc: int = self._next(ptr, rel, _POLL_MS)
             if rc >= 0:
                 self._delivered += 1
                 if self._torch:
@@ -593,13 +603,14 @@ class Ring:
             self._release_ended()  # numpy: others may have ended as this batch let go of its views
         self._raise_write_error()
 
-    def _note_writes(self, slot: int) -> None:
+    def _note_writes(self, slot: int, clean: bool = False) -> None:
         """torch, a lease ending: keeps the error for a tensor of the slot's batch written in
         place while lent (raised by the next next(), release() or close()). A batch released
         while referenced leaves tensors on the slot's storage: the slot gets a new one, so that
-        they do not count as views of its next batch."""
+        they do not count as views of its next batch. ``clean``: the caller found the batch
+        unwritten and its storage unused just now."""
         versions = self._versions.pop(slot, None)
-        if versions is None:
+        if versions is None or clean:
             return
         if self._write_error is None:
             self._write_error = self._written(slot, versions)
@@ -632,19 +643,24 @@ class Ring:
                 self._poll_torch()
         self._raise_write_error()
 
-    def _poll_torch(self) -> None:
+    def _poll_torch(self, keep_one: bool = False) -> int:
         """torch (the lock is held): gives back each lent slot whose storage no view uses any
         more, and revokes a lent batch written in place (its slot goes back although the batch
         is referenced, since it no longer holds the producers' data and keeping it would stall
-        the stream), keeping the write's error."""
+        the stream), keeping the write's error. With ``keep_one`` the first such slot is not
+        given back but returned, for the C call that takes the next batch (-1: none)."""
+        keep = -1
         for slot, versions in list(self._versions.items()):
             written = self._written(slot, versions)
             if written is None and not self._torch_slots[slot].unused():
                 continue
             self._leases[slot] = None  # a revoked batch's token no longer matches: no second release
-            self._note_writes(slot)
-            if self._ptr is not None:
+            self._note_writes(slot, clean=written is None)
+            if keep_one and keep < 0:
+                keep = slot
+            elif self._ptr is not None:
                 self._release(self._ptr, slot)
+        return keep
 
     def _raise_write_error(self) -> None:
         err, self._write_error = self._write_error, None
@@ -863,12 +879,13 @@ class _TorchSlot:
                                                     tuple(reversed(strides)))
             self.tensors.append((t.name, view))
         self._use_count = torch._C._storage_Use_Count
-        self._own_uses = self._use_count(self.storage._cdata)
+        self._cdata = self.storage._cdata  # the storage's address, valid while self.storage lives
+        self._own_uses = self._use_count(self._cdata)
 
     def unused(self) -> bool:
         """True when nothing but this slot uses the storage: no tensor, view or array of a
         batch lent from it is left."""
-        return self._use_count(self.storage._cdata) == self._own_uses
+        return self._use_count(self._cdata) == self._own_uses
 
     def renewed(self) -> "_TorchSlot":
         """The same memory with a new storage and tensors."""
