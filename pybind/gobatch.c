@@ -44,12 +44,19 @@ struct gb_ring {
     bool ready;          /* steps 2-4 passed */
     bool registered;     /* step 5 done, not closed */
     pid_t owner_pid;     /* the process that registered */
+    uint64_t fork_gen;   /* fork_generation when it registered: a change means this may be a child */
     uint64_t j;          /* relative sequence of the next batch to acquire */
     int64_t next_scan_ns; /* when gb_next next scans the registry although its batch is ready */
     uint32_t held_count; /* slots in READING, handed out and not yet released */
     /* Per slot: lap + 1 of the batch this consumer holds there (READING), 0 when none. Slots
      * are released in any order (PROTOCOL.md 3.3 step 4). */
     uint32_t held_lap[GB_MAX_SLOTS];
+    /* Slots released with a producer waiting whose wake is deferred (PROTOCOL.md 3.3 step 4:
+     * the ring is well ahead, so the producers are woken once for a burst of free slots), and
+     * how many: wake_flush wakes them. */
+    uint32_t wake_pending[GB_MAX_SLOTS];
+    uint32_t wake_count;
+    bool wake_deferred[GB_MAX_SLOTS];
     /* When this consumer first saw each registry entry dead while live producers were left to
      * take its claims over (0: not seen dead; section 3.5 step 2, takeover_grace). */
     int64_t dead_since[GB_MAX_PRODUCERS];
@@ -90,6 +97,14 @@ __attribute__((constructor)) static void failpoint_init(void) {
     }
     fp.name = fp.buf;
 }
+
+/* Bumped in the child of every fork(): check_owner compares it instead of calling getpid (a
+ * system call) on every batch, and asks getpid only once it changed. */
+static _Atomic uint64_t fork_generation;
+
+static void after_fork_in_child(void) { atomic_fetch_add(&fork_generation, 1); }
+
+__attribute__((constructor)) static void fork_watch_init(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
 
 static void failpoint(const char *name) {
     if (!fp.name || strcmp(fp.name, name) != 0) return;
@@ -680,6 +695,7 @@ static int claim_consumer(gb_ring *r, uint32_t self) {
 int gb_register(gb_ring *r) {
     if (!r || !r->ready) return GB_ECLOSED;
     if (r->registered) return GB_OK;
+    uint64_t gen = atomic_load(&fork_generation); /* before getpid: a fork in between changes it */
     pid_t self = getpid();
     uint64_t start = gb_process_starttime((uint32_t)self);
     if (start == 0) return fail(r, GB_ESYS, "cannot read /proc/%d/stat for this process's start time", (int)self);
@@ -691,9 +707,12 @@ int gb_register(gb_ring *r) {
     failpoint("consumer-attached");
     r->registered = true;
     r->owner_pid = self;
+    r->fork_gen = gen;
     r->j = 0;
     r->held_count = 0;
     memset(r->held_lap, 0, sizeof r->held_lap);
+    r->wake_count = 0;
+    memset(r->wake_deferred, 0, sizeof r->wake_deferred);
     return GB_OK;
 }
 
@@ -711,13 +730,45 @@ static void count_read(gb_ring *r, uint32_t slot) {
     r->held_count--;
 }
 
-/* Section 3.3 step 4 for one held slot, in any order: FREE on the next lap, then wake. */
+/* Whether the producers are well ahead (section 3.3 step 4): the batch half a ring past the next
+ * one to acquire is READY already. One load of that slot's state word. */
+static bool well_ahead(const gb_ring *r) {
+    uint32_t n = r->g.slot_count;
+    uint64_t k = r->j + n / 2;
+    if (n < 2 || (r->g.total_batches != 0 && k >= r->g.total_batches)) return false;
+    uint32_t lap = (uint32_t)((k / n) & GB_LAP_MASK);
+    return atomic_load_explicit(slot_word(r, (uint32_t)(k % n), GB_S_STATE), memory_order_seq_cst) ==
+           SLOT_WORD(lap, GB_SLOT_READY);
+}
+
+/* Wakes the producers of every slot whose wake was deferred, if they still wait. */
+static void wake_flush(gb_ring *r) {
+    for (uint32_t i = 0; i < r->wake_count; i++) {
+        uint32_t slot = r->wake_pending[i];
+        r->wake_deferred[slot] = false;
+        if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0)
+            futex_wake_all(slot_word(r, slot, GB_S_STATE));
+    }
+    r->wake_count = 0;
+}
+
+/* Section 3.3 step 4 for one held slot, in any order: FREE on the next lap, then wake its
+ * waiters, or, while the ring is well ahead, leave the wake to wake_flush (the next call that
+ * finds the ring no longer well ahead, or that is about to wait): the producers then wake once
+ * for half a ring of free slots instead of once per slot. */
 static void release_slot(gb_ring *r, uint32_t slot) {
     uint32_t lap = r->held_lap[slot] - 1;
     count_read(r, slot);
     _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
     atomic_store_explicit(w, SLOT_WORD(lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
-    if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0) futex_wake_all(w);
+    if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0) {
+        if (!well_ahead(r))
+            futex_wake_all(w);
+        else if (!r->wake_deferred[slot]) {
+            r->wake_deferred[slot] = true;
+            r->wake_pending[r->wake_count++] = slot;
+        }
+    }
     failpoint("consumer-released");
 }
 
@@ -806,11 +857,13 @@ static int bad_slot_state(gb_ring *r, uint32_t slot, uint32_t v, uint32_t lap) {
                 slot, st[v & GB_SLOT_STATE_MASK], v >> GB_SLOT_STATE_BITS, (unsigned long long)(r->g.start_batch + r->j), lap);
 }
 
-/* The calls that consume: only the registering process, on a ring not closed. One getpid (a
- * system call) per call, so gb_release_next checks once for both of its steps. */
+/* The calls that consume: only the registering process, on a ring not closed. A child made by
+ * fork(2) sees fork_generation changed (pthread_atfork) and is then held to its pid, so the
+ * registering process makes no system call here. (A child made by a raw clone without the
+ * atfork handlers, vfork or posix_spawn, runs no Python before exec.) */
 static int check_owner(gb_ring *r) {
     if (!r || !r->registered) return GB_ECLOSED;
-    if (getpid() != r->owner_pid)
+    if (r->fork_gen != atomic_load_explicit(&fork_generation, memory_order_relaxed) && getpid() != r->owner_pid)
         return fail(r, GB_EFOREIGN, "this ring belongs to pid %d; a forked child cannot use it", (int)r->owner_pid);
     return GB_OK;
 }
@@ -823,6 +876,7 @@ static int release_one(gb_ring *r, uint32_t slot) {
 }
 
 static int acquire_next(gb_ring *r, int budget_ms) {
+    if (r->wake_count != 0 && !well_ahead(r)) wake_flush(r);
     int lost = segment_lost(r);
     if (lost != GB_OK) return lost;
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
@@ -842,6 +896,7 @@ static int acquire_next(gb_ring *r, int budget_ms) {
 
     uint32_t v = atomic_load_explicit(w, memory_order_seq_cst);
     if (v != want) {
+        wake_flush(r); /* before any wait: a deferred wake may be what the batch needs */
         int64_t t0 = now_ns();
         int64_t deadline = t0 + (int64_t)(budget_ms > 0 ? budget_ms : 0) * 1000000ll;
         int rc = GB_TIMEOUT;
@@ -945,7 +1000,12 @@ void gb_close(gb_ring *r) {
         for (uint32_t s = 0; s < r->g.slot_count; s++)
             if (r->held_lap[s] != 0) count_read(r, s);
         atomic_store_explicit(a64(r, GB_H_CONSUMER_STATE), CLAIM_WORD(GB_CONSUMER_CLOSED, r->owner_pid), memory_order_seq_cst);
-        for (uint32_t s = 0; s < r->g.slot_count; s++) futex_wake_all(slot_word(r, s, GB_S_STATE));
+        /* Every sleeper counted itself in waiters before it slept (section 3.4), and the store of
+         * CLOSED precedes these loads (seq_cst): a word nobody waits on needs no system call. */
+        r->wake_count = 0;
+        for (uint32_t s = 0; s < r->g.slot_count; s++)
+            if (atomic_load_explicit(slot_word(r, s, GB_S_WAITERS), memory_order_seq_cst) != 0)
+                futex_wake_all(slot_word(r, s, GB_S_STATE));
     }
     gb_discard(r);
 }

@@ -516,10 +516,13 @@ func (r *Ring) Compatible(l Layout) error {
 }
 
 // WakeAll wakes every waiter on every slot word (used after an error record, a close or a
-// watchdog stop, so that sleepers run their checks at once).
+// watchdog stop, so that sleepers run their checks at once). Every sleeper counts itself in
+// the word's waiters before it sleeps (PROTOCOL.md 3.4) and the caller's store of what they are
+// to notice precedes these loads (sequentially consistent), so a word nobody waits on costs no
+// system call.
 func (r *Ring) WakeAll() {
 	for i := uint64(0); i < r.slots; i++ {
-		futexWake(r.slotState(i))
+		wake(r.slotState(i), r.slotWaiters(i))
 	}
 }
 

@@ -12,6 +12,7 @@ import mmap
 import os
 import re
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -48,9 +49,7 @@ _log = logging.getLogger("gobatch")
 _DTYPES: Dict[int, np.dtype] = {code: np.dtype(name).newbyteorder("<") for code, (name, _) in _proto.DTYPES.items()}
 
 _ndarray = np.ndarray
-
-
-_wref = weakref.ref
+_refcount = sys.getrefcount
 
 
 class _SlotMemory(np.ndarray):
@@ -201,18 +200,20 @@ class Ring:
         self._delivered = 0  # batches handed out so far
         self._tick = _tick
         self._creator_alive: Callable[[], bool] = lambda: True
-        # Leases (_lender): per slot, the function that lends it to a new batch and the lease
-        # token of the batch lent there (None when not lent); numpy: slots whose lease ended,
-        # given back by the next next() or close(); torch: per slot its storage and tensors
-        # (_TorchSlot), and per lent slot the tensors' versions at lending; an in-place write
-        # found when a lease ended.
+        # Leases: per slot the lease token of the batch lent there (None when not lent).
+        # numpy (_new_arrays): per slot its arrays, the tensors' names, the slots lent, and the
+        # reference count of an array nothing but the slot holds; torch: per slot the function
+        # that lends it, its storage and tensors (_TorchSlot), and per lent slot the tensors'
+        # versions at lending; an in-place write found when a lease ended.
         self._selfref = weakref.ref(self)
         self._lenders: List[Callable[[], Batch]] = []
-        self._single: Optional[str] = None  # numpy with one tensor: its name (__next__'s inlined lend)
-        self._memories: List[_SlotMemory] = []
-        self._gone: List[Callable[[Any], None]] = []
+        self._names: Tuple[str, ...] = ()
+        self._memories: List[List[_SlotMemory]] = []
+        self._arrays: List[List[np.ndarray]] = []
+        self._items: List[Dict[str, np.ndarray]] = []  # per slot: its arrays by name (a batch's contents)
+        self._lent: List[int] = []
+        self._idle_refs = 0
         self._leases: List[Any] = []
-        self._dead: List[int] = []
         self._torch_slots: List[_TorchSlot] = []
         self._versions: Dict[int, List[int]] = {}
         self._write_error: Optional[LoaderError] = None
@@ -304,54 +305,74 @@ class Ring:
                                  for s in range(n)]
             self._lenders = [self._torch_lender(s) for s in range(n)]
         else:
-            self._lenders = [self._lender(s) for s in range(n)]
-            if len(self._specs) == 1:
-                self._single = self._specs[0].name
+            self._names = tuple(t.name for t in self._specs)
+            self._memories = [[_slot_memory(self._mm, t.dtype, g.payload_offset + s * g.slot_stride + t.offset, t.shape)
+                               for t in self._specs] for s in range(n)]
+            self._arrays = [self._new_arrays(s) for s in range(n)]
+            self._items = [dict(zip(self._names, arrays)) for arrays in self._arrays]
+            self._idle_refs = _max_refs(self._arrays[0])
 
-    def _lender(self, slot: int) -> Callable[[], Batch]:
-        """numpy: the function that lends ``slot`` to a new Batch (the lock is held): per
-        tensor a fresh view of the slot's memory, its owner, with a weak reference whose
-        callback (_lease_ender) ends the lease when the last owner dies, that is when no view of
-        the batch is left.
+    def _new_arrays(self, slot: int) -> List[np.ndarray]:
+        """numpy: the arrays that batches lent from ``slot`` hand out, one per tensor, made once
+        and reused by every batch of the slot (renewed only when a lease ends while they are
+        still referenced, _forget_lent).
 
         NumPy collapses a new view's ``base`` to the first array up the chain that owns its data,
         has a base that is not an array, or has a base of another type than the view. Each
-        tensor's memory is held by a _SlotMemory array over the mapping (_slot_memory, made
-        here, once); a batch's array is a plain-ndarray view of it, so every view derived from
-        that array has it at the end of its ``.base`` chain. (A view of a read-only array is
-        cheap; a reshaped or retyped one is not, so each tensor has its own _SlotMemory.)"""
-        g, mm, selfref, leases = self._geom, self._mm, self._selfref, self._leases
-        base = g.payload_offset + slot * g.slot_stride
-        memories = [(t.name, _slot_memory(mm, t.dtype, base + t.offset, t.shape)) for t in self._specs]
-        if len(memories) == 1:
-            ((name, memory),) = memories
-            gone = _lease_ender(selfref, slot)
-            self._memories.append(memory)  # for __next__, which inlines lend_one
-            self._gone.append(gone)
+        tensor's memory is held by a _SlotMemory array over the mapping (_slot_memory, made at
+        attach); these arrays are plain-ndarray views of it, so every view derived from one of
+        them (a slice, reshape, ``view``, ``np.asarray``, a memoryview or torch.from_numpy of it)
+        holds a reference to it: the slot's batch is alive exactly as long as some array of the
+        slot has more references than the ring's own (_max_refs), which CPython's reference
+        counts show at no cost until the next next() reads them."""
+        arrays = [m.view(_ndarray) for m in self._memories[slot]]
+        if slot < len(self._items):
+            self._items[slot] = dict(zip(self._names, arrays))
+        return arrays
 
-            def lend_one() -> Batch:  # the common case: the lease token is the weak reference
-                owner = memory.view(_ndarray)
-                token = leases[slot] = _wref(owner, gone)
-                batch = Batch()
-                batch[name] = owner
-                batch._lease = (selfref, slot, token)
-                return batch
+    def _lend_arrays(self, slot: int) -> Batch:
+        """numpy (the lock is held): lends ``slot`` to a new Batch of its arrays."""
+        token = self._leases[slot] = self._delivered
+        self._lent.append(slot)
+        batch = Batch(self._items[slot])
+        batch._lease = (self._selfref, slot, token)
+        return batch
 
-            return lend_one
-        countdown = _lease_countdown(selfref, slot, len(memories))
+    def _collect_ended(self) -> int:
+        """numpy (the lock is held): ends the lease of every lent slot whose arrays nothing but
+        the ring references any more, and gives all of them back but one, which it returns for
+        the C call that takes the next batch (-1 when none ended). The counts are read by
+        _max_refs, the function that measured _idle_refs, so that both count the same
+        references whatever the interpreter adds for a call."""
+        keep, more, idle, arrays, lent = -1, None, self._idle_refs, self._arrays, self._lent
+        for slot in lent:
+            if _max_refs(arrays[slot]) > idle:
+                continue
+            if keep < 0:
+                keep = slot
+            elif more is None:
+                more = [slot]
+            else:
+                more.append(slot)
+        if keep < 0:
+            return -1
+        self._leases[keep] = None
+        lent.remove(keep)
+        for slot in more or ():
+            self._leases[slot] = None
+            lent.remove(slot)
+            if self._ptr is not None:
+                self._release(self._ptr, slot)
+        return keep
 
-        def lend() -> Batch:
-            token, gone = countdown()
-            leases[slot] = token
-            batch = Batch()
-            refs = token.refs
-            for name, memory in memories:
-                owner = batch[name] = memory.view(_ndarray)
-                refs.append(_wref(owner, gone))
-            batch._lease = (selfref, slot, token)
-            return batch
-
-        return lend
+    def _forget_lent(self, slot: int) -> None:
+        """numpy, a lease ended by release() (the lock is held): the slot is no longer lent, and
+        if views of its batch are still referenced the slot gets new arrays, so that they do not
+        count as views of its next batch."""
+        if slot in self._lent:
+            self._lent.remove(slot)
+            if _max_refs(self._arrays[slot]) > self._idle_refs:
+                self._arrays[slot] = self._new_arrays(slot)
 
     def _torch_lender(self, slot: int) -> Callable[[], Batch]:
         """torch: the function that lends ``slot`` to a new Batch (the lock is held): per tensor
@@ -449,27 +470,33 @@ class Ring:
             # Sticky: the stream is broken at this batch; asking the C side again would step
             # past it (every later index off by one). A fresh traceback for each raise.
             raise self._failure.with_traceback(None)
-        dead = self._dead
-        if len(dead) > 1 or self._versions or self._write_error is not None:
-            self._settle_leases()
+        if self._write_error is not None:
+            self._settle_leases()  # raises it
         with self._lock:
             ptr = self._ptr
             if ptr is None:
                 raise self._closed_error()
-            # One C call gives back the slot of the batch dropped since the last call (the
-            # usual loop drops one per step) and takes the next.
-            rc: int = self._next(ptr, dead.pop() if dead else -1, _POLL_MS)
+            # One C call gives back the slot of a batch dropped since the last call (the usual
+            # loop drops one per step) and takes the next.
+            if not self._torch:
+                rel = self._collect_ended() if self._lent else -1
+            elif self._versions:
+                rel = self._poll_torch(keep_one=True)
+                if self._write_error is not None:  # a lent batch was written in place: revoked
+                    if rel >= 0:
+                        self._release(ptr, rel)
+                    self._raise_write_error()
+            else:
+                rel = -1
+            rc: int = self._next(ptr, rel, _POLL_MS)
             if rc >= 0:
                 self._delivered += 1
-                name = self._single
-                if name is None:
+                if self._torch:
                     return self._lenders[rc]()
-                # numpy, one tensor: _lender's lend_one, inlined (per-slot state in lists, so
-                # that a batch touches few objects of its slot)
-                owner = self._memories[rc].view(_ndarray)
-                token = self._leases[rc] = _wref(owner, self._gone[rc])
-                batch = Batch()
-                batch[name] = owner
+                # _lend_arrays, inlined
+                token = self._leases[rc] = self._delivered
+                self._lent.append(rc)
+                batch = Batch(self._items[rc])
                 batch._lease = (self._selfref, rc, token)
                 return batch
         return self._next_slow(rc)
@@ -494,11 +521,11 @@ class Ring:
                 ptr = self._ptr
                 if ptr is None:
                     raise self._closed_error()
-                dead = self._dead  # a batch dropped while this call waits (another thread)
-                rc = int(self._next(ptr, dead.pop() if dead else -1, _POLL_MS))
+                # a batch dropped while this call waits (another thread) goes back now
+                rc = int(self._next(ptr, self._collect_ended() if self._lent else -1, _POLL_MS))
                 if rc >= 0:
                     self._delivered += 1
-                    return self._lenders[rc]()
+                    return self._lenders[rc]() if self._torch else self._lend_arrays(rc)
 
     def _fail(self, rc: int) -> BaseException:
         if self._failure is not None:
@@ -570,21 +597,20 @@ class Ring:
             if self._leases[slot] is token:
                 self._leases[slot] = None
                 self._note_writes(slot)
+                self._forget_lent(slot)
                 if self._ptr is not None:
                     self._release(self._ptr, slot)
-            while self._dead:  # numpy: the lease may have ended as the batch let go of its views
-                dead = self._dead.pop()
-                if self._ptr is not None:
-                    self._release(self._ptr, dead)
+            self._release_ended()  # numpy: others may have ended as this batch let go of its views
         self._raise_write_error()
 
-    def _note_writes(self, slot: int) -> None:
+    def _note_writes(self, slot: int, clean: bool = False) -> None:
         """torch, a lease ending: keeps the error for a tensor of the slot's batch written in
         place while lent (raised by the next next(), release() or close()). A batch released
         while referenced leaves tensors on the slot's storage: the slot gets a new one, so that
-        they do not count as views of its next batch."""
+        they do not count as views of its next batch. ``clean``: the caller found the batch
+        unwritten and its storage unused just now."""
         versions = self._versions.pop(slot, None)
-        if versions is None:
+        if versions is None or clean:
             return
         if self._write_error is None:
             self._write_error = self._written(slot, versions)
@@ -601,31 +627,40 @@ class Ring:
                 )
         return None
 
+    def _release_ended(self) -> None:
+        """numpy (the lock is held): gives back every lent slot whose lease ended."""
+        if self._lent:
+            slot = self._collect_ended()
+            if slot >= 0 and self._ptr is not None:
+                self._release(self._ptr, slot)
+
     def _settle_leases(self) -> None:
-        """Before a batch is requested: gives back slots whose lease ended (numpy: queued by
-        _lease_ender; torch: found by _poll_torch) and raises an in-place write found."""
+        """Gives back slots whose lease ended (numpy: _collect_ended; torch: _poll_torch) and
+        raises an in-place write found."""
         with self._lock:
-            while self._dead:
-                slot = self._dead.pop()
-                if self._ptr is not None:
-                    self._release(self._ptr, slot)
+            self._release_ended()
             if self._versions:
                 self._poll_torch()
         self._raise_write_error()
 
-    def _poll_torch(self) -> None:
+    def _poll_torch(self, keep_one: bool = False) -> int:
         """torch (the lock is held): gives back each lent slot whose storage no view uses any
         more, and revokes a lent batch written in place (its slot goes back although the batch
         is referenced, since it no longer holds the producers' data and keeping it would stall
-        the stream), keeping the write's error."""
+        the stream), keeping the write's error. With ``keep_one`` the first such slot is not
+        given back but returned, for the C call that takes the next batch (-1: none)."""
+        keep = -1
         for slot, versions in list(self._versions.items()):
             written = self._written(slot, versions)
             if written is None and not self._torch_slots[slot].unused():
                 continue
             self._leases[slot] = None  # a revoked batch's token no longer matches: no second release
-            self._note_writes(slot)
-            if self._ptr is not None:
+            self._note_writes(slot, clean=written is None)
+            if keep_one and keep < 0:
+                keep = slot
+            elif self._ptr is not None:
                 self._release(self._ptr, slot)
+        return keep
 
     def _raise_write_error(self) -> None:
         err, self._write_error = self._write_error, None
@@ -664,6 +699,7 @@ class Ring:
                 if self._leases[slot] is not None:
                     self._leases[slot] = None
                     self._note_writes(slot)
+                    self._forget_lent(slot)
                     self._release(self._ptr, slot)
         self._settle_leases()
 
@@ -752,9 +788,9 @@ class Ring:
             creator_gone = not self._creator_alive()
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
-        self._lenders, self._versions, self._dead, self._torch_slots = [], {}, [], []
-        self._memories, self._gone, self._single = [], [], None
-        self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; no callback acts
+        self._lenders, self._versions, self._torch_slots = [], {}, []
+        self._memories, self._arrays, self._items, self._lent = [], [], [], []
+        self._leases[:] = [None] * len(self._leases)  # lent batches keep their views; a release() of one gives nothing back
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -799,56 +835,16 @@ class Ring:
         return f"<gobatch {self._label} {self._framework} {state}>"
 
 
-def _lease_ender(ring: "weakref.ref[Ring]", slot: int) -> Callable[[Any], None]:
-    """The weak-reference callback that ends the lease of ``slot`` when its memory owner dies
-    (no view of the batch is left). It runs in whichever thread dropped the last view, or
-    inside a garbage collection (possibly within the ring's own locked section), so it never
-    blocks and calls no C: it queues the slot, which the next next() gives back in the same C
-    call that takes the next batch (or close() does). It holds the ring weakly, so that kept
-    batches do not keep a ring open."""
-
-    def gone(token: Any) -> None:
-        r = ring()
-        # Not when the lease was released or revoked already (the token no longer matches),
-        # nor in a fork child (it never gives anything back).
-        if r is not None and r._leases[slot] is token and not r._foreign:
-            r._leases[slot] = None
-            r._dead.append(slot)
-
-    return gone
-
-
-class _Token:
-    """The lease token of a batch of several arrays: their weak references (they live as long
-    as the token) and a countdown of the deaths still to come."""
-
-    __slots__ = ("refs", "left")
-
-    def __init__(self, n: int) -> None:
-        self.refs: List[Any] = []
-        self.left: List[None] = [None] * (n - 1)
-
-
-def _lease_countdown(ring: "weakref.ref[Ring]", slot: int, n: int) -> Callable[[], Tuple[_Token, Callable[[Any], None]]]:
-    """For a batch of ``n`` arrays: a function that makes a lease token and the weak-reference
-    callback of its arrays. Each array's death pops one entry of the countdown; ``list.pop``
-    is atomic under the GIL, so exactly one death, the last, finds it empty (also when arrays
-    die in several threads at once), and that one ends the lease as _lease_ender does."""
-    ended = _lease_ender(ring, slot)
-
-    def make() -> Tuple[_Token, Callable[[Any], None]]:
-        token = _Token(n)
-        left = token.left
-
-        def gone(_: Any) -> None:
-            try:
-                left.pop()
-            except IndexError:
-                ended(token)
-
-        return token, gone
-
-    return make
+def _max_refs(arrays: List[np.ndarray]) -> int:
+    """The largest reference count among a slot's arrays, as read here: Ring._idle_refs is this
+    for arrays that nothing but the ring holds, so a larger count means a view of the slot's
+    batch is alive."""
+    most = 0
+    for a in arrays:
+        n = _refcount(a)
+        if n > most:
+            most = n
+    return most
 
 
 def _slot_memory(mm: mmap.mmap, dtype: np.dtype, offset: int, shape: Tuple[int, ...]) -> _SlotMemory:
@@ -883,12 +879,13 @@ class _TorchSlot:
                                                     tuple(reversed(strides)))
             self.tensors.append((t.name, view))
         self._use_count = torch._C._storage_Use_Count
-        self._own_uses = self._use_count(self.storage._cdata)
+        self._cdata = self.storage._cdata  # the storage's address, valid while self.storage lives
+        self._own_uses = self._use_count(self._cdata)
 
     def unused(self) -> bool:
         """True when nothing but this slot uses the storage: no tensor, view or array of a
         batch lent from it is left."""
-        return self._use_count(self.storage._cdata) == self._own_uses
+        return self._use_count(self._cdata) == self._own_uses
 
     def renewed(self) -> "_TorchSlot":
         """The same memory with a new storage and tensors."""

@@ -11,6 +11,7 @@ It can also corrupt any field, to test that attaching refuses bad segments."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import platform
@@ -175,6 +176,24 @@ class FakeRing:
         self._put(h, S, "state", word(P.SLOT_READY))
         if self._get(h, S, "waiters"):
             self._wake(h + S["state"][0])
+
+    def sleep_on(self, slot: int, timeout_s: float) -> str:
+        """A producer's wait on slot's state word (PROTOCOL.md 3.4): counts itself in the
+        slot's waiters and sleeps in FUTEX_WAIT while the word is unchanged, at most timeout_s.
+        Returns "woken" (a FUTEX_WAKE), "timeout", or "changed" (the word changed before the
+        sleep began). Call it from a thread; nothing else may change this slot's waiters."""
+        h, S = self._slot(slot), P.SLOT_FIELDS
+        v = self.slot_state(slot)
+        self._put(h, S, "waiters", self._get(h, S, "waiters") + 1)
+        try:
+            ts = (ctypes.c_long * 2)(int(timeout_s), int(timeout_s % 1 * 1e9))
+            rc = _libc.syscall(SYS_FUTEX, ctypes.c_void_p(self.base + h + S["state"][0]), 0, v, ts, None, 0)
+            err = ctypes.get_errno()
+        finally:
+            self._put(h, S, "waiters", self._get(h, S, "waiters") - 1)
+        if rc == 0:
+            return "woken"
+        return "timeout" if err == errno.ETIMEDOUT else "changed"
 
     def set_error(self, text: str, producer: int = 1) -> None:
         raw = text.encode()

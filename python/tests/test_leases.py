@@ -9,6 +9,7 @@ import gc
 import multiprocessing
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -161,6 +162,46 @@ def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
             views.pop()
         publish_when_free(fr, 2)
         assert value(next(r)) == 2  # every view gone: slot 0 went back, batch 2 filled it
+
+
+def test_memoryviews_and_torch_tensors_of_an_array_hold_the_slot(memfd):
+    fr = published(memfd, 2, slots=2, spec=ONE)
+    with Ring(memfd, label="fake") as r:
+        y = next(r)["y"]
+        keep = [memoryview(y), np.asarray(memoryview(y))]
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "not writable": read-only on purpose
+                keep.append(torch.from_numpy(y))
+        del y
+        next(r)  # batch 1, dropped
+        while keep:
+            with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
+                next(r)
+            assert fr.slot_state(0) == READING
+            keep.pop()
+        publish_when_free(fr, 2)
+        assert value(next(r)) == 2
+
+
+def test_views_kept_past_release_do_not_hold_the_next_batch_of_the_slot(memfd):
+    fr = published(memfd, 1, slots=1, spec=ONE)
+    with Ring(memfd, label="fake") as r:
+        b0 = next(r)
+        kept = b0["y"][1:]  # outlives the lease (release() warns that it may be overwritten)
+        b0.release()
+        assert fr.slot_state(0) == free(1)
+        fr.publish(1)
+        b1 = next(r)
+        assert value(b1) == 1 and kept.base is not b1["y"]  # the slot's next batch has new arrays
+        del b1
+        publish_when_free(fr, 2)
+        assert value(next(r)) == 2  # batch 1's lease ended although `kept` is still alive
+        assert fr.slot_state(0) == (2 << 2) | READING
 
 
 def test_views_in_a_reference_cycle_are_collected_before_refusing(memfd):
