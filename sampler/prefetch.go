@@ -26,9 +26,10 @@ type decodeQueue struct {
 
 // decodeWork is one prefetch: the missing chunks of one batch.
 type decodeWork struct {
-	g    uint64
-	keys []uint64 // to decode; keys[:next] are started
-	next int
+	g        uint64
+	keys     []uint64 // to decode; keys[:next] are started
+	next     int
+	progress chan struct{} // one token when next has moved (the read-ahead waits on it); may be nil
 }
 
 // add queues w in batch order.
@@ -54,10 +55,21 @@ func (q *decodeQueue) take(own *decodeWork) (uint64, bool) {
 		if w.next < len(w.keys) {
 			k := w.keys[w.next]
 			w.next++
+			select {
+			case w.progress <- struct{}{}:
+			default: // a token is waiting already (or nobody reads ahead)
+			}
 			return k, true
 		}
 	}
 	return 0, false // unreachable: own is queued and has a key left
+}
+
+// started is how many of w's chunks have been started.
+func (q *decodeQueue) started(w *decodeWork) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return w.next
 }
 
 // remove takes w (every chunk started) out of the queue.
@@ -167,9 +179,13 @@ func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minC
 // decoding), or at a worker's first failure (the gather reports the
 // error and retries).
 func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers int) {
-	w := &decodeWork{g: g, keys: keys}
+	w := &decodeWork{g: g, keys: keys, progress: make(chan struct{}, 1)}
 	j.decodes.add(w)
-	var wg sync.WaitGroup
+	var wg, ahead sync.WaitGroup
+	stop := make(chan struct{}) // the decoders are done: the read-ahead has nothing left to do
+	if j.readsAhead(keys) {
+		ahead.Go(func() { j.readAhead(w, stop) })
+	}
 	for range workers {
 		wg.Go(func() {
 			for {
@@ -192,9 +208,45 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 		})
 	}
 	wg.Wait()
+	close(stop)
+	ahead.Wait()
 	j.decodes.remove(w)
 	// Chunks of keys started by other readers' goroutines may still be decoding: the gather's
 	// acquire waits for them (a cache entry exists from the start of its load).
+}
+
+// readsAhead reports whether a chunk of keys belongs to a source that reads ahead.
+func (j *Job) readsAhead(keys []uint64) bool {
+	for _, k := range keys {
+		if j.srcs[k>>keyShift].data().readsAhead() {
+			return true
+		}
+	}
+	return false
+}
+
+// readAhead asks the stores to read w's chunks in key order, each once no more than
+// readAheadChunks chunks are requested and not yet started by a decoder; a chunk a decoder
+// has started already is skipped (its read is under way). It returns when every chunk is
+// requested or started, or when stop is closed (the decoders gave up: an error, or ctx).
+func (j *Job) readAhead(w *decodeWork, stop <-chan struct{}) {
+	for i, k := range w.keys {
+		for {
+			started := j.decodes.started(w)
+			if i < started {
+				break
+			}
+			if i < started+readAheadChunks {
+				j.srcs[k>>keyShift].data().readAhead(k)
+				break
+			}
+			select {
+			case <-w.progress:
+			case <-stop:
+				return
+			}
+		}
+	}
 }
 
 // Prefetch implements Source: it decodes the missing chunks of global batch g (as Fill would

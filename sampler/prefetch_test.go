@@ -2,10 +2,12 @@ package sampler
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The decode queue hands out the lowest batch's chunks first, whoever asks, and stops a
@@ -124,4 +126,73 @@ func TestPrefetchDuringFills(t *testing.T) {
 	if m := j2.Cache().Stats().Misses; m != wantMisses {
 		t.Fatalf("%d chunks decoded with a concurrent Prefetch, %d without", m, wantMisses)
 	}
+}
+
+// TestPrefetchReadsAhead: while a prefetch decodes, it asks the store to read the next chunks
+// ahead (once each, only chunks it then decodes), never more than readAheadChunks beyond
+// the chunks its decoders have started, and it asks nothing more once it has returned.
+func TestPrefetchReadsAhead(t *testing.T) {
+	cfg, err := parseCfg(t, fmt.Sprintf(memConfig, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Batch.Size = 32 // enough chunks for several windows of read-ahead
+	ds := newMemNowcast(smallMem)
+	j, err := NewJob(cfg, Options{Open: memOpen(ds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sat := ds["satellite.zarr"].arrays["data"]
+	var mu sync.Mutex
+	entered := 0                 // satellite decodes begun
+	asked := map[string]int{}    // read-ahead requests per chunk
+	aheadOfDecode := 0           // chunks asked for before their decode began
+	decoded := map[string]bool{} // chunks decoded
+	maxLead := 0                 // most requests beyond the decodes begun
+	sat.onReadAhead = func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[fmt.Sprint(idx)]++
+		maxLead = max(maxLead, len(asked)-entered)
+	}
+	sat.onDecode = func(idx []int) {
+		mu.Lock()
+		entered++
+		k := fmt.Sprint(idx)
+		decoded[k] = true
+		if asked[k] > 0 {
+			aheadOfDecode++
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // a decode that takes time: the read-ahead runs ahead of it
+	}
+	j.Prefetch(0)
+	mu.Lock()
+	n, lead, ahead := len(asked), maxLead, aheadOfDecode
+	for k, c := range asked {
+		if c != 1 {
+			t.Errorf("chunk %s read ahead %d times, want once", k, c)
+		}
+		if !decoded[k] {
+			t.Errorf("chunk %s read ahead but not decoded by the prefetch", k)
+		}
+	}
+	mu.Unlock()
+	if len(decoded) <= readAheadChunks+j.prefetchWorkers() {
+		t.Fatalf("batch 0 decodes %d satellite chunks: too few to see the read-ahead's bound", len(decoded))
+	}
+	if bound := readAheadChunks + j.prefetchWorkers(); lead > bound {
+		t.Errorf("read-ahead ran %d chunks beyond the decodes begun, want at most %d (readAheadChunks + workers)", lead, bound)
+	}
+	if ahead < len(decoded)/2 {
+		t.Errorf("%d of %d chunks were read ahead before their decode began, want at least half", ahead, len(decoded))
+	}
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	if len(asked) != n {
+		t.Errorf("%d read-ahead requests after Prefetch returned", len(asked)-n)
+	}
+	mu.Unlock()
+	t.Logf("%d satellite chunks decoded, %d read ahead (%d before their decode), lead at most %d", len(decoded), n, ahead, lead)
 }
