@@ -57,12 +57,14 @@ func (c *chunked) limitReads(depth int) {
 	c.rawBufs = make(chan []byte, depth)
 }
 
-// shareDecodes gives every source the job's decode slots: one per core.
+// shareDecodes gives every source the job's decode slots: one per core; and sets the places
+// for decodes above a gathering batch: one core fewer (prefetch.go).
 func (j *Job) shareDecodes() {
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, s := range j.srcs {
 		s.data().decodes = slots
 	}
+	j.decodes.spare = make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 1))
 }
 
 // slot waits for a place in sem (nil: no bound); the returned func gives it back.

@@ -18,10 +18,22 @@ import (
 // instead of each decoding its own batch on a share of the cores, which would make batch 0
 // (the one the consumer waits for) as late as the last.
 
-// decodeQueue holds the prefetches in progress, in ascending batch order.
+// A batch whose chunks are all cached is gathered by its reader while the other readers'
+// prefetches decode the chunks of later batches. At start-up those are the first batch (the
+// consumer waits for it) and the next ones, and a gather that shares the cores with one
+// decoder per core gets a fraction of one: the first batch would wait for decodes of later
+// batches. So while a batch is gathering, the decodes of higher batches' chunks from local
+// stores run at most GOMAXPROCS-1 at a time (spare), which leaves the gather a core. The
+// decodes of its own batch and of lower ones are not held back, nor reads from object
+// storage (I/O-bound: fetch_depth bounds them).
+
+// decodeQueue holds the prefetches in progress, in ascending batch order, and the batches
+// being gathered.
 type decodeQueue struct {
-	mu   sync.Mutex
-	work []*decodeWork
+	mu        sync.Mutex
+	work      []*decodeWork
+	gathering []uint64      // batches whose Fill is gathering (its prefetch done)
+	spare     chan struct{} // places for decodes of batches above a gathering one; nil: no bound
 }
 
 // decodeWork is one prefetch: the missing chunks of one batch.
@@ -46,10 +58,16 @@ func (q *decodeQueue) add(w *decodeWork) {
 // take returns the next chunk to decode, from the lowest batch that has one left, as long as
 // own (the caller's batch) has chunks left to start; false when it has none.
 func (q *decodeQueue) take(own *decodeWork) (uint64, bool) {
+	k, _, ok := q.takeBatch(own)
+	return k, ok
+}
+
+// takeBatch is take that also returns the batch whose chunk it is.
+func (q *decodeQueue) takeBatch(own *decodeWork) (key, g uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if own.next == len(own.keys) {
-		return 0, false
+		return 0, 0, false
 	}
 	for _, w := range q.work {
 		if w.next < len(w.keys) {
@@ -59,10 +77,41 @@ func (q *decodeQueue) take(own *decodeWork) (uint64, bool) {
 			case w.progress <- struct{}{}:
 			default: // a token is waiting already (or nobody reads ahead)
 			}
-			return k, true
+			return k, w.g, true
 		}
 	}
-	return 0, false // unreachable: own is queued and has a key left
+	return 0, 0, false // unreachable: own is queued and has a key left
+}
+
+// gather records that batch g is being gathered, until gathered(g).
+func (q *decodeQueue) gather(g uint64) {
+	q.mu.Lock()
+	q.gathering = append(q.gathering, g)
+	q.mu.Unlock()
+}
+
+// gathered records that batch g's gather is over.
+func (q *decodeQueue) gathered(g uint64) {
+	q.mu.Lock()
+	if i := slices.Index(q.gathering, g); i >= 0 {
+		q.gathering = slices.Delete(q.gathering, i, i+1)
+	}
+	q.mu.Unlock()
+}
+
+// yieldTo waits, when a batch lower than g is being gathered, for a spare place, and returns
+// the func that gives it back (a no-op when none was taken).
+func (q *decodeQueue) yieldTo(g uint64) func() {
+	if q.spare == nil {
+		return func() {}
+	}
+	q.mu.Lock()
+	below := slices.ContainsFunc(q.gathering, func(b uint64) bool { return b < g })
+	q.mu.Unlock()
+	if !below {
+		return func() {}
+	}
+	return slot(q.spare)
 }
 
 // started is how many of w's chunks have been started.
@@ -125,9 +174,11 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 }
 
 // prefetch decodes, in parallel, the missing chunks of global batch g's windows (grid, NWP and
-// the points' nearest systems), when there are at least two.
+// the points' nearest systems), when there are at least two. Then batch g is gathering until
+// the caller calls j.decodes.gathered(g) (decodes of higher batches leave it a core).
 func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 	j.prefetchBatch(ctx, g, rs, 2)
+	j.decodes.gather(g)
 }
 
 // prefetchBatch is prefetch for at least minChunks missing chunks (one when fetching ahead,
@@ -192,12 +243,17 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 				if ctx.Err() != nil {
 					return // the process is stopping (the consumer is gone): no more decoding
 				}
-				k, ok := j.decodes.take(w)
+				k, kg, ok := j.decodes.takeBatch(w)
 				if !ok {
 					return
 				}
 				c := j.srcs[k>>keyShift].data()
+				yield := func() {}
+				if !c.remote {
+					yield = j.decodes.yieldTo(kg) // a lower batch's gather keeps a core
+				}
 				e, err := j.cache.acquire(k, c.elems, c.load)
+				yield()
 				if err != nil {
 					// The gather meets the same error and reports it: loading the rest first
 					// would only delay that (by a deadline per chunk on a hung mount).
@@ -257,5 +313,5 @@ func (j *Job) readAhead(w *decodeWork, stop <-chan struct{}) {
 func (j *Job) Prefetch(g uint64) {
 	rs := j.state()
 	defer j.putState(rs)
-	j.prefetch(context.Background(), g, rs)
+	j.prefetchBatch(context.Background(), g, rs, 2)
 }

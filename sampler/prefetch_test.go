@@ -196,3 +196,43 @@ func TestPrefetchReadsAhead(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d satellite chunks decoded, %d read ahead (%d before their decode), lead at most %d", len(decoded), n, ahead, lead)
 }
+
+// TestDecodesYieldToGather: while a lower batch is being gathered, a prefetch decodes at
+// most GOMAXPROCS-1 chunks at once (the gather keeps a core); otherwise one per core.
+func TestDecodesYieldToGather(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("with one core there is no core to leave to the gather")
+	}
+	maxDecodes := func(gathering bool) int {
+		j, ds := newMemJob(t, smallMem, "", Options{})
+		var mu sync.Mutex
+		now, most := 0, 0
+		ds["satellite.zarr"].arrays["data"].onDecode = func([]int) {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(3 * time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+		}
+		if gathering {
+			j.decodes.gather(0)
+			defer j.decodes.gathered(0)
+		}
+		for g := uint64(1); g <= 3; g++ {
+			j.Prefetch(g)
+		}
+		if j.Cache().Stats().Misses == 0 {
+			t.Fatal("the prefetches decoded nothing")
+		}
+		return most
+	}
+	if got, want := maxDecodes(true), runtime.GOMAXPROCS(0)-1; got > want {
+		t.Errorf("with batch 0 gathering, %d decodes of later batches ran at once, want at most %d", got, want)
+	}
+	if got := maxDecodes(false); got < 2 {
+		t.Errorf("with no batch gathering, at most %d decode ran at once, want several (one per core)", got)
+	}
+}
