@@ -10,12 +10,7 @@ func (s *DirStore) ReadAhead(key string) {
 	if !validKey(key) {
 		return
 	}
-	pp := pathBufs.Get().(*[]byte)
-	defer pathBufs.Put(pp)
-	p := append(append(append((*pp)[:0], s.root...), '/'), key...)
-	p = append(p, 0)
-	*pp = p
-	fd, err := openRead(p)
+	fd, err := s.openKey(key)
 	if err != nil {
 		return // not stored (read as the fill value), or an error the read itself reports
 	}
