@@ -380,7 +380,7 @@ def run_parts(args: argparse.Namespace, builds: list[tuple[str, str]], data: Pat
     cache_batches = args.cache_batches or (12 if quick else 40)
     names = [n for n, _ in builds]
     print(f"percore_bench: {'quick' if quick else 'full'}; builds: "
-          + ", ".join(f"{n} {shown(b)}" for n, b in builds)
+          + ", ".join(n if n.startswith("baseline ") else f"{n} {shown(b)}" for n, b in builds)
           + f"; data {shown(data)} (in cache), {shown(large)} (larger than cache); {seconds:.0f} s per run, "
           f"{rounds} round(s) per build; {os.cpu_count()} CPUs, {load()}", flush=True)
     rows: list[list[str]] = []
@@ -390,7 +390,9 @@ def run_parts(args: argparse.Namespace, builds: list[tuple[str, str]], data: Pat
         for readers in (1, 2):
             for n in names:
                 r = best(runs[readers][n])
-                rows.append([part, n, str(readers), sampling, fmt(r.segments_per_batch), fmt(r.bps),
+                ok = [x.bps for x in runs[readers][n] if not x.error]
+                spread = f"{min(ok):.2f}-{max(ok):.2f}" if ok else "-"
+                rows.append([part, n, str(readers), sampling, fmt(r.segments_per_batch), fmt(r.bps), spread,
                              fmt(r.cpu_per_batch * 1e3, ".1f"), fmt(r.misses_per_batch), r.load or r.error])
         figs.append([f"{part}: readers 2 over readers 1, batches/s (issue: >= 1.8)"]
                     + [ratio(best(runs[2][n]).bps, best(runs[1][n]).bps) for n in names])
@@ -467,8 +469,8 @@ def run_parts(args: argparse.Namespace, builds: list[tuple[str, str]], data: Pat
     print(f"Batches/s: the median of {rounds} run(s) of {seconds:.0f} s per build, builds alternated; the trainer "
           "copies every batch into its own arrays. Sampling and segments per batch beside every figure.\n")
     if rows:
-        print(table(["data", "build", "readers", "sampling", "segments/batch", "batches/s", "loader CPU ms/batch",
-                     "misses/batch", "load"], rows))
+        print(table(["data", "build", "readers", "sampling", "segments/batch", "batches/s", "range of the runs",
+                     "loader CPU ms/batch", "misses/batch", "load"], rows))
         print()
     print(table(["figure"] + names, figs))
 
