@@ -85,6 +85,16 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "cmd/faultproxy with 0 and 30 ms per request at several fetch_depth values, methods "
         "alternated in one run (issue 10 asks for >= 0.8x local disk and a first batch <= 1 s).",
     ),
+    "percore": (
+        "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",
+        [PY, "benchmarks/percore_bench.py", "--baseline-commit", "0d579d4"],
+        [PY, "benchmarks/percore_bench.py", "--quick", "--baseline-commit", "0d579d4"],
+        "this build's shmloader against the one built from 0d579d4 (main before issue 11), runs "
+        "alternated, the trainer copying every batch into its own arrays: (a) in cache (4 days, "
+        "cache_mb 4096, random) over a NumPy copy + touch of one batch, CPU per batch; (b) 8 days at "
+        "cache_mb 1024, locality sampling with its segments set explicitly; (c) decoded cache bytes; "
+        "(d) readers 1 and 2; (e) the first batch with the data's pages dropped from the page cache.",
+    ),
 }
 
 

@@ -143,7 +143,9 @@
 // with the CF decoding (fill value to NaN, then scale and offset, in float64 as xarray does),
 // the normalisation and the NaN policy applied, in memory mapped outside the Go heap within the
 // budget. A gather is then a copy per output row (128 bytes for a 32-pixel crop). Before it
-// gathers, a Fill decodes its batch's missing chunks on all cores (the first batch, rotations).
+// gathers, a Fill decodes its batch's missing chunks on all cores (the first batch, rotations),
+// a local store reading the next chunks ahead meanwhile (fetch.go), so that with a cold page
+// cache the disk works while the cores decode.
 // The readers' decodes share one queue served lowest batch first, so that at start-up (reader
 // r fills batch r) every core works on batch 0, the one the consumer waits for, before batch 1;
 // [Job.Prefetch] starts a batch's decodes ahead of its Fill (shmloader does it for the first

@@ -57,12 +57,14 @@ func (c *chunked) limitReads(depth int) {
 	c.rawBufs = make(chan []byte, depth)
 }
 
-// shareDecodes gives every source the job's decode slots: one per core.
+// shareDecodes gives every source the job's decode slots: one per core; and sets the places
+// for decodes above a gathering batch: one core fewer (prefetch.go).
 func (j *Job) shareDecodes() {
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, s := range j.srcs {
 		s.data().decodes = slots
 	}
+	j.decodes.spare = make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 1))
 }
 
 // slot waits for a place in sem (nil: no bound); the returned func gives it back.
@@ -124,4 +126,47 @@ func (j *Job) prefetchWorkers() int {
 		n = max(n, s.data().depth)
 	}
 	return n
+}
+
+// Read-ahead. A local store's chunk read is a memory copy when its pages are in the page cache
+// and a wait for the disk when they are not (a cold cache: the first batch after a reboot, or
+// a dataset larger than memory). A prefetch decodes one chunk per core, and each of those
+// goroutines would alternate between waiting for its read and decoding; so while the decoders
+// work, the prefetch asks the kernel to read the next readAheadChunks chunks in the background
+// (zarr.Array.ReadAhead: POSIX_FADV_WILLNEED), and the decoders' reads find them in memory.
+// The reads are the kernel's, into the page cache (no buffer of ours), at most
+// readAheadChunks chunks ahead of the decoders. Object storage has fetch_depth instead.
+
+// readAheadChunks is how many chunks a prefetch's read-ahead keeps requested ahead of its
+// decoders: enough to keep a disk's queue busy (about 40 MB of nowcast-ref satellite chunks).
+const readAheadChunks = 16
+
+// readAheadArray is implemented by arrays whose store can read ahead (a local directory).
+type readAheadArray interface{ ReadAhead(idx []int) }
+
+// readsAhead reports whether the source's reads benefit from read-ahead: a local store whose
+// array can read ahead.
+func (c *chunked) readsAhead() bool {
+	_, ok := c.arr.(readAheadArray)
+	return ok && !c.remote
+}
+
+// readAhead asks the store to start reading chunk key (a cache key of this source).
+func (c *chunked) readAhead(key uint64) {
+	ra, ok := c.arr.(readAheadArray)
+	if !ok || c.remote {
+		return
+	}
+	ip, _ := c.idxPool.Get().(*[]int)
+	if ip == nil {
+		s := make([]int, len(c.shape)+c.storeRank) // canonical, then store order (as loadChunk)
+		ip = &s
+	}
+	lin := int(key & (1<<keyShift - 1))
+	idx := (*ip)[:len(c.shape)]
+	for d := range idx {
+		idx[d] = lin / c.gstride[d] % c.grid[d]
+	}
+	ra.ReadAhead(c.storeIndex(idx, (*ip)[len(c.shape):]))
+	c.idxPool.Put(ip)
 }

@@ -99,6 +99,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	rs := j.state()
 	defer j.putState(rs)
 	j.prefetch(ctx, g, rs)
+	defer j.decodes.gathered(g)
 	j.fetchAhead(g)
 	rs.segs = rs.segs[:0]
 	ns := len(j.srcs)

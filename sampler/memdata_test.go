@@ -28,6 +28,16 @@ type memArray struct {
 	attrs         map[string]string
 	decodes       *int // counts DecodeChunk calls
 	failChunk     []int
+	onDecode      func(idx []int) // called as DecodeChunk begins; nil: nothing
+	onReadAhead   func(idx []int) // called by ReadAhead (readAheadArray); nil: nothing
+}
+
+// ReadAhead implements readAheadArray: a memory array has nothing to read ahead, but tests
+// watch the calls.
+func (a *memArray) ReadAhead(idx []int) {
+	if a.onReadAhead != nil {
+		a.onReadAhead(idx)
+	}
 }
 
 func (a *memArray) Shape() []int        { return a.shape }
@@ -53,6 +63,9 @@ func (a *memArray) DecodeChunk(idx []int, dst []byte) error { return a.decode(id
 func (a *memArray) decode(idx []int, dst []byte) error {
 	if a.decodes != nil {
 		*a.decodes++
+	}
+	if a.onDecode != nil {
+		a.onDecode(idx)
 	}
 	if a.failChunk != nil && fmt.Sprint(idx) == fmt.Sprint(a.failChunk) {
 		return fmt.Errorf("injected failure")

@@ -18,17 +18,30 @@ import (
 // instead of each decoding its own batch on a share of the cores, which would make batch 0
 // (the one the consumer waits for) as late as the last.
 
-// decodeQueue holds the prefetches in progress, in ascending batch order.
+// A batch whose chunks are all cached is gathered by its reader while the other readers'
+// prefetches decode the chunks of later batches. At start-up those are the first batch (the
+// consumer waits for it) and the next ones, and a gather that shares the cores with one
+// decoder per core gets a fraction of one: the first batch would wait for decodes of later
+// batches. So while a batch is gathering, the decodes of higher batches' chunks from local
+// stores run at most GOMAXPROCS-1 at a time (spare), which leaves the gather a core. The
+// decodes of its own batch and of lower ones are not held back, nor reads from object
+// storage (I/O-bound: fetch_depth bounds them).
+
+// decodeQueue holds the prefetches in progress, in ascending batch order, and the batches
+// being gathered.
 type decodeQueue struct {
-	mu   sync.Mutex
-	work []*decodeWork
+	mu        sync.Mutex
+	work      []*decodeWork
+	gathering []uint64      // batches whose Fill is gathering (its prefetch done)
+	spare     chan struct{} // places for decodes of batches above a gathering one; nil: no bound
 }
 
 // decodeWork is one prefetch: the missing chunks of one batch.
 type decodeWork struct {
-	g    uint64
-	keys []uint64 // to decode; keys[:next] are started
-	next int
+	g        uint64
+	keys     []uint64 // to decode; keys[:next] are started
+	next     int
+	progress chan struct{} // one token when next has moved (the read-ahead waits on it); may be nil
 }
 
 // add queues w in batch order.
@@ -45,19 +58,67 @@ func (q *decodeQueue) add(w *decodeWork) {
 // take returns the next chunk to decode, from the lowest batch that has one left, as long as
 // own (the caller's batch) has chunks left to start; false when it has none.
 func (q *decodeQueue) take(own *decodeWork) (uint64, bool) {
+	k, _, ok := q.takeBatch(own)
+	return k, ok
+}
+
+// takeBatch is take that also returns the batch whose chunk it is.
+func (q *decodeQueue) takeBatch(own *decodeWork) (key, g uint64, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if own.next == len(own.keys) {
-		return 0, false
+		return 0, 0, false
 	}
 	for _, w := range q.work {
 		if w.next < len(w.keys) {
 			k := w.keys[w.next]
 			w.next++
-			return k, true
+			select {
+			case w.progress <- struct{}{}:
+			default: // a token is waiting already (or nobody reads ahead)
+			}
+			return k, w.g, true
 		}
 	}
-	return 0, false // unreachable: own is queued and has a key left
+	return 0, 0, false // unreachable: own is queued and has a key left
+}
+
+// gather records that batch g is being gathered, until gathered(g).
+func (q *decodeQueue) gather(g uint64) {
+	q.mu.Lock()
+	q.gathering = append(q.gathering, g)
+	q.mu.Unlock()
+}
+
+// gathered records that batch g's gather is over.
+func (q *decodeQueue) gathered(g uint64) {
+	q.mu.Lock()
+	if i := slices.Index(q.gathering, g); i >= 0 {
+		q.gathering = slices.Delete(q.gathering, i, i+1)
+	}
+	q.mu.Unlock()
+}
+
+// yieldTo waits, when a batch lower than g is being gathered, for a spare place, and returns
+// the func that gives it back (a no-op when none was taken).
+func (q *decodeQueue) yieldTo(g uint64) func() {
+	if q.spare == nil {
+		return func() {}
+	}
+	q.mu.Lock()
+	below := slices.ContainsFunc(q.gathering, func(b uint64) bool { return b < g })
+	q.mu.Unlock()
+	if !below {
+		return func() {}
+	}
+	return slot(q.spare)
+}
+
+// started is how many of w's chunks have been started.
+func (q *decodeQueue) started(w *decodeWork) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return w.next
 }
 
 // remove takes w (every chunk started) out of the queue.
@@ -113,9 +174,11 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 }
 
 // prefetch decodes, in parallel, the missing chunks of global batch g's windows (grid, NWP and
-// the points' nearest systems), when there are at least two.
+// the points' nearest systems), when there are at least two. Then batch g is gathering until
+// the caller calls j.decodes.gathered(g) (decodes of higher batches leave it a core).
 func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 	j.prefetchBatch(ctx, g, rs, 2)
+	j.decodes.gather(g)
 }
 
 // prefetchBatch is prefetch for at least minChunks missing chunks (one when fetching ahead,
@@ -167,21 +230,30 @@ func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minC
 // decoding), or at a worker's first failure (the gather reports the
 // error and retries).
 func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers int) {
-	w := &decodeWork{g: g, keys: keys}
+	w := &decodeWork{g: g, keys: keys, progress: make(chan struct{}, 1)}
 	j.decodes.add(w)
-	var wg sync.WaitGroup
+	var wg, ahead sync.WaitGroup
+	stop := make(chan struct{}) // the decoders are done: the read-ahead has nothing left to do
+	if j.readsAhead(keys) {
+		ahead.Go(func() { j.readAhead(w, stop) })
+	}
 	for range workers {
 		wg.Go(func() {
 			for {
 				if ctx.Err() != nil {
 					return // the process is stopping (the consumer is gone): no more decoding
 				}
-				k, ok := j.decodes.take(w)
+				k, kg, ok := j.decodes.takeBatch(w)
 				if !ok {
 					return
 				}
 				c := j.srcs[k>>keyShift].data()
+				yield := func() {}
+				if !c.remote {
+					yield = j.decodes.yieldTo(kg) // a lower batch's gather keeps a core
+				}
 				e, err := j.cache.acquire(k, c.elems, c.load)
+				yield()
 				if err != nil {
 					// The gather meets the same error and reports it: loading the rest first
 					// would only delay that (by a deadline per chunk on a hung mount).
@@ -192,9 +264,45 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 		})
 	}
 	wg.Wait()
+	close(stop)
+	ahead.Wait()
 	j.decodes.remove(w)
 	// Chunks of keys started by other readers' goroutines may still be decoding: the gather's
 	// acquire waits for them (a cache entry exists from the start of its load).
+}
+
+// readsAhead reports whether a chunk of keys belongs to a source that reads ahead.
+func (j *Job) readsAhead(keys []uint64) bool {
+	for _, k := range keys {
+		if j.srcs[k>>keyShift].data().readsAhead() {
+			return true
+		}
+	}
+	return false
+}
+
+// readAhead asks the stores to read w's chunks in key order, each once no more than
+// readAheadChunks chunks are requested and not yet started by a decoder; a chunk a decoder
+// has started already is skipped (its read is under way). It returns when every chunk is
+// requested or started, or when stop is closed (the decoders gave up: an error, or ctx).
+func (j *Job) readAhead(w *decodeWork, stop <-chan struct{}) {
+	for i, k := range w.keys {
+		for {
+			started := j.decodes.started(w)
+			if i < started {
+				break
+			}
+			if i < started+readAheadChunks {
+				j.srcs[k>>keyShift].data().readAhead(k)
+				break
+			}
+			select {
+			case <-w.progress:
+			case <-stop:
+				return
+			}
+		}
+	}
 }
 
 // Prefetch implements Source: it decodes the missing chunks of global batch g (as Fill would
@@ -205,5 +313,5 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 func (j *Job) Prefetch(g uint64) {
 	rs := j.state()
 	defer j.putState(rs)
-	j.prefetch(context.Background(), g, rs)
+	j.prefetchBatch(context.Background(), g, rs, 2)
 }

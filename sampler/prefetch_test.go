@@ -2,10 +2,12 @@ package sampler
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The decode queue hands out the lowest batch's chunks first, whoever asks, and stops a
@@ -123,5 +125,114 @@ func TestPrefetchDuringFills(t *testing.T) {
 	}
 	if m := j2.Cache().Stats().Misses; m != wantMisses {
 		t.Fatalf("%d chunks decoded with a concurrent Prefetch, %d without", m, wantMisses)
+	}
+}
+
+// TestPrefetchReadsAhead: while a prefetch decodes, it asks the store to read the next chunks
+// ahead (once each, only chunks it then decodes), never more than readAheadChunks beyond
+// the chunks its decoders have started, and it asks nothing more once it has returned.
+func TestPrefetchReadsAhead(t *testing.T) {
+	cfg, err := parseCfg(t, fmt.Sprintf(memConfig, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Batch.Size = 32 // enough chunks for several windows of read-ahead
+	ds := newMemNowcast(smallMem)
+	j, err := NewJob(cfg, Options{Open: memOpen(ds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sat := ds["satellite.zarr"].arrays["data"]
+	var mu sync.Mutex
+	entered := 0                 // satellite decodes begun
+	asked := map[string]int{}    // read-ahead requests per chunk
+	aheadOfDecode := 0           // chunks asked for before their decode began
+	decoded := map[string]bool{} // chunks decoded
+	maxLead := 0                 // most requests beyond the decodes begun
+	sat.onReadAhead = func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[fmt.Sprint(idx)]++
+		maxLead = max(maxLead, len(asked)-entered)
+	}
+	sat.onDecode = func(idx []int) {
+		mu.Lock()
+		entered++
+		k := fmt.Sprint(idx)
+		decoded[k] = true
+		if asked[k] > 0 {
+			aheadOfDecode++
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // a decode that takes time: the read-ahead runs ahead of it
+	}
+	j.Prefetch(0)
+	mu.Lock()
+	n, lead, ahead := len(asked), maxLead, aheadOfDecode
+	for k, c := range asked {
+		if c != 1 {
+			t.Errorf("chunk %s read ahead %d times, want once", k, c)
+		}
+		if !decoded[k] {
+			t.Errorf("chunk %s read ahead but not decoded by the prefetch", k)
+		}
+	}
+	mu.Unlock()
+	if len(decoded) <= readAheadChunks+j.prefetchWorkers() {
+		t.Fatalf("batch 0 decodes %d satellite chunks: too few to see the read-ahead's bound", len(decoded))
+	}
+	if bound := readAheadChunks + j.prefetchWorkers(); lead > bound {
+		t.Errorf("read-ahead ran %d chunks beyond the decodes begun, want at most %d (readAheadChunks + workers)", lead, bound)
+	}
+	if ahead < len(decoded)/2 {
+		t.Errorf("%d of %d chunks were read ahead before their decode began, want at least half", ahead, len(decoded))
+	}
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	if len(asked) != n {
+		t.Errorf("%d read-ahead requests after Prefetch returned", len(asked)-n)
+	}
+	mu.Unlock()
+	t.Logf("%d satellite chunks decoded, %d read ahead (%d before their decode), lead at most %d", len(decoded), n, ahead, lead)
+}
+
+// TestDecodesYieldToGather: while a lower batch is being gathered, a prefetch decodes at
+// most GOMAXPROCS-1 chunks at once (the gather keeps a core); otherwise one per core.
+func TestDecodesYieldToGather(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("with one core there is no core to leave to the gather")
+	}
+	maxDecodes := func(gathering bool) int {
+		j, ds := newMemJob(t, smallMem, "", Options{})
+		var mu sync.Mutex
+		now, most := 0, 0
+		ds["satellite.zarr"].arrays["data"].onDecode = func([]int) {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(3 * time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+		}
+		if gathering {
+			j.decodes.gather(0)
+			defer j.decodes.gathered(0)
+		}
+		for g := uint64(1); g <= 3; g++ {
+			j.Prefetch(g)
+		}
+		if j.Cache().Stats().Misses == 0 {
+			t.Fatal("the prefetches decoded nothing")
+		}
+		return most
+	}
+	if got, want := maxDecodes(true), runtime.GOMAXPROCS(0)-1; got > want {
+		t.Errorf("with batch 0 gathering, %d decodes of later batches ran at once, want at most %d", got, want)
+	}
+	if got := maxDecodes(false); got < 2 {
+		t.Errorf("with no batch gathering, at most %d decode ran at once, want several (one per core)", got)
 	}
 }

@@ -115,6 +115,9 @@ func (z *zarrArray) DecodeChunkFound(idx []int, dst []byte) (bool, error) {
 	return found, nil
 }
 
+// ReadAhead asks the store to start reading chunk idx (readAheadArray; fetch.go).
+func (z *zarrArray) ReadAhead(idx []int) { z.a.ReadAhead(idx) }
+
 // FetchChunk reads chunk idx's stored bytes without decoding them (fetchingArray).
 func (z *zarrArray) FetchChunk(idx []int, buf []byte) ([]byte, bool, error) {
 	return z.a.FetchChunk(idx, buf)

@@ -18,12 +18,7 @@ func (s *DirStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 	if !validKey(key) {
 		return nil, false, fmt.Errorf("invalid key %q", key)
 	}
-	pp := pathBufs.Get().(*[]byte)
-	defer pathBufs.Put(pp)
-	p := append(append(append((*pp)[:0], s.root...), '/'), key...)
-	p = append(p, 0)
-	*pp = p
-	fd, err := openRead(p)
+	fd, err := s.openKey(key)
 	if err != nil {
 		if err == unix.ENOENT || err == unix.ENOTDIR {
 			return nil, false, nil
@@ -61,6 +56,17 @@ func (s *DirStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 		done += m
 	}
 	return buf, true, nil
+}
+
+// openKey opens the file of key (a valid key) with openRead, through a pooled NUL-terminated
+// path.
+func (s *DirStore) openKey(key string) (int, error) {
+	pp := pathBufs.Get().(*[]byte)
+	defer pathBufs.Put(pp)
+	p := append(append(append((*pp)[:0], s.root...), '/'), key...)
+	p = append(p, 0)
+	*pp = p
+	return openRead(p)
 }
 
 // openRead opens path for reading without blocking: O_NONBLOCK makes the open of a FIFO
