@@ -189,11 +189,17 @@ def main() -> int:
             fresh = {sec.split("\n", 1)[0][3:].split(" (FAILED")[0]: sec for sec in sections}
             sections = [fresh.get(t) or kept[t] for t, *_ in PARTS.values() if t in fresh or t in kept]
             # One note per rerun part: an earlier note about only these parts is replaced.
-            notes = [p for p in old.split("\n## ", 1)[0].rstrip().split("\n\n")
+            # Hand-written sections between the notes and the first part's section stay as
+            # they are (comparisons measured outside make bench, say).
+            first = min((old.find(f"\n## {t}") for t in kept if old.find(f"\n## {t}") >= 0), default=len(old))
+            preamble, _, handwritten = old[:first].partition("\n## ")
+            notes = [p for p in preamble.rstrip().split("\n\n")
                      if not (p.startswith("The parts ") and set(p[len("The parts "):].split(" were rerun")[0].split(", ")) <= set(names))]
             head = "\n\n".join(notes) + (
                 f"\n\nThe parts {', '.join(names)} were rerun on {dt.date.today().isoformat()} "
                 f"(machine at that time: {mach}).\n")
+            if handwritten:
+                head += "\n## " + handwritten.rstrip() + "\n"
         readme.write_text(head + "\n" + "\n".join(s.rstrip() + "\n" for s in sections))
         print("wrote benchmarks/README.md")
     if failed:
