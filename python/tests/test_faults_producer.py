@@ -29,7 +29,7 @@ import pytest
 
 import gobatch
 from gobatch import GobatchWarning, LoaderError
-from faultharness import REPS, shm  # noqa: F401  (shm is a fixture)
+from faultharness import REPS, registry as _registry, shm  # noqa: F401  (shm is a fixture)
 from synthetic import check_batch, config, wait_for, write_config
 
 pytestmark = pytest.mark.timeout(600)
@@ -276,23 +276,3 @@ def test_joined_producer_dies_survivors_take_over(shm, tmp_path, ring_name, fail
                     p.wait()
         assert gap < RECOVER_S, f"waited {gap:.3f} s for a batch after the death"
         _record(f"--join producer dies at {failpoint or 'a random point'}", reclaimed[0] - died[0], gap)
-
-
-def _registry(ring: gobatch.Ring) -> List[Tuple[int, str]]:
-    """(pid, state name) of every registry entry that is not FREE."""
-    import struct
-
-    from gobatch import _protocol as proto
-
-    mm = ring._mm
-    assert mm is not None
-    f = proto.REGISTRY_FIELDS
-    names = {getattr(proto, n): n[len("ENTRY_"):] for n in dir(proto) if n.startswith("ENTRY_") and isinstance(getattr(proto, n), int)}
-    out = []
-    for e in range(proto.MAX_PRODUCERS):
-        base = proto.REGISTRY_BASE + e * proto.REGISTRY_STRIDE
-        (st,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
-        (pid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
-        if st != proto.ENTRY_FREE:
-            out.append((int(pid), names.get(int(st), str(st))))
-    return out
