@@ -212,6 +212,47 @@ def test_restarts_spent_ends_the_stream(shm):
                     next(loader)
 
 
+def test_loader_restarts_past_the_registry(shm):
+    """More restarts than the ring has registry entries (32): the Loader's child is killed 40
+    times, each time after its predecessor's batches are delivered, and restarted each time (a
+    high restarts=, a long window, no backoff); from the 32nd restart on, the new child reuses a
+    dead one's RECLAIMED entry (PROTOCOL.md 2.6), and every batch still arrives once, in order,
+    unchanged."""
+    kills, every = 40, 40
+    cfg = _cfg(batches=kills * every + 100)
+    killed: List[int] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gobatch.Loader(cfg, readers=2, restarts=kills, restart_window_s=3600, restart_backoff_s=0) as loader:
+            k = 0
+            for batch in loader:
+                check_batch(batch, cfg, k)
+                k += 1
+                if k % every == every // 2 and len(killed) < kills:
+                    assert loader.pid not in killed, f"batch {k}: the child killed last was not replaced"
+                    killed.append(loader.pid)
+                    os.kill(loader.pid, signal.SIGKILL)
+            assert k == cfg["batch"]["batches"], k
+            sup = loader._supervisor
+            assert sup is not None and sup.restart_count == kills, sup and sup.restart_count
+            generations = _generations(loader)
+    assert len(killed) == kills
+    restarts = [str(w.message) for w in caught if issubclass(w.category, GobatchWarning) and "restarted it as pid" in str(w.message)]
+    assert len(restarts) == kills, restarts[-3:]
+    assert max(generations) >= 1, f"no registry entry was reused: generations {generations}"
+
+
+def _generations(ring: gobatch.Ring) -> List[int]:
+    """Each registry entry's generation (PROTOCOL.md 2.6)."""
+    import struct
+
+    from gobatch import _protocol as proto
+
+    f = proto.REGISTRY_FIELDS["generation"]
+    return [struct.unpack_from(f[1], ring._mm, proto.REGISTRY_BASE + e * proto.REGISTRY_STRIDE + f[0])[0]
+            for e in range(proto.MAX_PRODUCERS)]
+
+
 # ---- a standalone ring with several --join producers ----
 
 
