@@ -430,14 +430,20 @@ func TestPidReuse(t *testing.T) {
 	}
 }
 
-func TestRegistryFull(t *testing.T) {
-	r := newHeapRing(t, streamLayout(1, 0, 1))
+// fillRegistry registers this process in every entry but the creator's, which it marks taken.
+func fillRegistry(t *testing.T, r *Ring) {
+	t.Helper()
 	for k := 1; k < MaxProducers; k++ {
 		if _, _, err := r.register(1); err != nil {
 			t.Fatalf("entry %d: %v", k, err)
 		}
 	}
 	r.creatorTaken.Store(true)
+}
+
+func TestRegistryFull(t *testing.T) {
+	r := newHeapRing(t, streamLayout(1, 0, 1))
+	fillRegistry(t, r)
 	if _, err := r.NewProducer(1); err == nil || !strings.Contains(err.Error(), "32 producer registry entries") {
 		t.Fatalf("33rd producer: %v", err)
 	}
@@ -448,12 +454,7 @@ func TestRegistryFull(t *testing.T) {
 // FAILED entries are never reused.
 func TestRegistryReusesReclaimed(t *testing.T) {
 	r := newHeapRing(t, streamLayout(4, 0, 1))
-	for k := 1; k < MaxProducers; k++ {
-		if _, _, err := r.register(1); err != nil {
-			t.Fatalf("entry %d: %v", k, err)
-		}
-	}
-	r.creatorTaken.Store(true)
+	fillRegistry(t, r)
 	atomic.StoreUint64(r.entryWordOf(5), entryWord(EntryDone, 0, 1))
 	atomic.StoreUint64(r.entryWordOf(6), entryWord(EntryFailed, 0, 1))
 	atomic.StoreUint64(r.entryWordOf(9), entryWord(EntryReclaimed, 7, 4242))
