@@ -70,7 +70,7 @@ py-test: tools
 # producer deaths, 3.7: the takeover or restart and the longest wait for a batch, every batch
 # checked exactly once and in order), and a FAULTNS line with each trial's verdict.
 FAULT_REPS ?= 20
-FAULT_TIMEOUT ?= 300
+FAULT_TIMEOUT ?= 600
 # Length of the long-stream trial (tests/test_faults_stream.py: producers killed repeatedly, every
 # batch checked); the issue's 10^6 here, CI's short form fewer.
 FAULT_STREAM ?= 1000000
