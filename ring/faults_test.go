@@ -33,9 +33,24 @@ type faultChild struct {
 
 func startFaultChild(t *testing.T, role, failpoint string, env ...string) *faultChild {
 	t.Helper()
+	return startFaultChildIn(t, false, role, failpoint, env...)
+}
+
+// startStoppedChild starts a child whose failpoint stops it (action stop) in a process group
+// of its own: in this process's group, which is orphaned under a harness that makes it a
+// session leader (tools/faultns.py), the kernel would continue it (SIGHUP, SIGCONT) as soon as
+// another member of the group exits.
+func startStoppedChild(t *testing.T, role, failpoint string, env ...string) *faultChild {
+	t.Helper()
+	return startFaultChildIn(t, true, role, failpoint, env...)
+}
+
+func startFaultChildIn(t *testing.T, ownGroup bool, role, failpoint string, env ...string) *faultChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, "GOBATCH_RING_ROLE="+role, "GOBATCH_SHM_DIR="+shm.Dir, FailpointEnv+"="+failpoint)...)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +324,7 @@ func reuseRacesTakeoverOnce(t *testing.T) time.Duration {
 	env := []string{"RING=" + f.name, "SLOTS=8", "WORDS=16", fmt.Sprint("TOTAL=", total)}
 	a := startFaultChild(t, "join-produce", FPSlotFilled+":3", env...)
 	a.killedBy(t, FPSlotFilled) // entry 1, generation 0: batches 0 and 1 published, 2 WRITING
-	s := startFaultChild(t, "join-produce", FPSlotReclaimed+":1:stop", env...)
+	s := startStoppedChild(t, "join-produce", FPSlotReclaimed+":1:stop", env...)
 	sPID := uint32(s.cmd.Process.Pid)
 	waitFor(t, "S to stop at slot-reclaimed", func() bool { return Stopped(sPID) })
 	if c := atomic.LoadUint64(f.r.slotClaim(2)); c != batchClaim(2, 2, 0) {
@@ -340,11 +355,14 @@ func reuseRacesTakeoverOnce(t *testing.T) time.Duration {
 			exited = true
 		default:
 		}
-		if exited || time.Now().After(end) {
+		if exited || !Stopped(sPID) || time.Now().After(end) {
 			st, gen, pid := entryParts(atomic.LoadUint64(f.r.entryWordOf(1)))
-			t.Fatalf("N (pid %d, exited %v) did not reuse entry 1 and claim batch 3 within 10 s: slot 3's claim %#x, entry 1 %s generation %d pid %d; stats %+v",
-				nPID, exited, atomic.LoadUint64(f.r.slotClaim(3)), EntryStateName(st), gen, pid, f.r.Stats())
+			t.Fatalf("N (pid %d, exited %v) did not reuse entry 1 and claim batch 3 within 10 s while S stayed stopped (%v): slot 3's claim %#x, entry 1 %s generation %d pid %d; stats %+v",
+				nPID, exited, Stopped(sPID), atomic.LoadUint64(f.r.slotClaim(3)), EntryStateName(st), gen, pid, f.r.Stats())
 		}
+	}
+	if !Stopped(sPID) {
+		t.Fatal("S was continued before this test continued it: the race is not set up")
 	}
 	read := make(chan error, 1)
 	go func() { read <- f.readAll(ctx, 0) }()
