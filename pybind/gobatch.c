@@ -60,6 +60,7 @@ struct gb_ring {
     /* When this consumer first saw each registry entry dead while live producers were left to
      * take its claims over (0: not seen dead; section 3.5 step 2, takeover_grace). */
     int64_t dead_since[GB_MAX_PRODUCERS];
+    uint64_t dead_word[GB_MAX_PRODUCERS]; /* the entry word seen dead then: a reused entry that dies again starts anew */
     gb_geometry g;
     gb_tensor tensors[GB_MAX_TENSORS];
     char err[1600];
@@ -108,7 +109,7 @@ __attribute__((constructor)) static void fork_watch_init(void) { pthread_atfork(
 
 static void failpoint(const char *name) {
     if (!fp.name || strcmp(fp.name, name) != 0) return;
-    if (atomic_fetch_add(&fp.hits, 1) + 1 == fp.count) kill(getpid(), fp.sig);
+    if (atomic_fetch_add(&fp.hits, 1) + 1 == fp.count) raise(fp.sig); /* to this thread (tgkill): a stop reaches it before it runs on */
 }
 
 static _Atomic uint32_t *a32(const gb_ring *r, size_t off) {
@@ -798,10 +799,12 @@ static int error_check(gb_ring *r) {
 static int death_scan(gb_ring *r, bool *any_live) {
     *any_live = false;
     uint32_t dead_pid[GB_MAX_PRODUCERS] = {0};
+    uint64_t dead_word[GB_MAX_PRODUCERS] = {0};
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
         size_t off = ENTRY_FIELD(e, 0);
+        /* The entry word: state, generation (reuses, section 2.6) and pid. */
         uint64_t word = atomic_load_explicit(a64(r, off + GB_R_STATE), memory_order_seq_cst);
-        uint32_t st = (uint32_t)word, pid = (uint32_t)(word >> 32);
+        uint32_t st = (uint32_t)word & ((1u << GB_ENTRY_STATE_BITS) - 1u), pid = (uint32_t)(word >> 32);
         if (st != GB_ENTRY_ACTIVE && st != GB_ENTRY_CLAIMING) continue;
         /* A CLAIMING entry carries its pid (one CAS with the state, section 2.6) but maybe not yet
          * its start time: judge it by the pid alone. pid 0 is a pre-version writer mid-way. */
@@ -813,8 +816,10 @@ static int death_scan(gb_ring *r, bool *any_live) {
         bool gone = st == GB_ENTRY_CLAIMING ? pid_gone(pid) : !gb_process_alive(pid, start);
         if (!gone)
             *any_live = true;
-        else if (atomic_load_explicit(a64(r, off + GB_R_STATE), memory_order_seq_cst) == word)
+        else if (atomic_load_explicit(a64(r, off + GB_R_STATE), memory_order_seq_cst) == word) {
             dead_pid[e] = pid; /* unchanged: not DONE or RECLAIMED in between */
+            dead_word[e] = word;
+        }
     }
     int64_t now = now_ns();
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
@@ -823,8 +828,10 @@ static int death_scan(gb_ring *r, bool *any_live) {
             continue;
         }
         if (!*any_live) return fail(r, GB_EDEAD, "producer pid %u died", dead_pid[e]);
-        if (r->dead_since[e] == 0)
+        if (r->dead_since[e] == 0 || r->dead_word[e] != dead_word[e]) {
             r->dead_since[e] = now;
+            r->dead_word[e] = dead_word[e];
+        }
         else if (now - r->dead_since[e] >= (int64_t)GB_TAKEOVER_GRACE_NS)
             return fail(r, GB_EDEAD, "producer pid %u died and no live producer took over its batches within %u ms",
                         dead_pid[e], (unsigned)(GB_TAKEOVER_GRACE_NS / 1000000u));
@@ -1048,7 +1055,8 @@ int gb_stats(gb_ring *r, gb_stats_t *out) {
         out->chunks_missing[i] = ld64(r, GB_H_CHUNKS_MISSING + 8u * i);
     }
     for (uint32_t e = 0; e < GB_MAX_PRODUCERS; e++) {
-        uint32_t st = atomic_load_explicit(a32(r, ENTRY_FIELD(e, GB_R_STATE)), memory_order_seq_cst);
+        uint32_t st = atomic_load_explicit(a32(r, ENTRY_FIELD(e, GB_R_STATE)), memory_order_seq_cst) &
+                      ((1u << GB_ENTRY_STATE_BITS) - 1u); /* its low u16: the generation above */
         if (st != GB_ENTRY_FREE) out->producers_total++;
         if (st == GB_ENTRY_ACTIVE || st == GB_ENTRY_CLAIMING) out->producers_active++;
     }

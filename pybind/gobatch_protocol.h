@@ -37,8 +37,10 @@
 /* The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5) */
 #define GB_WAIT_SLICE_NS 100000000u
 
-/* A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7) */
-#define GB_CLAIM_HOLDER_BITS 8u
+/* A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder, holder = (generation mod 2^CLAIM_ENTRY_BITS) << CLAIM_ENTRY_BITS | entry + 1; a registry entry's low u32 is state | generation << ENTRY_STATE_BITS; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 2.6, 3.2, 3.5, 3.7) */
+#define GB_CLAIM_HOLDER_BITS 16u
+#define GB_CLAIM_ENTRY_BITS 8u
+#define GB_ENTRY_STATE_BITS 16u
 #define GB_TAKEOVER_GRACE_NS 1000000000u
 
 /* Ring state (header word state) */
@@ -128,7 +130,8 @@
  * the offsets of its fields */
 #define GB_REGISTRY_BASE 2048u
 #define GB_REGISTRY_STRIDE 64u
-#define GB_R_STATE 0u /* u32 */
+#define GB_R_STATE 0u /* u16 */
+#define GB_R_GENERATION 2u /* u16 */
 #define GB_R_PID 4u /* u32 */
 #define GB_R_STARTTIME 8u /* u64 */
 #define GB_R_HEARTBEAT 16u /* u64 */

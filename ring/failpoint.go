@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +114,11 @@ func failpointBatch(name string, seq uint64) {
 		return
 	}
 	if armed.hits.Add(1) == armed.count {
-		syscall.Kill(os.Getpid(), armed.sig)
+		// To this thread: a signal to the process may be taken by another thread first, and
+		// this one (the goroutine at the point) would run on for microseconds, enough to
+		// publish its batch and claim more before a stop reaches it.
+		runtime.LockOSThread()
+		syscall.Tgkill(os.Getpid(), syscall.Gettid(), armed.sig)
+		runtime.UnlockOSThread()
 	}
 }

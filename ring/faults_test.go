@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,9 +33,24 @@ type faultChild struct {
 
 func startFaultChild(t *testing.T, role, failpoint string, env ...string) *faultChild {
 	t.Helper()
+	return startFaultChildIn(t, false, role, failpoint, env...)
+}
+
+// startStoppedChild starts a child whose failpoint stops it (action stop) in a process group
+// of its own: in this process's group, which is orphaned under a harness that makes it a
+// session leader (tools/faultns.py), the kernel would continue it (SIGHUP, SIGCONT) as soon as
+// another member of the group exits.
+func startStoppedChild(t *testing.T, role, failpoint string, env ...string) *faultChild {
+	t.Helper()
+	return startFaultChildIn(t, true, role, failpoint, env...)
+}
+
+func startFaultChildIn(t *testing.T, ownGroup bool, role, failpoint string, env ...string) *faultChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, "GOBATCH_RING_ROLE="+role, "GOBATCH_SHM_DIR="+shm.Dir, FailpointEnv+"="+failpoint)...)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +175,7 @@ func (f *faultRing) reclaimedAt(ctx context.Context, e int) <-chan time.Time {
 	out := make(chan time.Time, 1)
 	go func() {
 		for ctx.Err() == nil {
-			if atomic.LoadUint32(f.r.u32(entryOff(e)+regState)) == EntryReclaimed {
+			if f.r.EntryState(e) == EntryReclaimed {
 				out <- time.Now()
 				return
 			}
@@ -173,7 +189,7 @@ func (f *faultRing) reclaimedAt(ctx context.Context, e int) <-chan time.Time {
 // waitEntry waits (bounded) until registry entry e is no longer FREE.
 func (f *faultRing) waitEntry(t *testing.T, e int) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); atomic.LoadUint32(f.r.u32(entryOff(e)+regState)) == EntryFree; {
+	for end := time.Now().Add(10 * time.Second); f.r.EntryState(e) == EntryFree; {
 		if time.Now().After(end) {
 			t.Fatalf("registry entry %d not taken within 10 s", e)
 		}
@@ -281,6 +297,124 @@ func takeoverDiesOnce(t *testing.T, fp string) time.Duration {
 	}
 	f.c.Close()
 	return max(at.Sub(died), 0)
+}
+
+// TestFaultReuseRacesTakeover: a RECLAIMED registry entry is reused (PROTOCOL.md 2.6) while
+// a takeover scan of its previous, dead holder is still running. Exactly: producer A (entry 1)
+// dies holding batch 2; producer S takes batch 2 over and stops itself right after the takeover
+// CAS (slot-reclaimed:stop), in the middle of its scan of entry 1; this process's producer
+// scans, finds nothing of A's left and marks entry 1 RECLAIMED; the registry being full
+// otherwise, joiner N reuses entry 1 (generation 1) and holds batch 3 unpublished. Then S goes
+// on with its stale view of entry 1: it must neither take N's claim (a live producer's: both
+// would then write and publish batch 3) nor mark N's entry RECLAIMED. Once N is killed, S takes
+// batch 3 over, and the stream is read whole, once, in order.
+func TestFaultReuseRacesTakeover(t *testing.T) {
+	tally := &faultTally{name: "entry reused during a takeover scan"}
+	for k := 0; k < faultReps(); k++ {
+		tally.add(reuseRacesTakeoverOnce(t))
+	}
+	tally.report(t)
+}
+
+func reuseRacesTakeoverOnce(t *testing.T) time.Duration {
+	const total = 64
+	f := newFaultRing(t, streamLayout(8, total, 16))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	env := []string{"RING=" + f.name, "SLOTS=8", "WORDS=16", fmt.Sprint("TOTAL=", total)}
+	a := startFaultChild(t, "join-produce", FPSlotFilled+":3", env...)
+	a.killedBy(t, FPSlotFilled) // entry 1, generation 0: batches 0 and 1 published, 2 WRITING
+	s := startStoppedChild(t, "join-produce", FPSlotReclaimed+":1:stop", env...)
+	sPID := uint32(s.cmd.Process.Pid)
+	waitFor(t, "S to stop at slot-reclaimed", func() bool { return Stopped(sPID) })
+	if c := atomic.LoadUint64(f.r.slotClaim(2)); c != batchClaim(2, 2, 0) {
+		t.Fatalf("slot 2's claim word %#x, want batch 2 taken over by entry 2", c)
+	}
+	// Only entry 1 may be reused: entries 3 .. 31 are taken (finished producers).
+	own := uint32(os.Getpid())
+	for e := 3; e < MaxProducers; e++ {
+		atomic.StoreUint64(f.r.entryWordOf(e), entryWord(EntryDone, 0, own))
+	}
+	p, err := f.r.NewProducer(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.takeoverScan() // entry 1 owes nothing (S holds batch 2 now): RECLAIMED
+	if st := f.r.EntryState(1); st != EntryReclaimed {
+		t.Fatalf("entry 1 is %s after this process's scan, want RECLAIMED", EntryStateName(st))
+	}
+	n := startFaultChild(t, "join-produce", "", append(env, "HANG_AFTER=0")...)
+	nPID := uint32(n.cmd.Process.Pid)
+	nClaim := batchClaim(3, 1, 1)
+	for end := time.Now().Add(10 * time.Second); atomic.LoadUint64(f.r.slotClaim(3)) != nClaim ||
+		atomic.LoadUint64(f.r.entryWordOf(1)) != entryWord(EntryActive, 1, nPID); time.Sleep(time.Millisecond) {
+		exited := false
+		select {
+		case at := <-n.died:
+			n.died <- at
+			exited = true
+		default:
+		}
+		if exited || !Stopped(sPID) || time.Now().After(end) {
+			st, gen, pid := entryParts(atomic.LoadUint64(f.r.entryWordOf(1)))
+			t.Fatalf("N (pid %d, exited %v) did not reuse entry 1 and claim batch 3 within 10 s while S stayed stopped (%v): slot 3's claim %#x, entry 1 %s generation %d pid %d; stats %+v",
+				nPID, exited, Stopped(sPID), atomic.LoadUint64(f.r.slotClaim(3)), EntryStateName(st), gen, pid, f.r.Stats())
+		}
+	}
+	if !Stopped(sPID) {
+		t.Fatal("S was continued before this test continued it: the race is not set up")
+	}
+	read := make(chan error, 1)
+	go func() { read <- f.readAll(ctx, 0) }()
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	// S finishes its stale scan and produces batch 2 and what follows; the consumer then waits
+	// for batch 3, which N holds.
+	waitFor(t, "batch 2 published by S", func() bool {
+		return f.r.published(2) || claimedBatch(atomic.LoadUint64(f.r.slotClaim(2))) > 2 // or the slot has moved on
+	})
+	time.Sleep(3 * waitSlice) // S's claim path scans every wait slice
+	if c := atomic.LoadUint64(f.r.slotClaim(3)); c != nClaim {
+		t.Fatalf("slot 3's claim word %#x after S resumed, want %#x (batch 3 held by the live N, entry 1 generation 1)", c, nClaim)
+	}
+	if w := atomic.LoadUint64(f.r.entryWordOf(1)); w != entryWord(EntryActive, 1, nPID) {
+		st, gen, pid := entryParts(w)
+		t.Fatalf("entry 1 is %s, generation %d, pid %d after S resumed, want ACTIVE, 1, %d (N)", EntryStateName(st), gen, pid, nPID)
+	}
+	reclaimed := f.reclaimedAt(ctx, 1)
+	n.cmd.Process.Kill()
+	died := <-n.died
+	n.died <- died
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	at := <-reclaimed
+	if at.IsZero() {
+		t.Fatal("N's entry never became RECLAIMED")
+	}
+	if w := atomic.LoadUint64(f.r.entryWordOf(1)); w != entryWord(EntryReclaimed, 1, nPID) {
+		t.Fatalf("entry 1 word %#x after N's death, want RECLAIMED, generation 1, pid %d", w, nPID)
+	}
+	f.c.Close()
+	select {
+	case at := <-s.died:
+		s.died <- at
+		if !s.cmd.ProcessState.Success() {
+			t.Fatalf("S: %s", s.cmd.ProcessState)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("S did not exit within 10 s of the consumer's close")
+	}
+	return max(at.Sub(died), 0)
+}
+
+// waitFor polls cond (bounded: 10 s) and fails the test naming what it waited for.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
 // TestFaultConsumerDies: the consumer process dies at each consumer state; the producer's

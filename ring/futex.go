@@ -19,6 +19,10 @@ const (
 // waitSlice bounds every sleep so that liveness is checked at least this often.
 const waitSlice = 100 * time.Millisecond
 
+// WaitSlice is the protocol's longest sleep of a wait and its watchdog period (PROTOCOL.md
+// 3.4, 3.5), for callers that check something of their own that often.
+const WaitSlice = waitSlice
+
 // takeoverGrace is how long a consumer waits for live producers to take a dead one's claims
 // over before it reports the death (PROTOCOL.md 3.5 step 2).
 const takeoverGrace = 10 * waitSlice

@@ -34,10 +34,12 @@ type GCResult struct {
 }
 
 // GC looks at every named segment in shm.Dir and removes those whose creator is dead (pid
-// plus starttime; PROTOCOL.md 3.5), whatever their state. It never removes a segment whose
-// creator is alive, so a live ring that is still initialising is safe; a file without a
-// header yet is removed only once it is older than the grace period. Mappings of removed
-// segments stay valid.
+// plus starttime; PROTOCOL.md 3.5), whatever their state, unless a live process still holds
+// the ring: a registered producer (ACTIVE or CLAIMING, say a --join producer that goes on
+// feeding the stream after the creator died) or its consumer (CLAIMING or ATTACHED), 3.7.4. It
+// never removes a segment whose creator is alive, so a live ring that is still initialising is
+// safe; a file without a header yet is removed only once it is older than the grace period.
+// Mappings of removed segments stay valid.
 func GC(opt GCOptions) ([]GCResult, error) {
 	if opt.Grace <= 0 {
 		opt.Grace = 60 * time.Second
@@ -86,7 +88,7 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return res, fmt.Errorf("gc %s: %w", path, err)
 	}
-	hdr := make([]byte, offConsumerStarttime)
+	hdr := make([]byte, offTensorTable) // the identity, the consumer record and the registry
 	n, _ := f.ReadAt(hdr, 0)
 	remove := false
 	if n < len(hdr) || binary.LittleEndian.Uint64(hdr[offMagic:]) != Magic || binary.LittleEndian.Uint32(hdr[offCreatorPID:]) == 0 {
@@ -111,6 +113,10 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 		if state != stateReady {
 			what = "initialising"
 		}
+		if holder := liveHolder(hdr); holder != "" {
+			res.Reason = fmt.Sprintf("creator pid %d is dead, but %s is alive and holds the ring", pid, holder)
+			return res, nil
+		}
 		remove, res.Reason = true, fmt.Sprintf("creator pid %d is dead (ring %s)", pid, what)
 	}
 	if !remove || opt.DryRun {
@@ -128,6 +134,31 @@ func gcOne(name string, opt GCOptions) (GCResult, error) {
 	}
 	res.Removed = true
 	return res, nil
+}
+
+// liveHolder names a live process that holds the ring whose header (up to the tensor table) is
+// hdr: its consumer, claiming or attached, or a registered producer (PROTOCOL.md 2.4, 2.6, 3.5);
+// "" when there is none. hdr is a copy read from the file, so its words are plain loads.
+func liveHolder(hdr []byte) string {
+	le := binary.LittleEndian
+	cw := le.Uint64(hdr[offConsumerState:])
+	cst, cpid := uint32(cw), uint32(cw>>32)
+	switch {
+	case cst == ConsumerClaiming && cpid != 0 && !pidGone(cpid):
+		return fmt.Sprintf("its consumer pid %d (claiming)", cpid)
+	case cst == ConsumerAttached && Alive(cpid, le.Uint64(hdr[offConsumerStarttime:])):
+		return fmt.Sprintf("its consumer pid %d", cpid)
+	}
+	for e := 0; e < MaxProducers; e++ {
+		off := entryOff(e)
+		st, _, pid := entryParts(le.Uint64(hdr[off+regState:]))
+		switch {
+		case st == EntryClaiming && (pid == 0 || !pidGone(pid)),
+			st == EntryActive && Alive(pid, le.Uint64(hdr[off+regStarttime:])):
+			return fmt.Sprintf("producer pid %d (registry entry %d)", pid, e)
+		}
+	}
+	return ""
 }
 
 // reclaimClaim resets a dead consumer's CLAIMING claim of a live ring to NONE (PROTOCOL.md

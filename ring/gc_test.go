@@ -3,9 +3,11 @@ package ring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,11 +30,12 @@ func TestGC(t *testing.T) {
 	if _, err := Create(live.Bytes(), l, true); err != nil {
 		t.Fatal(err)
 	}
-	// dead: a ready ring whose creator has exited.
+	// dead: a ready ring whose creator has exited (its registry entry, 0, is the creator's
+	// too: this process stands in for it, and a dead creator leaves no live producer).
 	dead := mk("dead")
 	rd, _ := Create(dead.Bytes(), l, true)
 	pid, st := deadProcess(t)
-	*rd.u32(offCreatorPID), *rd.u64(offCreatorStarttime) = pid, st
+	setCreator(rd, pid, st)
 	// initialising, creator alive: must survive.
 	ini := mk("init-live")
 	ri, _ := Create(ini.Bytes(), l, true)
@@ -41,11 +44,11 @@ func TestGC(t *testing.T) {
 	crashed := mk("init-dead")
 	rc, _ := Create(crashed.Bytes(), l, true)
 	*rc.u32(offState) = stateInitialising
-	*rc.u32(offCreatorPID), *rc.u64(offCreatorStarttime) = pid, st
+	setCreator(rc, pid, st)
 	// reused pid: alive pid, other starttime.
 	reused := mk("reused")
 	rr, _ := Create(reused.Bytes(), l, true)
-	*rr.u64(offCreatorStarttime) += 99
+	setCreator(rr, *rr.u32(offCreatorPID), *rr.u64(offCreatorStarttime)+99)
 	// no header yet: an empty file and a zero-filled one, just made.
 	os.WriteFile(shm.Path("empty"), nil, 0o600)
 	mk("zero")
@@ -86,6 +89,58 @@ func TestGC(t *testing.T) {
 	for _, x := range res {
 		if (x.Name == "empty" || x.Name == "zero") != x.Removed {
 			t.Errorf("after grace: %s removed=%v (%s)", x.Name, x.Removed, x.Reason)
+		}
+	}
+}
+
+// TestGCKeepsHeldRing: a named ring whose creator died while a joined producer or its
+// consumer still holds it is kept (PROTOCOL.md 3.7.4: the stream goes on, and a later --join
+// must still find it); once no live process holds it, it is removed.
+func TestGCKeepsHeldRing(t *testing.T) {
+	useShmDir(t)
+	l := streamLayout(2, 0, 1)
+	pid, st := deadProcess(t)
+	own, ownStart, err := selfIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, holder := range []string{"producer", "consumer"} {
+		seg, err := shm.Create(holder, l.SegmentBytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { seg.Close() })
+		r, _ := Create(seg.Bytes(), l, true)
+		// The creator (entry 0) is dead; a live process (this one) holds the ring.
+		setCreator(r, pid, st)
+		if holder == "producer" {
+			atomic.StoreUint64(r.entryWordOf(1), entryWord(EntryActive, 0, uint32(own)))
+			*r.u64(entryOff(1) + regStarttime) = ownStart
+		} else if _, err := r.NewConsumer(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := GC(GCOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("creator pid %d is dead, but", pid)
+		for _, x := range res {
+			if x.Name == holder && (x.Removed || !strings.Contains(x.Reason, want) || !strings.Contains(x.Reason, fmt.Sprint(own))) {
+				t.Errorf("%s held by this process: removed=%v (%s), want kept naming pid %d", holder, x.Removed, x.Reason, own)
+			}
+		}
+		// The holder dies: nothing holds the ring any more.
+		if holder == "producer" {
+			*r.u64(entryOff(1) + regStarttime) = st
+		} else {
+			atomic.StoreUint64(r.u64(offConsumerState), claimWord(ConsumerAttached, pid))
+			*r.u64(offConsumerStarttime) = st
+		}
+		res, _ = GC(GCOptions{})
+		for _, x := range res {
+			if x.Name == holder && !x.Removed {
+				t.Errorf("%s after its holder died: kept (%s), want removed", holder, x.Reason)
+			}
 		}
 	}
 }

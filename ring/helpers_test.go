@@ -91,7 +91,7 @@ func setPosition(r *Ring, c *Consumer, j uint64) {
 		first := j + (i+r.slots-j%r.slots)%r.slots
 		*r.slotState(i) = slotWord(uint32(first/r.slots)&lapMask, SlotFree)
 		if first >= r.slots { // its predecessor on the slot claimed (by entry 0) and consumed
-			*r.slotClaim(i) = batchClaim(first-r.slots, 0)
+			*r.slotClaim(i) = batchClaim(first-r.slots, 0, 0)
 		}
 	}
 	c.j = j
@@ -102,3 +102,11 @@ func storeReady(p *uint32) { atomicStore32(p, stateReady) }
 func itoa(n int) string { return fmt.Sprint(n) }
 
 func atomicStore64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
+
+// setCreator makes (pid, starttime) the identity of ring r's creator, in the header and in the
+// registry entry Create registered (0), as a creator that registered there would leave it: a
+// dead creator then leaves no live producer behind (GC keeps a ring a live producer holds).
+func setCreator(r *Ring, pid uint32, starttime uint64) {
+	*r.u32(offCreatorPID), *r.u64(offCreatorStarttime) = pid, starttime
+	*r.u32(entryOff(0) + regPID), *r.u64(entryOff(0) + regStarttime) = pid, starttime
+}

@@ -28,7 +28,10 @@ const (
 	lapMask         uint32 = 1<<lapBits - 1
 	slotStateBits          = 2 // a slot word is (lap << slotStateBits) | st
 	slotStateMask   uint32 = 1<<slotStateBits - 1
-	claimHolderBits        = 8 // a slot's batch claim is (j+1)<<claimHolderBits | holder
+	claimHolderBits        = 16 // a slot's batch claim is (j+1)<<claimHolderBits | holder
+	claimEntryBits         = 8  // holder = (generation mod 2^8)<<claimEntryBits | (registry index + 1)
+	entryStateBits         = 16 // a registry entry's low u32 is state | generation<<entryStateBits
+	entryStateMask  uint32 = 1<<entryStateBits - 1
 )
 
 // creator_flags bits (offset 116).
@@ -92,12 +95,13 @@ const (
 	offRegistry    = 2048
 	registryStride = 64
 	// fields inside a registry entry
-	regState     = 0
-	regPID       = 4
-	regStarttime = 8
-	regHeartbeat = 16
-	regBatches   = 24
-	regWriters   = 32
+	regState      = 0 // u16 state, then u16 generation: the low half of the entry word
+	regGeneration = 2
+	regPID        = 4
+	regStarttime  = 8
+	regHeartbeat  = 16
+	regBatches    = 24
+	regWriters    = 32
 
 	offTensorTable = 4096
 	tensorStride   = 128

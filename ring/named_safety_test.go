@@ -59,7 +59,7 @@ func TestGCLeavesOtherUsersRings(t *testing.T) {
 	useShmDir(t)
 	_, r := newNamedRing(t, "theirs", streamLayout(2, 0, 1))
 	pid, st := deadProcess(t)
-	*r.u32(offCreatorPID), *r.u64(offCreatorStarttime) = pid, st
+	setCreator(r, pid, st)
 	other := os.Geteuid() + 4242
 	if err := os.Lchown(shm.Path("theirs"), other, -1); err != nil {
 		t.Skipf("cannot chown to another uid (%v); needs root", err)

@@ -123,7 +123,9 @@ func childMain(role string) int {
 		if _, err := p.Claim(ctx); err != nil { // claimed, never published
 			return fail("%v", err)
 		}
-		select {}
+		for { // until killed (a sleeper, so that the runtime sees no deadlock in a process without a watchdog)
+			time.Sleep(time.Hour)
+		}
 	}
 	if err := produce(ctx, p, envInt("WRITERS", 1), time.Duration(envInt("DELAY_US", 0))*time.Microsecond); err != nil {
 		return fail("%v", err)

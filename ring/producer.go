@@ -19,6 +19,7 @@ import (
 type Producer struct {
 	r     *Ring
 	entry int
+	gen   uint32 // the entry's generation (PROTOCOL.md 2.6)
 	off   uint64 // registry entry offset
 
 	outstanding atomic.Int64 // claims in progress (including ones not yet numbered)
@@ -38,19 +39,26 @@ type Producer struct {
 // registers a new entry. writers is informational (the registry's `writers`).
 func (r *Ring) NewProducer(writers int) (*Producer, error) {
 	var j int
+	var gen uint32
 	if r.creatorEntry >= 0 && r.creatorTaken.CompareAndSwap(false, true) {
-		j = r.creatorEntry
+		j, gen = r.creatorEntry, r.creatorGen
 		atomicStore32(r.u32(entryOff(j)+regWriters), uint32(writers))
 	} else {
 		var err error
-		if j, err = r.register(writers); err != nil {
+		if j, gen, err = r.register(writers); err != nil {
 			return nil, err
 		}
 	}
-	return &Producer{r: r, entry: j, off: entryOff(j)}, nil
+	return &Producer{r: r, entry: j, gen: gen, off: entryOff(j)}, nil
 }
 
 func atomicStore32(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
+
+// setState moves the producer's own entry from state from to state to, keeping its generation
+// (the low half of the entry word, PROTOCOL.md 2.6).
+func (p *Producer) setState(from, to uint32) bool {
+	return atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), entryLow(from, p.gen), entryLow(to, p.gen))
+}
 
 // Entry returns the producer's registry index.
 func (p *Producer) Entry() int { return p.entry }
@@ -98,7 +106,7 @@ func (p *Producer) setStop(err error) {
 // (PROTOCOL.md 2.6; at the natural end of a bounded stream claimBatch does, 3.7.3).
 func (p *Producer) release() {
 	if p.outstanding.Add(-1) == 0 && p.quit.Load() {
-		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+		p.setState(EntryActive, EntryDone)
 	}
 }
 
@@ -248,7 +256,7 @@ func (p *Producer) Fail(err error) {
 		atomic.StoreUint32(r.u32(offErrorProducer), uint32(p.entry+1))
 		atomic.StoreUint32(r.u32(offErrorState), errSet)
 	}
-	atomic.StoreUint32(r.u32(p.off+regState), EntryFailed)
+	atomic.StoreUint32(r.u32(p.off+regState), entryLow(EntryFailed, p.gen))
 	var stop error = &ProducerError{Producer: p.entry + 1, Text: text}
 	p.stop.CompareAndSwap(nil, &stop)
 	r.WakeAll()
@@ -271,7 +279,7 @@ func truncateUTF8(s string, n int) string {
 func (p *Producer) Done() {
 	p.quit.Store(true)
 	if p.outstanding.Load() == 0 {
-		atomic.CompareAndSwapUint32(p.r.u32(p.off+regState), EntryActive, EntryDone)
+		p.setState(EntryActive, EntryDone)
 	}
 }
 

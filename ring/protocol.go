@@ -93,7 +93,7 @@ func specRegions() []Region {
 			{"chunks_missing", offChunksMissing, fmt.Sprintf("u64[%d]", MaxTensors)},
 		}},
 		{Section: "2.6", Name: "registry", Base: offRegistry, Stride: registryStride, Fields: []Field{
-			{"state", regState, u32}, {"pid", regPID, u32}, {"starttime", regStarttime, u64},
+			{"state", regState, "u16"}, {"generation", regGeneration, "u16"}, {"pid", regPID, u32}, {"starttime", regStarttime, u64},
 			{"heartbeat", regHeartbeat, u64}, {"batches", regBatches, u64}, {"writers", regWriters, u32},
 		}},
 		{Section: "2.7", Name: "tensor", Base: offTensorTable, Stride: tensorStride, Fields: []Field{
@@ -127,8 +127,8 @@ func specGroups() []ConstGroup {
 		{Doc: "The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5)", Consts: []Const{
 			{"WAIT_SLICE_NS", uint64(waitSlice.Nanoseconds())},
 		}},
-		{Doc: "A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7)", Consts: []Const{
-			{"CLAIM_HOLDER_BITS", claimHolderBits}, {"TAKEOVER_GRACE_NS", uint64(takeoverGrace.Nanoseconds())},
+		{Doc: "A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder, holder = (generation mod 2^CLAIM_ENTRY_BITS) << CLAIM_ENTRY_BITS | entry + 1; a registry entry's low u32 is state | generation << ENTRY_STATE_BITS; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 2.6, 3.2, 3.5, 3.7)", Consts: []Const{
+			{"CLAIM_HOLDER_BITS", claimHolderBits}, {"CLAIM_ENTRY_BITS", claimEntryBits}, {"ENTRY_STATE_BITS", entryStateBits}, {"TAKEOVER_GRACE_NS", uint64(takeoverGrace.Nanoseconds())},
 		}},
 		{Doc: "Ring state (header word state)", Enum: true, Prefix: "RING_", Consts: []Const{
 			{"RING_INITIALISING", uint64(stateInitialising)}, {"RING_READY", uint64(stateReady)},

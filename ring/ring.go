@@ -27,6 +27,7 @@ type Ring struct {
 	// creatorEntry is the registry entry Create registered (-1 for an attached ring);
 	// the first NewProducer takes it over.
 	creatorEntry int
+	creatorGen   uint32 // its generation (0: a new ring's entries are all FREE)
 	creatorTaken atomic.Bool
 
 	// Spin is the number of state loads a waiter makes before it sleeps in FUTEX_WAIT
@@ -141,38 +142,14 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 	}
 	// magic last (atomically), so that a reader that sees it also sees the creator identity.
 	atomic.StoreUint64(r.u64(offMagic), Magic)
-	j, err := r.register(0)
+	j, gen, err := r.register(0)
 	if err != nil {
 		return nil, err
 	}
-	r.creatorEntry = j
+	r.creatorEntry, r.creatorGen = j, gen
 	atomic.StoreUint32(r.u32(offState), stateReady)
 	futexWake(r.u32(offState))
 	return r, nil
-}
-
-// register claims a producer registry entry for this process (PROTOCOL.md 2.6). It stores
-// starttime and writers before pid, so that an observer that sees a CLAIMING entry with a
-// non-zero pid also sees its starttime.
-func (r *Ring) register(writers int) (int, error) {
-	pid, starttime, err := selfIdentity()
-	if err != nil {
-		return -1, fmt.Errorf("gobatch ring: register producer: own process identity: %w", err)
-	}
-	for j := 0; j < MaxProducers; j++ {
-		e := entryOff(j)
-		// State and pid are the halves of one u64 (PROTOCOL.md 2.6): the entry is never
-		// CLAIMING without its pid.
-		if atomic.CompareAndSwapUint64(r.u64(e+regState), claimWord(EntryFree, 0), claimWord(EntryClaiming, uint32(pid))) {
-			failpoint(FPProducerRegistering)
-			atomic.StoreUint64(r.u64(e+regStarttime), starttime)
-			atomic.StoreUint32(r.u32(e+regWriters), uint32(writers))
-			atomic.StoreUint32(r.u32(e+regState), EntryActive)
-			failpoint(FPProducerActive)
-			return j, nil
-		}
-	}
-	return -1, fmt.Errorf("gobatch ring: all %d producer registry entries are taken (entries are not reused within a ring's life)", MaxProducers)
 }
 
 // Open attaches to an existing ring in mem (the whole file mapped, so len(mem) is the file

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -429,16 +430,54 @@ func TestPidReuse(t *testing.T) {
 	}
 }
 
-func TestRegistryFull(t *testing.T) {
-	r := newHeapRing(t, streamLayout(1, 0, 1))
+// fillRegistry registers this process in every entry but the creator's, which it marks taken.
+func fillRegistry(t *testing.T, r *Ring) {
+	t.Helper()
 	for k := 1; k < MaxProducers; k++ {
-		if _, err := r.register(1); err != nil {
+		if _, _, err := r.register(1); err != nil {
 			t.Fatalf("entry %d: %v", k, err)
 		}
 	}
 	r.creatorTaken.Store(true)
+}
+
+func TestRegistryFull(t *testing.T) {
+	r := newHeapRing(t, streamLayout(1, 0, 1))
+	fillRegistry(t, r)
 	if _, err := r.NewProducer(1); err == nil || !strings.Contains(err.Error(), "32 producer registry entries") {
 		t.Fatalf("33rd producer: %v", err)
+	}
+}
+
+// TestRegistryReusesReclaimed: with no FREE entry left, a new producer reuses a RECLAIMED one
+// with the next generation (PROTOCOL.md 2.6), and its claims carry that generation; DONE and
+// FAILED entries are never reused.
+func TestRegistryReusesReclaimed(t *testing.T) {
+	r := newHeapRing(t, streamLayout(4, 0, 1))
+	fillRegistry(t, r)
+	atomic.StoreUint64(r.entryWordOf(5), entryWord(EntryDone, 0, 1))
+	atomic.StoreUint64(r.entryWordOf(6), entryWord(EntryFailed, 0, 1))
+	atomic.StoreUint64(r.entryWordOf(9), entryWord(EntryReclaimed, 7, 4242))
+	p, err := r.NewProducer(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Entry() != 9 {
+		t.Fatalf("new producer took entry %d, want the RECLAIMED entry 9", p.Entry())
+	}
+	if st, gen, pid := entryParts(atomic.LoadUint64(r.entryWordOf(9))); st != EntryActive || gen != 8 || int(pid) != os.Getpid() {
+		t.Fatalf("entry 9 is %s, generation %d, pid %d; want ACTIVE, 8, %d", EntryStateName(st), gen, pid, os.Getpid())
+	}
+	w, err := p.Claim(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := atomic.LoadUint64(r.slotClaim(0)); c != 1<<claimHolderBits|8<<claimEntryBits|10 || !claimHeldBy(c, 9, 8) || claimHeldBy(c, 9, 7) {
+		t.Fatalf("claim word %#x, want batch 0 held by entry 9 of generation 8", c)
+	}
+	w.Publish()
+	if _, err := r.NewProducer(1); err == nil || !strings.Contains(err.Error(), "32 producer registry entries are in use") {
+		t.Fatalf("producer with every entry in use: %v", err)
 	}
 }
 

@@ -8,14 +8,15 @@ import (
 
 // ProducerInfo is one registry entry.
 type ProducerInfo struct {
-	Entry     int
-	State     uint32 // EntryFree .. EntryReclaimed
-	PID       uint32
-	Alive     bool
-	Heartbeat uint64
-	Batches   uint64
-	Writers   uint32
-	Stopped   bool // alive but stopped (SIGSTOP, a debugger: /proc state T or t)
+	Entry      int
+	State      uint32 // EntryFree .. EntryReclaimed
+	Generation uint32 // times the entry has been reused (PROTOCOL.md 2.6)
+	PID        uint32
+	Alive      bool
+	Heartbeat  uint64
+	Batches    uint64
+	Writers    uint32
+	Stopped    bool // alive but stopped (SIGSTOP, a debugger: /proc state T or t)
 }
 
 // SlotInfo is one slot's state word, decoded.
@@ -89,11 +90,11 @@ func (r *Ring) Stats() Stats {
 	}
 	for j := 0; j < MaxProducers; j++ {
 		e := entryOff(j)
-		st := ld32(e + regState)
+		st, gen := ld32(e+regState)&entryStateMask, ld32(e+regState)>>entryStateBits
 		if st == EntryFree {
 			continue
 		}
-		pi := ProducerInfo{Entry: j, State: st, PID: ld32(e + regPID), Heartbeat: ld64(e + regHeartbeat),
+		pi := ProducerInfo{Entry: j, State: st, Generation: gen, PID: ld32(e + regPID), Heartbeat: ld64(e + regHeartbeat),
 			Batches: ld64(e + regBatches), Writers: ld32(e + regWriters)}
 		pi.Alive = Alive(pi.PID, ld64(e+regStarttime))
 		if st == EntryClaiming { // its starttime may not be written yet (PROTOCOL.md 2.6)

@@ -15,12 +15,25 @@ import (
 // batch always names its holder, and when the holder dies a live producer takes the claim
 // over and produces the batch again (every batch is a pure function of its index).
 
-// batchClaim is the value of a slot's claim word for batch j held by registry entry e.
-func batchClaim(j uint64, e int) uint64 { return (j+1)<<claimHolderBits | uint64(e+1) }
+// batchClaim is the value of a slot's claim word for batch j held by registry entry e of
+// generation gen (PROTOCOL.md 3.2: the generation's low byte is part of the holder).
+func batchClaim(j uint64, e int, gen uint32) uint64 {
+	return (j+1)<<claimHolderBits | claimHolderOf(e, gen)
+}
+
+// claimHolderOf is the holder part of a claim word: entry e + 1 and gen's low byte.
+func claimHolderOf(e int, gen uint32) uint64 {
+	return uint64(gen&(1<<claimEntryBits-1))<<claimEntryBits | uint64(e+1)
+}
 
 // claimedBatch and claimHolder decode a non-zero claim word: the batch and the registry entry.
 func claimedBatch(c uint64) uint64 { return c>>claimHolderBits - 1 }
-func claimHolder(c uint64) int     { return int(c&(1<<claimHolderBits-1)) - 1 }
+func claimHolder(c uint64) int     { return int(c&(1<<claimEntryBits-1)) - 1 }
+
+// claimHeldBy reports whether claim word c names entry e of generation gen as its holder.
+func claimHeldBy(c uint64, e int, gen uint32) bool {
+	return c&(1<<claimHolderBits-1) == claimHolderOf(e, gen)
+}
 
 func (r *Ring) slotClaim(i uint64) *uint64 { return r.u64(r.slotHeader(i) + shClaim) }
 
@@ -52,17 +65,18 @@ func (r *Ring) allPublished() bool {
 // deadEntry is a registry entry in ACTIVE or CLAIMING whose process is not alive.
 type deadEntry struct {
 	entry int
-	word  uint64 // the entry's (state, pid) u64 as seen dead
+	word  uint64 // the entry word (state, generation, pid) as seen dead
 }
 
 func (d deadEntry) pid() uint32 { return uint32(d.word >> 32) }
+func (d deadEntry) gen() uint32 { _, g, _ := entryParts(d.word); return g }
 
 // entryDead reports whether registry entry e is a dead producer (PROTOCOL.md 3.5 step 2), and
 // whether it is a live one; an entry that is neither is FREE, DONE, FAILED or RECLAIMED.
 func (r *Ring) entryDead(e int) (d deadEntry, dead, live bool) {
-	p := r.u64(entryOff(e) + regState)
+	p := r.entryWordOf(e)
 	w := atomic.LoadUint64(p)
-	st, pid := uint32(w), uint32(w>>32)
+	st, _, pid := entryParts(w)
 	if st != EntryActive && st != EntryClaiming {
 		return deadEntry{}, false, false
 	}
@@ -115,16 +129,18 @@ func (p *Producer) takeoverScan() {
 		}
 		for i := uint64(0); i < r.slots; i++ {
 			c := atomic.LoadUint64(r.slotClaim(i))
-			if c == 0 || claimHolder(c) != e || r.published(claimedBatch(c)) {
+			// Only the dead holder's generation: if the entry has been marked RECLAIMED by
+			// another scan and reused meanwhile, its new holder's claims are not ours to take.
+			if c == 0 || !claimHeldBy(c, e, d.gen()) || r.published(claimedBatch(c)) {
 				continue
 			}
 			j := claimedBatch(c)
-			if atomic.CompareAndSwapUint64(r.slotClaim(i), c, batchClaim(j, p.entry)) {
+			if atomic.CompareAndSwapUint64(r.slotClaim(i), c, batchClaim(j, p.entry, p.gen)) {
 				failpointBatch(FPSlotReclaimed, r.layout.StartBatch+j)
 				p.pushTaken(j)
 			}
 		}
-		if atomic.CompareAndSwapUint64(r.u64(entryOff(e)+regState), d.word, claimWord(EntryReclaimed, d.pid())) {
+		if atomic.CompareAndSwapUint64(r.entryWordOf(e), d.word, entryWord(EntryReclaimed, d.gen(), d.pid())) {
 			failpoint(FPProducerReclaimed)
 			p.tookOver.Add(1)
 		}
@@ -209,7 +225,7 @@ func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err er
 		case c != 0 && claimedBatch(c) >= j: // claimed already; its claimer may not have advanced next_claim
 			atomic.CompareAndSwapUint64(r.u64(offNextClaim), j, j+1)
 		case c == 0 && j < r.slots, c != 0 && claimedBatch(c)+r.slots == j && r.published(claimedBatch(c)):
-			if atomic.CompareAndSwapUint64(cw, c, batchClaim(j, p.entry)) {
+			if atomic.CompareAndSwapUint64(cw, c, batchClaim(j, p.entry, p.gen)) {
 				failpointBatch(FPSlotClaimed, r.layout.StartBatch+j)
 				atomic.CompareAndSwapUint64(r.u64(offNextClaim), j, j+1)
 				return j, false, nil
@@ -233,7 +249,7 @@ func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err er
 func (p *Producer) endWait(ctx context.Context) error {
 	r := p.r
 	if r.allPublished() {
-		atomic.CompareAndSwapUint32(r.u32(p.off+regState), EntryActive, EntryDone)
+		p.setState(EntryActive, EntryDone)
 		return io.EOF
 	}
 	for i := uint64(0); i < r.slots; i++ {

@@ -401,3 +401,13 @@ func (s *Segment) Sealed() bool {
 	v, err := unix.FcntlInt(uintptr(s.fd), unix.F_GET_SEALS, 0)
 	return err == nil && v&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) == unix.F_SEAL_SHRINK|unix.F_SEAL_GROW
 }
+
+// FileSize returns the size of the segment's file now (fstat), which another process may have
+// changed since it was mapped: a named segment can be truncated by its owner.
+func (s *Segment) FileSize() (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return 0, fmt.Errorf("shm: fstat %s: %w", s.path, err)
+	}
+	return st.Size, nil
+}

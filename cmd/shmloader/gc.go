@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("gc", "remove named rings whose creator is dead", cmdGC)
+	register("gc", "remove named rings whose creator is dead and that no live producer or consumer holds", cmdGC)
 }
 
 func cmdGC(args []string) int {

@@ -130,9 +130,16 @@ func (pr *producerRun) produce() (cause error, readersDone bool) {
 
 	var tick <-chan time.Time // polls for "consumer has read everything" once the stream is written
 	streamDone := false
+	sizeTick := time.NewTicker(ring.WaitSlice) // the file cut short under us (run_guard.go)
+	defer sizeTick.Stop()
 wait:
 	for {
 		select {
+		case <-sizeTick.C:
+			if err := pr.cutCheck(); err != nil {
+				cause = err
+				break wait
+			}
 		case s := <-pr.sigc:
 			cause = signalStop{s}
 			if err := pr.parent.gone(); err != nil {
@@ -171,6 +178,10 @@ wait:
 				break wait
 			}
 		}
+	}
+	var cut *ringCutError
+	if errors.As(cause, &cut) { // tell the consumer, if the header is still there to say it in
+		pr.withFaultGuard(func() error { pr.p.Fail(cause); return nil })
 	}
 	if errors.Is(cause, ring.ErrConsumerGone) && pr.receivedAll() {
 		cause = nil // it had everything, then exited without closing (seen by the watchdog or a Claim)
@@ -222,6 +233,11 @@ func (pr *producerRun) readAll(ctx context.Context) error {
 }
 
 func (pr *producerRun) readLoop(ctx context.Context) error {
+	return pr.withFaultGuard(func() error { return pr.fillLoop(ctx) })
+}
+
+// fillLoop claims, fills and publishes batches until the stream ends or something stops it.
+func (pr *producerRun) fillLoop(ctx context.Context) error {
 	batch := make([][]byte, len(pr.layout.Tensors)) // the slot's tensors
 	for {
 		w, err := pr.p.Claim(ctx)

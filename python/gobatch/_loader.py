@@ -216,7 +216,10 @@ class Loader(Ring):
         node: the node loader (one ``shmloader serve`` feeding every local rank from one
             cache): None uses it when torchrun's ``LOCAL_WORLD_SIZE`` is above 1 (or
             ``GOBATCH_NODE`` names one), True always, False never; a string is the socket name
-            of a node loader started by hand (``shmloader serve --socket NAME``).
+            of a node loader started by hand (``shmloader serve --socket NAME``). The node
+            loader is not supervised: ``restarts`` applies to a Loader's own child only, and a
+            node loader that dies ends every local rank's stream with a :class:`LoaderError`
+            that says so.
         local_world_size: ranks on this node, for the node loader (default: torchrun's
             ``LOCAL_WORLD_SIZE``).
         node_rank: this node's rank (default: torchrun's ``GROUP_RANK``, else rank //
@@ -465,6 +468,9 @@ class Loader(Ring):
         pid = self._proc.pid if self._proc is not None else "?"
         msg = f"shmloader pid {pid} {_how_exited(code)}" + (f" {when}" if when else "")
         return LoaderError(msg, stderr=_tail(self._stderr), exit_code=code)
+
+    def _death_note(self) -> str:
+        return f"; {_node.UNSUPERVISED}" if self._session is not None else ""
 
     def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         proc = self._proc

@@ -38,6 +38,12 @@ _MAX_REPLY = 65536
 _POLL_S = 0.1  # how often a wait checks the child and the deadline
 
 
+# Said with every rank's error when the node loader dies: unlike a Loader's own child, it is
+# not restarted (one process feeds every local rank; a restart would have to rejoin each one).
+UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not restarted when it dies, and "
+                "every local rank's stream ends with it; start the job again (resuming from a checkpoint with start=)")
+
+
 class NodeSpec(NamedTuple):
     """Which node loader a rank uses, and which rank it is."""
 
@@ -301,7 +307,7 @@ class NodeSession:
         tail = self.stderr_tail()
         if proc.returncode == EXIT_USAGE:
             raise ConfigError(tail.strip() or "shmloader serve refused its configuration (exit status 2)", stderr=tail)
-        raise LoaderError(f"node loader pid {proc.pid} {_how_exited(proc.returncode)}", stderr=tail,
+        raise LoaderError(f"node loader pid {proc.pid} {_how_exited(proc.returncode)}; {UNSUPERVISED}", stderr=tail,
                           exit_code=proc.returncode)
 
     def stderr_tail(self) -> str:

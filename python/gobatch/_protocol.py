@@ -37,8 +37,10 @@ CREATOR_NAMED = 1
 # The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5)
 WAIT_SLICE_NS = 100000000
 
-# A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 3.2, 3.5, 3.7)
-CLAIM_HOLDER_BITS = 8
+# A slot's batch claim is (j + 1) << CLAIM_HOLDER_BITS | holder, holder = (generation mod 2^CLAIM_ENTRY_BITS) << CLAIM_ENTRY_BITS | entry + 1; a registry entry's low u32 is state | generation << ENTRY_STATE_BITS; a dead producer's entry that is not RECLAIMED within TAKEOVER_GRACE_NS fails the consumer (PROTOCOL.md 2.6, 3.2, 3.5, 3.7)
+CLAIM_HOLDER_BITS = 16
+CLAIM_ENTRY_BITS = 8
+ENTRY_STATE_BITS = 16
 TAKEOVER_GRACE_NS = 1000000000
 
 # Ring state (header word state)
@@ -131,7 +133,8 @@ HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
 REGISTRY_BASE = 2048
 REGISTRY_STRIDE = 64
 REGISTRY_FIELDS: Dict[str, Tuple[int, str]] = {
-    "state": (0, "<I"),
+    "state": (0, "<H"),
+    "generation": (2, "<H"),
     "pid": (4, "<I"),
     "starttime": (8, "<Q"),
     "heartbeat": (16, "<Q"),

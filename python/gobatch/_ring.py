@@ -538,6 +538,8 @@ class Ring:
         if rc == _lib.ELOST and self._shm_path:
             _unlink_if_same(self._shm_path, self._file_id)  # a cut ring cannot go on: leave nothing
         cls = RingTruncatedError if rc == _lib.ELOST else RingError if rc == _lib.EPROTO else LoaderError
+        if rc == _lib.EDEAD:
+            text += self._death_note()
         exc = self._producer_failure(cls, f"{self._label}: {text}")
         self._failure = exc
         return exc
@@ -546,6 +548,10 @@ class Ring:
         """Whether a failure code from the C side is recovered from (the wait goes on) rather
         than raised. A plain ring recovers from nothing; Loader restarts a dead child."""
         return False
+
+    def _death_note(self) -> str:
+        """What follows a producer's death, for its error message (Loader: a node loader's)."""
+        return ""
 
     def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
         """Builds the exception for a producer-side failure (Loader adds its child's stderr)."""

@@ -12,7 +12,7 @@ import struct
 import time
 import warnings
 from collections import deque
-from typing import Callable, Deque, List, Optional, Sequence, Set
+from typing import Callable, Deque, List, Optional, Sequence, Set, Tuple
 
 from . import _protocol as _proto
 from .errors import GobatchWarning, LoaderError
@@ -26,15 +26,17 @@ RESTART_BACKOFF_S = 0.05  # default restart_backoff_s: the wait before a restart
 _log = logging.getLogger("gobatch")
 
 
-def _entry_of(mm: Sequence[int], pid: int) -> Optional[int]:
-    """The registry index of the ACTIVE or CLAIMING entry of process ``pid`` (PROTOCOL.md 2.6)."""
+def _entry_of(mm: Sequence[int], pid: int) -> Optional[Tuple[int, int]]:
+    """The registry index and generation of the ACTIVE or CLAIMING entry of process ``pid``
+    (PROTOCOL.md 2.6)."""
     f = _proto.REGISTRY_FIELDS
     for e in range(_proto.MAX_PRODUCERS):
         base = _proto.REGISTRY_BASE + e * _proto.REGISTRY_STRIDE
         (state,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
         (epid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
         if epid == pid and state in (_proto.ENTRY_ACTIVE, _proto.ENTRY_CLAIMING):
-            return e
+            (gen,) = struct.unpack_from(f["generation"][1], mm, base + f["generation"][0])
+            return e, int(gen)
     return None
 
 
@@ -52,16 +54,20 @@ def _published(mm: Sequence[int], slots: int, j: int) -> bool:
 
 def held_batches(mm: Sequence[int], slots: int, pid: int) -> List[int]:
     """The relative batches that the (dead) producer process ``pid`` holds: the slots' batch
-    claims that name its registry entry and are not published (PROTOCOL.md 3.2, 3.7)."""
-    entry = _entry_of(mm, pid)
-    if entry is None:
+    claims that name its registry entry, of its generation, and are not published (PROTOCOL.md
+    3.2, 3.7)."""
+    found = _entry_of(mm, pid)
+    if found is None:
         return []
+    entry, gen = found
+    bits = _proto.CLAIM_ENTRY_BITS
+    want = (gen & ((1 << bits) - 1)) << bits | (entry + 1)
     f = _proto.SLOT_FIELDS
     held = []
     for i in range(slots):
         (claim,) = struct.unpack_from(f["claim"][1], mm, _proto.SLOT_BASE + i * _proto.SLOT_STRIDE + f["claim"][0])
         holder = claim & ((1 << _proto.CLAIM_HOLDER_BITS) - 1)
-        if claim and holder == entry + 1:
+        if claim and holder == want:
             j = (claim >> _proto.CLAIM_HOLDER_BITS) - 1
             if not _published(mm, slots, j):
                 held.append(j)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Iterator, List
+import struct
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+
+from gobatch import _protocol as proto
 
 REPS = max(int(os.environ.get("GOBATCH_FAULT_REPS", "1") or 1), 1)
 _tally: Dict[str, List[float]] = {}
@@ -40,3 +43,20 @@ def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("GOBATCH_FAILPOINT", raising=False)
     yield d
     assert list(d.iterdir()) == [], f"left behind: {list(d.iterdir())}"
+
+
+def registry(ring: Any) -> List[Tuple[int, str]]:
+    """(pid, state name) of every registry entry of an attached gobatch.Ring that is not FREE,
+    in entry order (PROTOCOL.md 2.6), read from the ring's mapping."""
+    mm = ring._mm
+    assert mm is not None
+    f = proto.REGISTRY_FIELDS
+    names = {getattr(proto, n): n[len("ENTRY_"):] for n in dir(proto) if n.startswith("ENTRY_") and isinstance(getattr(proto, n), int)}
+    out = []
+    for e in range(proto.MAX_PRODUCERS):
+        base = proto.REGISTRY_BASE + e * proto.REGISTRY_STRIDE
+        (st,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
+        (pid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
+        if st != proto.ENTRY_FREE:
+            out.append((int(pid), names.get(int(st), str(st))))
+    return out

@@ -38,9 +38,14 @@ def config(
 def expected(example_shape: Sequence[int], dtype: str, k: int, size: int) -> np.ndarray:
     """Batch k of a synthetic source: row i holds e = k*size + i, every element e mod 2^24,
     cast to dtype (NumPy's cast, so uint8 wraps)."""
-    e = (k * size + np.arange(size, dtype=np.int64)) % (1 << 24)
-    col = e.reshape((size,) + (1,) * len(example_shape)).astype(dtype)
-    return np.broadcast_to(col, (size,) + tuple(example_shape))
+    return expected_run(example_shape, dtype, k, 1, size)[0]
+
+
+def expected_run(example_shape: Sequence[int], dtype: str, k: int, n: int, size: int) -> np.ndarray:
+    """Batches k .. k+n-1 of a synthetic source stacked on a new leading axis (see expected)."""
+    e = (k * size + np.arange(n * size, dtype=np.int64)) % (1 << 24)
+    col = e.reshape((n, size) + (1,) * len(example_shape)).astype(dtype)
+    return np.broadcast_to(col, (n, size) + tuple(example_shape))
 
 
 def check_batch(batch: Dict[str, Any], cfg: Dict[str, Any], k: int) -> None:

@@ -29,7 +29,7 @@ import pytest
 
 import gobatch
 from gobatch import GobatchWarning, LoaderError
-from faultharness import REPS, shm  # noqa: F401  (shm is a fixture)
+from faultharness import REPS, registry as _registry, shm  # noqa: F401  (shm is a fixture)
 from synthetic import check_batch, config, wait_for, write_config
 
 pytestmark = pytest.mark.timeout(600)
@@ -212,6 +212,47 @@ def test_restarts_spent_ends_the_stream(shm):
                     next(loader)
 
 
+def test_loader_restarts_past_the_registry(shm):
+    """More restarts than the ring has registry entries (32): the Loader's child is killed 40
+    times, each time after its predecessor's batches are delivered, and restarted each time (a
+    high restarts=, a long window, no backoff); from the 32nd restart on, the new child reuses a
+    dead one's RECLAIMED entry (PROTOCOL.md 2.6), and every batch still arrives once, in order,
+    unchanged."""
+    kills, every = 40, 40
+    cfg = _cfg(batches=kills * every + 100)
+    killed: List[int] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gobatch.Loader(cfg, readers=2, restarts=kills, restart_window_s=3600, restart_backoff_s=0) as loader:
+            k = 0
+            for batch in loader:
+                check_batch(batch, cfg, k)
+                k += 1
+                if k % every == every // 2 and len(killed) < kills:
+                    assert loader.pid not in killed, f"batch {k}: the child killed last was not replaced"
+                    killed.append(loader.pid)
+                    os.kill(loader.pid, signal.SIGKILL)
+            assert k == cfg["batch"]["batches"], k
+            sup = loader._supervisor
+            assert sup is not None and sup.restart_count == kills, sup and sup.restart_count
+            generations = _generations(loader)
+    assert len(killed) == kills
+    restarts = [str(w.message) for w in caught if issubclass(w.category, GobatchWarning) and "restarted it as pid" in str(w.message)]
+    assert len(restarts) == kills, restarts[-3:]
+    assert max(generations) >= 1, f"no registry entry was reused: generations {generations}"
+
+
+def _generations(ring: gobatch.Ring) -> List[int]:
+    """Each registry entry's generation (PROTOCOL.md 2.6)."""
+    import struct
+
+    from gobatch import _protocol as proto
+
+    f = proto.REGISTRY_FIELDS["generation"]
+    return [struct.unpack_from(f[1], ring._mm, proto.REGISTRY_BASE + e * proto.REGISTRY_STRIDE + f[0])[0]
+            for e in range(proto.MAX_PRODUCERS)]
+
+
 # ---- a standalone ring with several --join producers ----
 
 
@@ -276,23 +317,3 @@ def test_joined_producer_dies_survivors_take_over(shm, tmp_path, ring_name, fail
                     p.wait()
         assert gap < RECOVER_S, f"waited {gap:.3f} s for a batch after the death"
         _record(f"--join producer dies at {failpoint or 'a random point'}", reclaimed[0] - died[0], gap)
-
-
-def _registry(ring: gobatch.Ring) -> List[Tuple[int, str]]:
-    """(pid, state name) of every registry entry that is not FREE."""
-    import struct
-
-    from gobatch import _protocol as proto
-
-    mm = ring._mm
-    assert mm is not None
-    f = proto.REGISTRY_FIELDS
-    names = {getattr(proto, n): n[len("ENTRY_"):] for n in dir(proto) if n.startswith("ENTRY_") and isinstance(getattr(proto, n), int)}
-    out = []
-    for e in range(proto.MAX_PRODUCERS):
-        base = proto.REGISTRY_BASE + e * proto.REGISTRY_STRIDE
-        (st,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
-        (pid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
-        if st != proto.ENTRY_FREE:
-            out.append((int(pid), names.get(int(st), str(st))))
-    return out

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
@@ -286,3 +287,29 @@ def test_started_by_hand(tmp_path: Path, job: str) -> None:
     with pytest.raises(ConnectionRefusedError):
         s.connect("\0" + name)  # the socket's name went with the process
     s.close()
+
+
+def test_node_loader_death_says_it_is_not_supervised(tmp_path: Path, job: str) -> None:
+    """kill -9 of a node loader started by hand: the rank's next() raises a LoaderError that
+    names the dead process and says that the node loader is not restarted (unlike a Loader's
+    own child) and what to do."""
+    cfg = synthetic_config({"x": ((3,), "int64")}, size=2, batches=0, delay_ms=20)
+    path = write_config(tmp_path / "c.json", cfg)
+    name = f"gobatch-test-{job}"
+    serve = run_shmloader(["serve", "--config", str(path), "--socket", name, "--local-world-size", "1"],
+                          stderr=subprocess.PIPE)
+    try:
+        with gobatch.Loader(path, rank=0, world_size=1, node=name) as L:
+            check_batch(next(iter(L)), cfg, 0)
+            serve.kill()
+            serve.wait()
+            t0 = time.monotonic()
+            with pytest.raises(gobatch.LoaderError, match=rf"pid {serve.pid} died; the node loader \(shmloader serve\) "
+                               r"is not supervised: it is not restarted when it dies"):
+                for _ in range(1000):
+                    next(L)
+            assert time.monotonic() - t0 < 2.0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()

@@ -220,6 +220,19 @@ def test_second_consumer_refused(memfd):
             Ring(memfd, label="fake")
 
 
+def test_dead_attached_consumer_refused_naming_it(memfd):
+    """A consumer that died ATTACHED ends its ring (its producers stop, PROTOCOL.md 3.5): the next
+    attach is refused at once, naming the dead pid, rather than taking the ring over (the dead
+    consumer's held slots and position cannot be known)."""
+    fr = FakeRing(memfd, SPEC)
+    pid, st = dead_process()
+    fr.set(consumer_state=2, consumer_pid=pid, consumer_starttime=st)
+    t0 = time.monotonic()
+    with pytest.raises(RingError, match=f"the ring's consumer pid {pid} died after attaching"):
+        Ring(memfd, label="fake", timeout=5)
+    assert time.monotonic() - t0 < 1.0
+
+
 def test_not_ready_times_out(memfd):
     FakeRing(memfd, SPEC, ready=False)
     t0 = time.monotonic()

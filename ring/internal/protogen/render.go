@@ -125,6 +125,8 @@ func renderC(p protocol) []byte {
 
 func pyFormat(typ string) string {
 	switch {
+	case typ == "u16":
+		return "<H"
 	case typ == "u32":
 		return "<I"
 	case typ == "u64":
