@@ -1,6 +1,8 @@
+//go:build !amd64
+
 package rowconv
 
-// The portable dispatch: ordinary stores whatever nt says.
+// Elsewhere the portable loops, with ordinary stores whatever nt says.
 
 func bestPath() kernelPath { return pathGo }
 
@@ -20,8 +22,9 @@ func copyRows(dst []float32, dstStride int, src []float32, srcStride, n, m int, 
 }
 
 // Fence orders the non-temporal stores before it before the stores after it (SFENCE on
-// amd64; nothing where there are none): the writer calls it before it publishes a slot.
+// amd64; nothing here, where there are none): the writer calls it before it publishes
+// a slot.
 func Fence() {}
 
-// UseNT reports whether writes of a batch of this many bytes should be non-temporal.
-func UseNT(bytes int64) bool { return false }
+// hasNT reports whether the kernels in use have non-temporal stores.
+func hasNT() bool { return false }
