@@ -181,7 +181,7 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 					return
 				}
 				c := j.srcs[k>>keyShift].data()
-				e, err := j.cache.acquire(k, c.elems, c.load)
+				e, err := j.cache.acquire(k, c.chunkBytes(), c.load)
 				if err != nil {
 					// The gather meets the same error and reports it: loading the rest first
 					// would only delay that (by a deadline per chunk on a hung mount).
