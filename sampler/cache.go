@@ -27,9 +27,10 @@ import (
 // so a block always fits exactly, nothing fragments, and a block stays a 2 MiB-aligned mapping
 // of its own (transparent huge pages). In steady state a miss evicts the coldest entries until
 // one of its size frees a block and reuses it: no munmap, no mmap, so no TLB shootdown and no
-// page clearing per miss. Only when the cold end holds entries of other sizes (several sources
-// of different chunk sizes) are their free blocks unmapped, and only once their bytes make room
-// for the new block: the budget holds whatever the mix.
+// page clearing per miss. The entries of other sizes it evicts on the way (several sources of
+// different chunk sizes) leave their blocks on their free lists for the next misses of their
+// size; only when those hold more than 1/freeSlack of the budget are they unmapped to make
+// room. The budget holds whatever the mix.
 type Cache struct {
 	mu      sync.Mutex
 	budget  int64
@@ -185,8 +186,10 @@ func (c *Cache) failed(e *entry, err error, wait func()) {
 
 // block finds size bytes for a new entry, c.mu held: a free block of that size, else a new
 // mapping when it fits the budget, else room made by evicting the coldest unpinned entries
-// (their blocks go to the free lists) until a block of that size is free or the free blocks of
-// other sizes, unmapped, make room. With every entry pinned it maps above the budget.
+// (their blocks go to the free lists) until a block of that size is free. Free blocks of other
+// sizes wait for misses of their size, up to freeSlack of the budget: beyond that, or when
+// nothing is left to evict, they are unmapped to make room. With every entry pinned it maps
+// above the budget.
 func (c *Cache) block(size int64) ([]byte, error) {
 	for {
 		if mem := c.takeFree(size); mem != nil {
@@ -196,8 +199,8 @@ func (c *Cache) block(size int64) ([]byte, error) {
 		if c.held+size <= c.budget {
 			break
 		}
-		if c.held-c.freeN+size <= c.budget {
-			c.shrink(size) // the free blocks of other sizes make room
+		if c.freeN > c.budget/freeSlack && c.held-c.freeN+size <= c.budget {
+			c.shrink(size) // more free blocks of other sizes than misses are likely to take
 			break
 		}
 		v := c.coldestUnpinned()
@@ -224,6 +227,10 @@ func (c *Cache) block(size int64) ([]byte, error) {
 	}
 	return mem, nil
 }
+
+// freeSlack: free blocks of sizes other than a miss's may hold up to 1/freeSlack of the budget
+// before the miss unmaps them rather than evicting more entries.
+const freeSlack = 8
 
 // takeFree takes a free block of size bytes off its list (nil when there is none). It stays
 // counted in held.
