@@ -19,6 +19,20 @@ func fillWith(v float32, loads *atomic.Int64) chunkLoader {
 	}
 }
 
+// getChecked acquires key k (n float32 values, filled by fillWith(0)), checks its last value
+// and releases it.
+func getChecked(t *testing.T, c *Cache, k uint64, n int, loads *atomic.Int64) {
+	t.Helper()
+	e, err := c.acquire(k, 4*int64(n), fillWith(0, loads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.f32()[n-1] != float32(k) {
+		t.Fatalf("entry %d holds %v", k, e.f32()[n-1])
+	}
+	c.release(e)
+}
+
 // f32 is an entry's block as float32 (the test loaders' values).
 func (e *entry) f32() []float32 { return bytesAsFloat32(e.mem) }
 
@@ -27,16 +41,7 @@ func TestCacheBudgetAndLRU(t *testing.T) {
 	c := NewCache(3 * 4 * n)
 	defer c.Close()
 	var loads atomic.Int64
-	get := func(k uint64) {
-		e, err := c.acquire(k, 4*n, fillWith(0, &loads))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.f32()[n-1] != float32(k) {
-			t.Fatalf("entry %d holds %v", k, e.f32()[n-1])
-		}
-		c.release(e)
-	}
+	get := func(k uint64) { getChecked(t, c, k, n, &loads) }
 	get(1)
 	get(2)
 	get(3)

@@ -45,10 +45,10 @@ func (h *holeyArray) ChunkError(idx []int, err error) error {
 	return fmt.Errorf("store satellite.zarr: key data/%d.%d.%d.%d: %w", idx[0], idx[1], idx[2], idx[3], err)
 }
 
-// holeyDS serves the satellite's data array as h.
+// holeyDS serves the satellite's data array as h (a holeyArray, or another wrapper).
 type holeyDS struct {
 	*memDataset
-	h *holeyArray
+	h Array
 }
 
 func (d *holeyDS) Array(n string) (Array, error) {

@@ -170,14 +170,7 @@ func TestCacheSteadyMissesMapNothing(t *testing.T) {
 	defer c.Close()
 	var loads atomic.Int64
 	for k := uint64(0); k < 200; k++ {
-		e, err := c.acquire(k, 4*n, fillWith(0, &loads))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.f32()[n-1] != float32(k) {
-			t.Fatalf("entry %d holds %v", k, e.f32()[n-1])
-		}
-		c.release(e)
+		getChecked(t, c, k, n, &loads)
 	}
 	st := c.Stats()
 	if st.Misses != 200 || st.Maps != 4 || st.Unmaps != 0 || st.Evictions != 196 || st.PeakBytes > c.Budget() {
@@ -349,7 +342,7 @@ func TestDeadlineAbandonedReadNeverCorruptsTheCache(t *testing.T) {
 	open := memOpen(ds)
 	j, err := NewJob(cfg, Options{Open: func(p string) (Dataset, error) {
 		if strings.HasSuffix(p, "satellite.zarr") {
-			return &lateDS{memDataset: ds["satellite.zarr"], a: la}, nil
+			return &holeyDS{memDataset: ds["satellite.zarr"], h: la}, nil
 		}
 		return open(p)
 	}})
@@ -378,16 +371,4 @@ func TestDeadlineAbandonedReadNeverCorruptsTheCache(t *testing.T) {
 	if st := j.Cache().Stats(); st.ResidentBytes > j.cache.budget+4*j.srcs[0].data().chunkBytes() {
 		t.Fatalf("cache %+v", st)
 	}
-}
-
-type lateDS struct {
-	*memDataset
-	a *lateArray
-}
-
-func (d *lateDS) Array(n string) (Array, error) {
-	if n == "data" {
-		return d.a, nil
-	}
-	return d.memDataset.Array(n)
 }
