@@ -26,8 +26,9 @@ type Conv struct {
 	lut8  *[1 << 8]float32  // Int8, Uint8: final value by raw bit pattern
 	lut16 *[1 << 16]float32 // Int16, Uint16, Float16
 	dec   *zarr.Float32Decoder
-	copy  bool // float32 that nothing changes: rows are copied bit for bit
-	post  post // float32 with CF or normalisation: applied after dec
+	copy  bool       // float32 that nothing changes: rows are copied bit for bit
+	post  post       // float32 with CF or normalisation: applied after dec
+	arith arithState // the integer types' arithmetic kernels, where the CPU has them
 }
 
 // post is the sampler's normalisation and NaN policy on decoded values.
@@ -65,9 +66,11 @@ func New(p Params) (*Conv, error) {
 	case 1:
 		c.lut8 = new([1 << 8]float32)
 		c.fillTable(c.lut8[:])
+		newArith(c, p)
 	case 2:
 		c.lut16 = new([1 << 16]float32)
 		c.fillTable(c.lut16[:])
+		newArith(c, p)
 	default:
 		c.copy = p.CF.Scale == 1 && p.CF.Offset == 0 && !hasMask(p.CF.Masks) && !p.Norm && !p.NaNToZero
 	}
@@ -149,6 +152,11 @@ func (c *Conv) rows(dst []float32, dstStride int, src []byte, srcStride, n, m in
 		return
 	}
 	checkRows(len(dst), dstStride, len(src)/c.size, srcStride, n, m)
+	switch {
+	case c.lut8 == nil && c.lut16 == nil:
+	case arithRows(c, dst, dstStride, src, srcStride, n, m, nt):
+		return
+	}
 	switch {
 	case c.lut8 != nil:
 		lut8Rows(c.lut8, dst, dstStride, src, srcStride, n, m, nt)

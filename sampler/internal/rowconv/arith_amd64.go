@@ -1,0 +1,173 @@
+package rowconv
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/gobatch/gobatch/readers/zarr"
+	"golang.org/x/sys/cpu"
+)
+
+// arith holds what the arithmetic kernels (arith_amd64.s) compute with; the assembly
+// reads it by offset: four float64 at 0, 8, 16, 24, three 32-bit words at 32, 36, 40.
+type arith struct {
+	scale, offset, mean, std float64
+	mask0, mask1             int32  // raw values that read as the masked value
+	masked                   uint32 // the decoder's bits for a masked value
+	_                        uint32
+}
+
+// noMask is a mask no widened 8- or 16-bit value equals.
+const noMask = math.MaxInt32
+
+type arithFunc func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithI16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithU16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithI8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithI16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithU16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithI8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
+func arithU8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+// arithKernels are the kernels by stored type: [SSE2, AVX2].
+var arithKernels = map[zarr.Elem][2]arithFunc{
+	zarr.Int16:  {arithI16SSE2, arithI16AVX2},
+	zarr.Uint16: {arithU16SSE2, arithU16AVX2},
+	zarr.Int8:   {arithI8SSE2, arithI8AVX2},
+	zarr.Uint8:  {arithU8SSE2, arithU8AVX2},
+}
+
+// arithState is a Conv's arithmetic kernels: by kernelPath, nil where the path has
+// none or it does not reproduce the table.
+type arithState struct {
+	a     *arith
+	fn    [3]arithFunc
+	flags int // 2 normalise, 4 NaN to zero
+}
+
+// newArith sets up the arithmetic kernels for c's integer type when they can express
+// p (at most two masks that an integer can equal), and keeps each one only if it gives
+// the table's bits for every raw bit pattern: the table is the scalar path's result,
+// so a kernel that differs anywhere (a compiler that fuses the scalar multiply and
+// add, say) is never used.
+func newArith(c *Conv, p Params) {
+	ks, ok := arithKernels[p.Src]
+	if !ok {
+		return
+	}
+	masks, ok := intMasks(p.Src, p.CF.Masks)
+	if !ok {
+		return
+	}
+	nan := float32(math.NaN())
+	a := &arith{scale: p.CF.Scale, offset: p.CF.Offset, mean: p.Mean, std: p.Std,
+		mask0: masks[0], mask1: masks[1], masked: math.Float32bits(nan)}
+	st := arithState{a: a}
+	if p.Norm {
+		st.flags |= 2
+	}
+	if p.NaNToZero {
+		st.flags |= 4
+	}
+	table, raw := c.tableAndPatterns()
+	got := make([]float32, len(table))
+	for i, k := range [2]kernelPath{pathSSE2, pathAVX2} {
+		if k == pathAVX2 && !cpu.X86.HasAVX2 {
+			continue
+		}
+		ks[i](a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
+		if sameTable(got, table) {
+			st.fn[k] = ks[i]
+		}
+	}
+	c.arith = st
+}
+
+// intMasks returns the masks as the integers of type src they match (a mask that no
+// value of src equals is dropped), padded with noMask; ok is false when more than two
+// remain.
+func intMasks(src zarr.Elem, masks []float64) (out [2]int32, ok bool) {
+	lo, hi := map[zarr.Elem][2]float64{
+		zarr.Int8: {math.MinInt8, math.MaxInt8}, zarr.Uint8: {0, math.MaxUint8},
+		zarr.Int16: {math.MinInt16, math.MaxInt16}, zarr.Uint16: {0, math.MaxUint16},
+	}[src][0], map[zarr.Elem][2]float64{
+		zarr.Int8: {math.MinInt8, math.MaxInt8}, zarr.Uint8: {0, math.MaxUint8},
+		zarr.Int16: {math.MinInt16, math.MaxInt16}, zarr.Uint16: {0, math.MaxUint16},
+	}[src][1]
+	out = [2]int32{noMask, noMask}
+	n := 0
+	for _, m := range masks {
+		if m != math.Trunc(m) || m < lo || m > hi { // NaN fails too
+			continue
+		}
+		if n == 2 {
+			return out, false
+		}
+		out[n] = int32(m)
+		n++
+	}
+	return out, true
+}
+
+// tableAndPatterns returns c's table and every raw bit pattern in order.
+func (c *Conv) tableAndPatterns() ([]float32, []byte) {
+	if c.lut8 != nil {
+		raw := make([]byte, 256)
+		for i := range raw {
+			raw[i] = byte(i)
+		}
+		return c.lut8[:], raw
+	}
+	raw := make([]uint16, 1<<16)
+	for i := range raw {
+		raw[i] = uint16(i)
+	}
+	return c.lut16[:], unsafe.Slice((*byte)(unsafe.Pointer(&raw[0])), 2*len(raw))
+}
+
+func sameTable(got, want []float32) bool {
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// arithRows runs c's arithmetic kernel for the path in use; false when it has none.
+func arithRows(c *Conv, dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool) bool {
+	fn := c.arith.fn[path]
+	if fn == nil {
+		return false
+	}
+	flags := c.arith.flags
+	if nt {
+		flags |= 1
+	}
+	fn(c.arith.a, c.tablePtr(), &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, flags)
+	return true
+}
+
+func (c *Conv) tablePtr() *float32 {
+	if c.lut8 != nil {
+		return &c.lut8[0]
+	}
+	return &c.lut16[0]
+}

@@ -1,0 +1,39 @@
+package rowconv
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gobatch/gobatch/readers/zarr"
+)
+
+// TestArithKept: the arithmetic kernels reproduce the table for the usual parameters
+// (so the fuzz test compares them, not the table loops, with the scalar path), and
+// are not set up where they cannot express the masks.
+func TestArithKept(t *testing.T) {
+	cases := []Params{
+		{Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Masks: []float64{-1}}},
+		{Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Offset: 273.15, Masks: []float64{-1, -32768}}, Norm: true, Mean: 280, Std: 12.5, NaNToZero: true},
+		{Src: zarr.Uint16, CF: zarr.CFParams{Scale: 0.01, Offset: -5, Masks: []float64{65535, math.NaN()}}, NaNToZero: true},
+		{Src: zarr.Int8, CF: zarr.CFParams{Scale: 1}, Norm: true, Mean: 0.5, Std: 3},
+		{Src: zarr.Uint8, CF: zarr.CFParams{Scale: 0.5, Offset: 10, Masks: []float64{255, 0.5, 1e6}}},
+	}
+	for _, p := range cases {
+		c, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range availablePaths()[1:] {
+			if c.arith.fn[k] == nil {
+				t.Errorf("%s %+v: no %s arithmetic kernel", p.Src, p.CF, k)
+			}
+		}
+	}
+	c, err := New(Params{Src: zarr.Int16, CF: zarr.CFParams{Scale: 1, Masks: []float64{1, 2, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.arith.fn[pathSSE2] != nil || c.arith.fn[pathAVX2] != nil {
+		t.Error("three masks: an arithmetic kernel was set up")
+	}
+}

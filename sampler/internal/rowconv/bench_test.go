@@ -1,0 +1,175 @@
+package rowconv
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gobatch/gobatch/readers/zarr"
+)
+
+// The gather's shape: rows of 32 values read from a 256x256 chunk (rows 256 values
+// apart) and written contiguously into a slot.
+const (
+	benchRow   = 32
+	benchChunk = 256
+)
+
+// benchParams are the parameters of each stored type's benchmark: the satellite case
+// for the 16-bit integers, CF with a mask for the others.
+var benchParams = map[zarr.Elem]Params{
+	zarr.Int16:   {Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Masks: []float64{-1}}},
+	zarr.Uint16:  {Src: zarr.Uint16, CF: zarr.CFParams{Scale: 0.001, Masks: []float64{65535}}},
+	zarr.Int8:    {Src: zarr.Int8, CF: zarr.CFParams{Scale: 0.5, Offset: 10, Masks: []float64{-128}}},
+	zarr.Uint8:   {Src: zarr.Uint8, CF: zarr.CFParams{Scale: 0.5, Offset: 10, Masks: []float64{255}}},
+	zarr.Float16: {Src: zarr.Float16, CF: zarr.CFParams{Scale: 1}},
+	zarr.Float32: {Src: zarr.Float32, CF: zarr.CFParams{Scale: 1}},
+}
+
+// benchChunkBytes is a chunk of a smooth field, as satellite and weather data are: a
+// random walk over about 4000 raw steps (12 bits of a 16-bit type; for 8-bit types
+// the whole range), so that table lookups hit as they would on real data. float32
+// chunks hold the same field as finite floats.
+func benchChunkBytes(src zarr.Elem) []byte {
+	rng := rand.New(rand.NewPCG(3, 4))
+	size := src.Size()
+	b := make([]byte, benchChunk*benchChunk*size)
+	v := 2000
+	for i := 0; i < benchChunk*benchChunk; i++ {
+		v = min(max(v+rng.IntN(9)-4, 0), 4000)
+		switch size {
+		case 1:
+			b[i] = byte(v)
+		case 2:
+			binary.NativeEndian.PutUint16(b[2*i:], uint16(v))
+			if src == zarr.Float16 {
+				binary.NativeEndian.PutUint16(b[2*i:], uint16(0x3c00+v)) // 1 .. ~8
+			}
+		case 4:
+			binary.NativeEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)*0.01))
+		}
+	}
+	return b
+}
+
+// BenchmarkRows converts a slot's worth of 32-value rows (256 rows, 32 KiB written,
+// cache-resident) per op, in one Rows call; ns/row is per 32-value row, and the MB/s
+// figure is bytes written.
+func BenchmarkRows(b *testing.B) {
+	for _, src := range storedTypes {
+		for _, k := range availablePaths() {
+			for _, nt := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/nt=%v", src, k, nt)
+				b.Run(name, func(b *testing.B) {
+					conv, err := New(benchParams[src])
+					if err != nil {
+						b.Fatal(err)
+					}
+					chunk := benchChunkBytes(src)
+					dst := make([]float32, benchChunk*benchRow)
+					defer setPath(setPath(k))
+					b.SetBytes(int64(4 * len(dst)))
+					b.ResetTimer()
+					for range b.N {
+						if nt {
+							conv.RowsNT(dst, benchRow, chunk, benchChunk, benchChunk, benchRow)
+						} else {
+							conv.Rows(dst, benchRow, chunk, benchChunk, benchChunk, benchRow)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkRow is one 32-value Row call per row: the per-call overhead beside
+// BenchmarkRows.
+func BenchmarkRow(b *testing.B) {
+	for _, src := range []zarr.Elem{zarr.Int16, zarr.Float32} {
+		for _, k := range availablePaths() {
+			b.Run(fmt.Sprintf("%s/%s", src, k), func(b *testing.B) {
+				conv, _ := New(benchParams[src])
+				chunk := benchChunkBytes(src)
+				dst := make([]float32, benchChunk*benchRow)
+				size := src.Size()
+				defer setPath(setPath(k))
+				b.SetBytes(int64(4 * len(dst)))
+				b.ResetTimer()
+				for range b.N {
+					for r := 0; r < benchChunk; r++ {
+						conv.Row(dst[r*benchRow:(r+1)*benchRow], chunk[r*benchChunk*size:])
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeThenCopy is today's gather for comparison: the whole chunk decoded to
+// float32 by zarr.Float32Decoder (once per cache miss in the sampler, so it is timed
+// apart), then the 32-value float32 rows copied as the sampler's copyRows does.
+func BenchmarkDecodeThenCopy(b *testing.B) {
+	p := benchParams[zarr.Int16]
+	dec, _ := zarr.NewFloat32Decoder(p.Src, p.CF)
+	chunk := benchChunkBytes(zarr.Int16)
+	decoded := make([]float32, benchChunk*benchChunk)
+	dst := make([]float32, benchChunk*benchRow)
+	b.Run("decode-chunk", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(decoded)))
+		for range b.N {
+			dec.Decode(decoded, chunk)
+		}
+	})
+	b.Run("copy-rows", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(dst)))
+		for range b.N {
+			copyRowsGo(dst, benchRow, decoded, benchChunk, benchChunk, benchRow)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+	})
+}
+
+// BenchmarkBigDest writes a 256 MiB destination (far larger than the last-level
+// cache) per op, as a batch is written: rows of 32 values from a cache-resident chunk
+// (sources 256 values apart), the slot's rows contiguous; normal stores against
+// non-temporal ones (then Fence, as the writer does before publishing).
+func BenchmarkBigDest(b *testing.B) {
+	const dstBytes = 256 << 20
+	dst := make([]float32, dstBytes/4)
+	for i := range dst {
+		dst[i] = 1 // touch every page before timing
+	}
+	for _, src := range []zarr.Elem{zarr.Int16, zarr.Float32} {
+		conv, _ := New(benchParams[src])
+		chunk := benchChunkBytes(src)
+		f32 := make([]float32, benchChunk*benchChunk)
+		for _, nt := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/nt=%v", src, nt), func(b *testing.B) {
+				piece := benchChunk * benchRow // values per chunk pass
+				b.SetBytes(dstBytes)
+				for range b.N {
+					for off := 0; off+piece <= len(dst); off += piece {
+						d := dst[off : off+piece]
+						switch {
+						case src == zarr.Float32 && nt:
+							CopyRowsNT(d, benchRow, f32, benchChunk, benchChunk, benchRow)
+						case src == zarr.Float32:
+							CopyRows(d, benchRow, f32, benchChunk, benchChunk, benchRow)
+						case nt:
+							conv.RowsNT(d, benchRow, chunk, benchChunk, benchChunk, benchRow)
+						default:
+							conv.Rows(d, benchRow, chunk, benchChunk, benchChunk, benchRow)
+						}
+					}
+					Fence()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dst)/benchRow), "ns/row")
+			})
+		}
+	}
+}
