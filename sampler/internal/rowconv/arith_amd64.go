@@ -12,7 +12,7 @@ import (
 // reads it by offset: four float64 at 0, 8, 16, 24, three 32-bit words at 32, 36, 40.
 type arith struct {
 	scale, offset, mean, std float64
-	mask0, mask1             int32  // raw values that read as the masked value
+	mask0, mask1             int32  // raw integers (float16: float32 bits) that read as the masked value
 	masked                   uint32 // the decoder's bits for a masked value
 	_                        uint32
 }
@@ -35,6 +35,9 @@ func arithI8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, s
 func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
 //go:noescape
+func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+
+//go:noescape
 func arithI16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
 //go:noescape
@@ -46,12 +49,14 @@ func arithI8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, s
 //go:noescape
 func arithU8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
-// arithKernels are the kernels by stored type: [SSE2, AVX2].
+// arithKernels are the kernels by stored type: [SSE2, AVX2] (float16 has no SSE2
+// kernel, and its AVX2 one needs F16C too).
 var arithKernels = map[zarr.Elem][2]arithFunc{
-	zarr.Int16:  {arithI16SSE2, arithI16AVX2},
-	zarr.Uint16: {arithU16SSE2, arithU16AVX2},
-	zarr.Int8:   {arithI8SSE2, arithI8AVX2},
-	zarr.Uint8:  {arithU8SSE2, arithU8AVX2},
+	zarr.Float16: {nil, arithF16AVX2},
+	zarr.Int16:   {arithI16SSE2, arithI16AVX2},
+	zarr.Uint16:  {arithU16SSE2, arithU16AVX2},
+	zarr.Int8:    {arithI8SSE2, arithI8AVX2},
+	zarr.Uint8:   {arithU8SSE2, arithU8AVX2},
 }
 
 // arithState is a Conv's arithmetic kernels: by kernelPath, nil where the path has
@@ -73,6 +78,9 @@ func newArith(c *Conv, p Params) {
 		return
 	}
 	masks, ok := intMasks(p.Src, p.CF.Masks)
+	if p.Src == zarr.Float16 {
+		masks, ok = f32Masks(p.CF.Masks)
+	}
 	if !ok {
 		return
 	}
@@ -89,7 +97,7 @@ func newArith(c *Conv, p Params) {
 	table, raw := c.tableAndPatterns()
 	got := make([]float32, len(table))
 	for i, k := range [2]kernelPath{pathSSE2, pathAVX2} {
-		if k == pathAVX2 && !cpu.X86.HasAVX2 {
+		if ks[i] == nil || k == pathAVX2 && !cpu.X86.HasAVX2 || p.Src == zarr.Float16 && !cpu.X86.HasF16C {
 			continue
 		}
 		ks[i](a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
@@ -100,17 +108,17 @@ func newArith(c *Conv, p Params) {
 	c.arith = st
 }
 
+// intRange is the range of each integer type.
+var intRange = map[zarr.Elem][2]float64{
+	zarr.Int8: {math.MinInt8, math.MaxInt8}, zarr.Uint8: {0, math.MaxUint8},
+	zarr.Int16: {math.MinInt16, math.MaxInt16}, zarr.Uint16: {0, math.MaxUint16},
+}
+
 // intMasks returns the masks as the integers of type src they match (a mask that no
 // value of src equals is dropped), padded with noMask; ok is false when more than two
 // remain.
 func intMasks(src zarr.Elem, masks []float64) (out [2]int32, ok bool) {
-	lo, hi := map[zarr.Elem][2]float64{
-		zarr.Int8: {math.MinInt8, math.MaxInt8}, zarr.Uint8: {0, math.MaxUint8},
-		zarr.Int16: {math.MinInt16, math.MaxInt16}, zarr.Uint16: {0, math.MaxUint16},
-	}[src][0], map[zarr.Elem][2]float64{
-		zarr.Int8: {math.MinInt8, math.MaxInt8}, zarr.Uint8: {0, math.MaxUint8},
-		zarr.Int16: {math.MinInt16, math.MaxInt16}, zarr.Uint16: {0, math.MaxUint16},
-	}[src][1]
+	lo, hi := intRange[src][0], intRange[src][1]
 	out = [2]int32{noMask, noMask}
 	n := 0
 	for _, m := range masks {
@@ -121,6 +129,26 @@ func intMasks(src zarr.Elem, masks []float64) (out [2]int32, ok bool) {
 			return out, false
 		}
 		out[n] = int32(m)
+		n++
+	}
+	return out, true
+}
+
+// f32Masks returns the float16 masks as float32 bits (a mask that is not a float32 is
+// no float16 value either, and is dropped; so is NaN), padded with a NaN (equal to
+// nothing); ok is false when more than two remain.
+func f32Masks(masks []float64) (out [2]int32, ok bool) {
+	nan := int32(math.Float32bits(float32(math.NaN())))
+	out = [2]int32{nan, nan}
+	n := 0
+	for _, m := range masks {
+		if float64(float32(m)) != m { // NaN fails too
+			continue
+		}
+		if n == 2 {
+			return out, false
+		}
+		out[n] = int32(math.Float32bits(float32(m)))
 		n++
 	}
 	return out, true

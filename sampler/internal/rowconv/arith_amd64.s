@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// Arithmetic kernels for 8- and 16-bit integers (see arith_amd64.go): CF decoding,
+// Arithmetic kernels for 8- and 16-bit integers and float16 (see arith_amd64.go): CF decoding,
 // masks, normalisation and the NaN policy computed in registers with the scalar
 // path's operations (float64 multiply, then add, rounded to float32; float64
 // subtract and divide, rounded again), instead of looked up. New runs each one over
@@ -33,9 +33,19 @@
 	MOVQ m+56(FP), R13 \
 	MOVQ flags+64(FP), BX
 
-// The whole AVX2 kernel: widen loads 8 values as int32 lanes, step is their bytes,
-// ONE converts one value through the table.
-#define AVX2BODY(widen, step, ONE) \
+// AVX2 loads of 8 values: Y1 the lanes that are masked, Y3 and Y4 the values as
+// float64 (lanes 0-3, 4-7). Integers are widened to int32 and compared with the
+// integer masks; float16 is widened to float32 (F16C, exact) and compared with the
+// masks as float32 (an ordered compare: -0 equals 0, NaN nothing, as in float64).
+#define LOADI16 VPMOVSXWD (SI), Y0; VPCMPEQD Y8, Y0, Y1; VPCMPEQD Y9, Y0, Y2; VPOR Y2, Y1, Y1; VCVTDQ2PD X0, Y3; VEXTRACTI128 $1, Y0, X4; VCVTDQ2PD X4, Y4
+#define LOADU16 VPMOVZXWD (SI), Y0; VPCMPEQD Y8, Y0, Y1; VPCMPEQD Y9, Y0, Y2; VPOR Y2, Y1, Y1; VCVTDQ2PD X0, Y3; VEXTRACTI128 $1, Y0, X4; VCVTDQ2PD X4, Y4
+#define LOADI8 VPMOVSXBD (SI), Y0; VPCMPEQD Y8, Y0, Y1; VPCMPEQD Y9, Y0, Y2; VPOR Y2, Y1, Y1; VCVTDQ2PD X0, Y3; VEXTRACTI128 $1, Y0, X4; VCVTDQ2PD X4, Y4
+#define LOADU8 VPMOVZXBD (SI), Y0; VPCMPEQD Y8, Y0, Y1; VPCMPEQD Y9, Y0, Y2; VPOR Y2, Y1, Y1; VCVTDQ2PD X0, Y3; VEXTRACTI128 $1, Y0, X4; VCVTDQ2PD X4, Y4
+#define LOADF16 VCVTPH2PS (SI), Y0; VCMPPS $0, Y8, Y0, Y1; VCMPPS $0, Y9, Y0, Y2; VPOR Y2, Y1, Y1; VEXTRACTF128 $1, Y0, X4; VCVTPS2PD X0, Y3; VCVTPS2PD X4, Y4
+
+// The whole AVX2 kernel: LOAD reads 8 values (step bytes), ONE converts one value
+// through the table.
+#define AVX2BODY(LOAD, step, ONE) \
 	AARGS \
 row: \
 	TESTQ R12, R12 \
@@ -55,13 +65,7 @@ head: \
 body: \
 	CMPQ CX, $8 \
 	JB   tail \
-	widen (SI), Y0 \
-	VPCMPEQD Y8, Y0, Y1 \
-	VPCMPEQD Y9, Y0, Y2 \
-	VPOR Y2, Y1, Y1 \
-	VCVTDQ2PD X0, Y3 \
-	VEXTRACTI128 $1, Y0, X4 \
-	VCVTDQ2PD X4, Y4 \
+	LOAD \
 	VMULPD Y12, Y3, Y3 \
 	VMULPD Y12, Y4, Y4 \
 	VADDPD Y13, Y3, Y3 \
@@ -233,16 +237,20 @@ done: \
 	RET
 
 TEXT ·arithI16AVX2(SB), NOSPLIT, $0-72
-	AVX2BODY(VPMOVSXWD, 16, LUT16)
+	AVX2BODY(LOADI16, 16, LUT16)
 
 TEXT ·arithU16AVX2(SB), NOSPLIT, $0-72
-	AVX2BODY(VPMOVZXWD, 16, LUT16)
+	AVX2BODY(LOADU16, 16, LUT16)
 
 TEXT ·arithI8AVX2(SB), NOSPLIT, $0-72
-	AVX2BODY(VPMOVSXBD, 8, LUT8)
+	AVX2BODY(LOADI8, 8, LUT8)
 
 TEXT ·arithU8AVX2(SB), NOSPLIT, $0-72
-	AVX2BODY(VPMOVZXBD, 8, LUT8)
+	AVX2BODY(LOADU8, 8, LUT8)
+
+// AVX2 and F16C.
+TEXT ·arithF16AVX2(SB), NOSPLIT, $0-72
+	AVX2BODY(LOADF16, 16, LUT16)
 
 TEXT ·arithI16SSE2(SB), NOSPLIT, $0-72
 	SSE2BODY(WIDEN16S, 8, LUT16)

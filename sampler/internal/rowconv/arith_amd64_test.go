@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gobatch/gobatch/readers/zarr"
+	"golang.org/x/sys/cpu"
 )
 
 // TestArithKept: the arithmetic kernels reproduce the table for the usual parameters
@@ -17,6 +18,8 @@ func TestArithKept(t *testing.T) {
 		{Src: zarr.Uint16, CF: zarr.CFParams{Scale: 0.01, Offset: -5, Masks: []float64{65535, math.NaN()}}, NaNToZero: true},
 		{Src: zarr.Int8, CF: zarr.CFParams{Scale: 1}, Norm: true, Mean: 0.5, Std: 3},
 		{Src: zarr.Uint8, CF: zarr.CFParams{Scale: 0.5, Offset: 10, Masks: []float64{255, 0.5, 1e6}}},
+		{Src: zarr.Float16, CF: zarr.CFParams{Scale: 1}},
+		{Src: zarr.Float16, CF: zarr.CFParams{Scale: 0.5, Offset: 1, Masks: []float64{-0.0, 65504}}, Norm: true, Mean: 1, Std: 0.25, NaNToZero: true},
 	}
 	for _, p := range cases {
 		c, err := New(p)
@@ -24,6 +27,9 @@ func TestArithKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range availablePaths()[1:] {
+			if p.Src == zarr.Float16 && (k == pathSSE2 || !cpu.X86.HasF16C) {
+				continue // no kernel
+			}
 			if c.arith.fn[k] == nil {
 				t.Errorf("%s %+v: no %s arithmetic kernel", p.Src, p.CF, k)
 			}
