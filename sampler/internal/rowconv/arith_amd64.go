@@ -37,44 +37,31 @@ func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, s
 //go:noescape
 func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
-//go:noescape
-func arithI16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
-
-//go:noescape
-func arithU16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
-
-//go:noescape
-func arithI8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
-
-//go:noescape
-func arithU8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
-
-// arithKernels are the kernels by stored type: [SSE2, AVX2] (float16 has no SSE2
-// kernel, and its AVX2 one needs F16C too).
-var arithKernels = map[zarr.Elem][2]arithFunc{
-	zarr.Float16: {nil, arithF16AVX2},
-	zarr.Int16:   {arithI16SSE2, arithI16AVX2},
-	zarr.Uint16:  {arithU16SSE2, arithU16AVX2},
-	zarr.Int8:    {arithI8SSE2, arithI8AVX2},
-	zarr.Uint8:   {arithU8SSE2, arithU8AVX2},
+// arithKernels are the AVX2 kernels by stored type (float16's needs F16C too).
+var arithKernels = map[zarr.Elem]arithFunc{
+	zarr.Float16: arithF16AVX2,
+	zarr.Int16:   arithI16AVX2,
+	zarr.Uint16:  arithU16AVX2,
+	zarr.Int8:    arithI8AVX2,
+	zarr.Uint8:   arithU8AVX2,
 }
 
-// arithState is a Conv's arithmetic kernels: by kernelPath, nil where the path has
-// none or it does not reproduce the table.
+// arithState is a Conv's arithmetic kernel: nil where there is none or it does not
+// reproduce the table.
 type arithState struct {
 	a     *arith
-	fn    [3]arithFunc
+	fn    arithFunc
 	flags int // 2 normalise, 4 NaN to zero
 }
 
-// newArith sets up the arithmetic kernels for c's integer type when they can express
-// p (at most two masks that an integer can equal), and keeps each one only if it gives
-// the table's bits for every raw bit pattern: the table is the scalar path's result,
-// so a kernel that differs anywhere (a compiler that fuses the scalar multiply and
-// add, say) is never used.
+// newArith sets up the AVX2 arithmetic kernel for c's type when it can express p (at
+// most two masks that a value can equal), and keeps it only if it gives the table's
+// bits for every raw bit pattern: the table is the scalar path's result, so a kernel
+// that differs anywhere (a compiler that fuses the scalar multiply and add, say) is
+// never used.
 func newArith(c *Conv, p Params) {
-	ks, ok := arithKernels[p.Src]
-	if !ok {
+	fn, ok := arithKernels[p.Src]
+	if !ok || !cpu.X86.HasAVX2 || p.Src == zarr.Float16 && !cpu.X86.HasF16C {
 		return
 	}
 	masks, ok := intMasks(p.Src, p.CF.Masks)
@@ -96,16 +83,11 @@ func newArith(c *Conv, p Params) {
 	}
 	table, raw := c.tableAndPatterns()
 	got := make([]float32, len(table))
-	for i, k := range [2]kernelPath{pathSSE2, pathAVX2} {
-		if ks[i] == nil || k == pathAVX2 && !cpu.X86.HasAVX2 || p.Src == zarr.Float16 && !cpu.X86.HasF16C {
-			continue
-		}
-		ks[i](a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
-		if sameTable(got, table) {
-			st.fn[k] = ks[i]
-		}
+	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
+	if sameTable(got, table) {
+		st.fn = fn
+		c.arith = st
 	}
-	c.arith = st
 }
 
 // intRange is the range of each integer type.
@@ -179,10 +161,11 @@ func sameTable(got, want []float32) bool {
 	return true
 }
 
-// arithRows runs c's arithmetic kernel for the path in use; false when it has none.
+// arithRows runs c's arithmetic kernel when the AVX2 path is in use; false when it
+// does not.
 func arithRows(c *Conv, dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool) bool {
-	fn := c.arith.fn[path]
-	if fn == nil {
+	fn := c.arith.fn
+	if fn == nil || path != pathAVX2 {
 		return false
 	}
 	flags := c.arith.flags

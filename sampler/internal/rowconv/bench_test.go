@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gobatch/gobatch/readers/zarr"
@@ -54,6 +55,25 @@ func benchChunkBytes(src zarr.Elem) []byte {
 	return b
 }
 
+// timeRows runs op b.N times on one locked thread and reports, per 32-value row
+// (rows per op), the wall time and the thread's CPU time (cpu-ns/row: what the
+// kernel costs when other processes share the cores).
+func timeRows(b *testing.B, rows int, op func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	c0 := threadCPU()
+	for range b.N {
+		op()
+	}
+	cpuNs := threadCPU() - c0
+	b.StopTimer()
+	total := float64(b.N) * float64(rows)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/row")
+	b.ReportMetric(float64(cpuNs)/total, "cpu-ns/row")
+	b.ReportMetric(float64(4*benchRow)*total/float64(cpuNs), "cpu-GB/s")
+}
+
 // BenchmarkRows converts a slot's worth of 32-value rows (256 rows, 32 KiB written,
 // cache-resident) per op, in one Rows call; ns/row is per 32-value row, and the MB/s
 // figure is bytes written.
@@ -71,15 +91,13 @@ func BenchmarkRows(b *testing.B) {
 					dst := make([]float32, benchChunk*benchRow)
 					defer setPath(setPath(k))
 					b.SetBytes(int64(4 * len(dst)))
-					b.ResetTimer()
-					for range b.N {
+					timeRows(b, benchChunk, func() {
 						if nt {
 							conv.RowsNT(dst, benchRow, chunk, benchChunk, benchChunk, benchRow)
 						} else {
 							conv.Rows(dst, benchRow, chunk, benchChunk, benchChunk, benchRow)
 						}
-					}
-					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+					})
 				})
 			}
 		}
@@ -98,13 +116,11 @@ func BenchmarkRow(b *testing.B) {
 				size := src.Size()
 				defer setPath(setPath(k))
 				b.SetBytes(int64(4 * len(dst)))
-				b.ResetTimer()
-				for range b.N {
+				timeRows(b, benchChunk, func() {
 					for r := 0; r < benchChunk; r++ {
 						conv.Row(dst[r*benchRow:(r+1)*benchRow], chunk[r*benchChunk*size:])
 					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+				})
 			})
 		}
 	}
@@ -121,16 +137,11 @@ func BenchmarkDecodeThenCopy(b *testing.B) {
 	dst := make([]float32, benchChunk*benchRow)
 	b.Run("decode-chunk", func(b *testing.B) {
 		b.SetBytes(int64(4 * len(decoded)))
-		for range b.N {
-			dec.Decode(decoded, chunk)
-		}
+		timeRows(b, len(decoded)/benchRow, func() { dec.Decode(decoded, chunk) })
 	})
 	b.Run("copy-rows", func(b *testing.B) {
 		b.SetBytes(int64(4 * len(dst)))
-		for range b.N {
-			copyRowsGo(dst, benchRow, decoded, benchChunk, benchChunk, benchRow)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunk), "ns/row")
+		timeRows(b, benchChunk, func() { copyRowsGo(dst, benchRow, decoded, benchChunk, benchChunk, benchRow) })
 	})
 }
 
@@ -152,7 +163,7 @@ func BenchmarkBigDest(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/nt=%v", src, nt), func(b *testing.B) {
 				piece := benchChunk * benchRow // values per chunk pass
 				b.SetBytes(dstBytes)
-				for range b.N {
+				timeRows(b, len(dst)/benchRow, func() {
 					for off := 0; off+piece <= len(dst); off += piece {
 						d := dst[off : off+piece]
 						switch {
@@ -167,8 +178,7 @@ func BenchmarkBigDest(b *testing.B) {
 						}
 					}
 					Fence()
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dst)/benchRow), "ns/row")
+				})
 			})
 		}
 	}
