@@ -2,13 +2,12 @@ package rowconv
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/gobatch/gobatch/readers/zarr"
 	"golang.org/x/sys/cpu"
 )
 
-// arith holds what the arithmetic kernels (arith_amd64.s) compute with; the assembly
+// arith holds what the arithmetic kernels (kernels_amd64.s) compute with; the assembly
 // reads it by offset: four float64 at 0, 8, 16, 24, three 32-bit words at 32, 36, 40.
 type arith struct {
 	scale, offset, mean, std float64
@@ -19,8 +18,6 @@ type arith struct {
 
 // noMask is a mask no widened 8- or 16-bit value equals.
 const noMask = math.MaxInt32
-
-type arithFunc func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
 //go:noescape
 func arithI16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
@@ -38,7 +35,7 @@ func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, s
 func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
 
 // arithKernels are the AVX2 kernels by stored type (float16's needs F16C too).
-var arithKernels = map[zarr.Elem]arithFunc{
+var arithKernels = map[zarr.Elem]kernel{
 	zarr.Float16: arithF16AVX2,
 	zarr.Int16:   arithI16AVX2,
 	zarr.Uint16:  arithU16AVX2,
@@ -50,7 +47,7 @@ var arithKernels = map[zarr.Elem]arithFunc{
 // reproduce the table.
 type arithState struct {
 	a     *arith
-	fn    arithFunc
+	fn    kernel
 	flags int // 2 normalise, 4 NaN to zero
 }
 
@@ -81,7 +78,7 @@ func newArith(c *Conv, p Params) {
 	if p.NaNToZero {
 		st.flags |= 4
 	}
-	table, raw := c.tableAndPatterns()
+	table, raw := c.table(), patterns(c.size)
 	got := make([]float32, len(table))
 	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
 	if sameTable(got, table) {
@@ -136,22 +133,6 @@ func f32Masks(masks []float64) (out [2]int32, ok bool) {
 	return out, true
 }
 
-// tableAndPatterns returns c's table and every raw bit pattern in order.
-func (c *Conv) tableAndPatterns() ([]float32, []byte) {
-	if c.lut8 != nil {
-		raw := make([]byte, 256)
-		for i := range raw {
-			raw[i] = byte(i)
-		}
-		return c.lut8[:], raw
-	}
-	raw := make([]uint16, 1<<16)
-	for i := range raw {
-		raw[i] = uint16(i)
-	}
-	return c.lut16[:], unsafe.Slice((*byte)(unsafe.Pointer(&raw[0])), 2*len(raw))
-}
-
 func sameTable(got, want []float32) bool {
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -172,13 +153,14 @@ func arithRows(c *Conv, dst []float32, dstStride int, src []byte, srcStride, n, 
 	if nt {
 		flags |= 1
 	}
-	fn(c.arith.a, c.tablePtr(), &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, flags)
+	fn(c.arith.a, &c.table()[0], &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, flags)
 	return true
 }
 
-func (c *Conv) tablePtr() *float32 {
+// table is c's table of final values by raw bit pattern.
+func (c *Conv) table() []float32 {
 	if c.lut8 != nil {
-		return &c.lut8[0]
+		return c.lut8[:]
 	}
-	return &c.lut16[0]
+	return c.lut16[:]
 }

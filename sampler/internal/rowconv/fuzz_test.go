@@ -143,27 +143,34 @@ func (c *fuzzCase) check(t *testing.T) {
 		t.Fatalf("New(%+v): %v", c.p, err)
 	}
 	want := reference(t, c.p, c.raw, c.n)
-	size := c.p.Src.Size()
+	// The same converter without its arithmetic kernel: the table kernels again.
+	lookup := *conv
+	lookup.arith = arithState{}
 	for _, k := range availablePaths() {
-		old := setPath(k)
-		what := k.String() + " " + c.p.Src.String()
-		dst, guard := guarded(c.n, c.dstOff)
-		if c.nt {
-			conv.RowNT(dst, c.raw)
-		} else {
-			conv.Row(dst, c.raw)
-		}
-		Fence()
-		guard(t, what+" Row")
-		sameBits(t, what+" Row", dst, want)
-		for i := 0; i < c.n; i++ {
-			if v := conv.Value(c.raw[i*size:]); math.Float32bits(v) != math.Float32bits(want[i]) {
-				t.Fatalf("%s Value %d: got %#08x, want %#08x", what, i, math.Float32bits(v), math.Float32bits(want[i]))
-			}
-		}
-		c.checkRows(t, what, conv, want)
-		setPath(old)
+		c.checkConv(t, k, conv, k.String()+" "+c.p.Src.String(), want)
+		c.checkConv(t, k, &lookup, k.String()+" lookup "+c.p.Src.String(), want)
 	}
+}
+
+// checkConv checks Row (or RowNT), Value and Rows of conv on path k against want.
+func (c *fuzzCase) checkConv(t *testing.T, k kernelPath, conv *Conv, what string, want []float32) {
+	defer setPath(setPath(k))
+	size := c.p.Src.Size()
+	dst, guard := guarded(c.n, c.dstOff)
+	if c.nt {
+		conv.RowNT(dst, c.raw)
+	} else {
+		conv.Row(dst, c.raw)
+	}
+	Fence()
+	guard(t, what+" Row")
+	sameBits(t, what+" Row", dst, want)
+	for i := 0; i < c.n; i++ {
+		if v := conv.Value(c.raw[i*size:]); math.Float32bits(v) != math.Float32bits(want[i]) {
+			t.Fatalf("%s Value %d: got %#08x, want %#08x", what, i, math.Float32bits(v), math.Float32bits(want[i]))
+		}
+	}
+	c.checkRows(t, what, conv, want)
 }
 
 // checkRows converts the values as rows of rowM, written rowGap values apart in dst

@@ -90,16 +90,22 @@ func hasMask(masks []float64) bool {
 // fillTable stores in t[b] the final value of raw bit pattern b: the decoder's value,
 // then post.
 func (c *Conv) fillTable(t []float32) {
-	raw := make([]byte, len(t)*c.size)
-	for b := range t {
-		if c.size == 1 {
+	c.dec.Decode(t, patterns(c.size))
+	c.postRow(t)
+}
+
+// patterns returns every raw bit pattern of a 1- or 2-byte type, in order (host byte
+// order).
+func patterns(size int) []byte {
+	raw := make([]byte, size<<(8*size))
+	for b := range 1 << (8 * size) {
+		if size == 1 {
 			raw[b] = byte(b)
 		} else {
-			*(*uint16)(unsafe.Pointer(&raw[2*b])) = uint16(b) // host byte order
+			*(*uint16)(unsafe.Pointer(&raw[2*b])) = uint16(b)
 		}
 	}
-	c.dec.Decode(t, raw)
-	c.postRow(t)
+	return raw
 }
 
 func (c *Conv) postRow(dst []float32) {
