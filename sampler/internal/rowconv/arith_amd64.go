@@ -43,14 +43,6 @@ var arithKernels = map[zarr.Elem]kernel{
 	zarr.Uint8:   arithU8AVX2,
 }
 
-// arithState is a Conv's arithmetic kernel: nil where there is none or it does not
-// reproduce the table.
-type arithState struct {
-	a     *arith
-	fn    kernel
-	flags int // 2 normalise, 4 NaN to zero
-}
-
 // newArith sets up the AVX2 arithmetic kernel for c's type when it can express p (at
 // most two masks that a value can equal), and keeps it only if it gives the table's
 // bits for every raw bit pattern: the table is the scalar path's result, so a kernel
@@ -71,19 +63,18 @@ func newArith(c *Conv, p Params) {
 	nan := float32(math.NaN())
 	a := &arith{scale: p.CF.Scale, offset: p.CF.Offset, mean: p.Mean, std: p.Std,
 		mask0: masks[0], mask1: masks[1], masked: math.Float32bits(nan)}
-	st := arithState{a: a}
+	flags := 0
 	if p.Norm {
-		st.flags |= 2
+		flags |= 2
 	}
 	if p.NaNToZero {
-		st.flags |= 4
+		flags |= 4
 	}
 	table, raw := c.table(), patterns(c.size)
 	got := make([]float32, len(table))
-	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), st.flags)
+	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), flags)
 	if sameTable(got, table) {
-		st.fn = fn
-		c.arith = st
+		c.kern[pathAVX2], c.a, c.flags = fn, a, flags
 	}
 }
 
@@ -139,21 +130,6 @@ func sameTable(got, want []float32) bool {
 			return false
 		}
 	}
-	return true
-}
-
-// arithRows runs c's arithmetic kernel when the AVX2 path is in use; false when it
-// does not.
-func arithRows(c *Conv, dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool) bool {
-	fn := c.arith.fn
-	if fn == nil || path != pathAVX2 {
-		return false
-	}
-	flags := c.arith.flags
-	if nt {
-		flags |= 1
-	}
-	fn(c.arith.a, &c.table()[0], &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, flags)
 	return true
 }
 

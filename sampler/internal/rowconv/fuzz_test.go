@@ -145,7 +145,7 @@ func (c *fuzzCase) check(t *testing.T) {
 	want := reference(t, c.p, c.raw, c.n)
 	// The same converter without its arithmetic kernel: the table kernels again.
 	lookup := *conv
-	lookup.arith = arithState{}
+	setKernels(&lookup, Params{}) // (no Src: newArith does nothing)
 	for _, k := range availablePaths() {
 		c.checkConv(t, k, conv, k.String()+" "+c.p.Src.String(), want)
 		c.checkConv(t, k, &lookup, k.String()+" lookup "+c.p.Src.String(), want)
@@ -315,9 +315,10 @@ func TestShortSlicesPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(){
-		"short src":  func() { conv.Row(make([]float32, 32), make([]byte, 63)) },
-		"short dst":  func() { conv.Rows(make([]float32, 64), 33, make([]byte, 256), 64, 2, 32) },
-		"short copy": func() { CopyRows(make([]float32, 64), 32, make([]float32, 60), 32, 2, 32) },
+		"short src":       func() { conv.Row(make([]float32, 32), make([]byte, 63)) },
+		"short dst":       func() { conv.Rows(make([]float32, 64), 33, make([]byte, 256), 64, 2, 32) },
+		"short copy":      func() { CopyRows(make([]float32, 64), 32, make([]float32, 60), 32, 2, 32) },
+		"negative stride": func() { conv.Rows(make([]float32, 64), -32, make([]byte, 256), 64, 2, 32) },
 	} {
 		func() {
 			defer func() {
@@ -327,5 +328,27 @@ func TestShortSlicesPanic(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestEmpty: nothing to convert or copy is no error, whatever the slices.
+func TestEmpty(t *testing.T) {
+	for _, k := range availablePaths() {
+		old := setPath(k)
+		for _, src := range storedTypes {
+			conv, err := New(Params{Src: src, CF: zarr.CFParams{Scale: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv.Row(nil, nil)
+			conv.RowNT([]float32{}, nil)
+			conv.Rows(nil, 32, nil, 32, 0, 32)
+			conv.RowsNT(nil, 32, nil, 32, 3, 0)
+		}
+		CopyNT(nil, nil)
+		CopyNT(make([]float32, 4), nil)
+		CopyRows(nil, 0, nil, 0, 0, 0)
+		CopyRowsNT(nil, 32, nil, 32, 2, 0)
+		setPath(old)
 	}
 }
