@@ -132,6 +132,34 @@ func BenchmarkRow(b *testing.B) {
 	}
 }
 
+// BenchmarkPiece is the gather's call: one Rows call per chunk piece of a 32x32 crop
+// (32 rows of 32), eight pieces per op from different places of the chunk.
+func BenchmarkPiece(b *testing.B) {
+	for _, src := range []zarr.Elem{zarr.Int16, zarr.Float32} {
+		for _, k := range availablePaths() {
+			b.Run(fmt.Sprintf("%s/%s", src, k), func(b *testing.B) {
+				conv, _ := New(benchParams[src])
+				chunk := benchChunkBytes(src)
+				f32 := unsafe.Slice((*float32)(unsafe.Pointer(&chunk[0])), len(chunk)/4)
+				dst := make([]float32, 8*benchRow*benchRow)
+				defer setPath(setPath(k))
+				b.SetBytes(int64(4 * len(dst)))
+				timeRows(b, 8*benchRow, func() {
+					for p := 0; p < 8; p++ {
+						d := dst[p*benchRow*benchRow:]
+						off := p*benchRow*benchChunk + p*benchRow // piece p: rows 32p.., columns 32p..
+						if src == zarr.Float32 {
+							CopyRows(d, benchRow, f32[off:], benchChunk, benchRow, benchRow)
+						} else {
+							conv.Rows(d, benchRow, chunk[off*src.Size():], benchChunk, benchRow, benchRow)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkDecodeThenCopy is today's gather for comparison: the whole chunk decoded to
 // float32 by zarr.Float32Decoder (once per cache miss in the sampler, so it is timed
 // apart), then the 32-value float32 rows copied as the sampler's copyRows does.
