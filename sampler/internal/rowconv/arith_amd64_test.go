@@ -29,6 +29,12 @@ func TestArithKept(t *testing.T) {
 		if !cpu.X86.HasAVX2 || p.Src == zarr.Float16 && !cpu.X86.HasF16C {
 			continue // no kernel
 		}
+		if p.CF.Offset != 0 && goFuses() {
+			// The decoder's v*scale+offset is one fused multiply-add in this build
+			// (GOAMD64=v3): the kernel, which rounds twice, may not reproduce it, and
+			// the table is used instead (still bit for bit: FuzzRow).
+			continue
+		}
 		if !c.hasArith() {
 			t.Errorf("%s %+v: no arithmetic kernel", p.Src, p.CF)
 		}
@@ -44,3 +50,13 @@ func TestArithKept(t *testing.T) {
 
 // hasArith reports whether c's AVX2 kernel is an arithmetic one.
 func (c *Conv) hasArith() bool { return c.a != nil }
+
+// goFuses reports whether this build fuses x*y+z into one multiply-add (the spec allows
+// it; GOAMD64=v3 does it): with x*y = 1 - 2^-60 exactly, rounded to 1, adding -1 gives
+// 0 unfused and -2^-60 fused.
+func goFuses() bool {
+	return fmaProbe(1+0x1p-30, 1-0x1p-30, -1) != 0
+}
+
+//go:noinline
+func fmaProbe(x, y, z float64) float64 { return x*y + z }
