@@ -143,27 +143,34 @@ func (c *fuzzCase) check(t *testing.T) {
 		t.Fatalf("New(%+v): %v", c.p, err)
 	}
 	want := reference(t, c.p, c.raw, c.n)
-	size := c.p.Src.Size()
+	// The same converter without its arithmetic kernel: the table kernels again.
+	lookup := *conv
+	setKernels(&lookup, Params{}) // (no Src: newArith does nothing)
 	for _, k := range availablePaths() {
-		old := setPath(k)
-		what := k.String() + " " + c.p.Src.String()
-		dst, guard := guarded(c.n, c.dstOff)
-		if c.nt {
-			conv.RowNT(dst, c.raw)
-		} else {
-			conv.Row(dst, c.raw)
-		}
-		Fence()
-		guard(t, what+" Row")
-		sameBits(t, what+" Row", dst, want)
-		for i := 0; i < c.n; i++ {
-			if v := conv.Value(c.raw[i*size:]); math.Float32bits(v) != math.Float32bits(want[i]) {
-				t.Fatalf("%s Value %d: got %#08x, want %#08x", what, i, math.Float32bits(v), math.Float32bits(want[i]))
-			}
-		}
-		c.checkRows(t, what, conv, want)
-		setPath(old)
+		c.checkConv(t, k, conv, k.String()+" "+c.p.Src.String(), want)
+		c.checkConv(t, k, &lookup, k.String()+" lookup "+c.p.Src.String(), want)
 	}
+}
+
+// checkConv checks Row (or RowNT), Value and Rows of conv on path k against want.
+func (c *fuzzCase) checkConv(t *testing.T, k kernelPath, conv *Conv, what string, want []float32) {
+	defer setPath(setPath(k))
+	size := c.p.Src.Size()
+	dst, guard := guarded(c.n, c.dstOff)
+	if c.nt {
+		conv.RowNT(dst, c.raw)
+	} else {
+		conv.Row(dst, c.raw)
+	}
+	Fence()
+	guard(t, what+" Row")
+	sameBits(t, what+" Row", dst, want)
+	for i := 0; i < c.n; i++ {
+		if v := conv.Value(c.raw[i*size:]); math.Float32bits(v) != math.Float32bits(want[i]) {
+			t.Fatalf("%s Value %d: got %#08x, want %#08x", what, i, math.Float32bits(v), math.Float32bits(want[i]))
+		}
+	}
+	c.checkRows(t, what, conv, want)
 }
 
 // checkRows converts the values as rows of rowM, written rowGap values apart in dst
@@ -308,9 +315,10 @@ func TestShortSlicesPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(){
-		"short src":  func() { conv.Row(make([]float32, 32), make([]byte, 63)) },
-		"short dst":  func() { conv.Rows(make([]float32, 64), 33, make([]byte, 256), 64, 2, 32) },
-		"short copy": func() { CopyRows(make([]float32, 64), 32, make([]float32, 60), 32, 2, 32) },
+		"short src":       func() { conv.Row(make([]float32, 32), make([]byte, 63)) },
+		"short dst":       func() { conv.Rows(make([]float32, 64), 33, make([]byte, 256), 64, 2, 32) },
+		"short copy":      func() { CopyRows(make([]float32, 64), 32, make([]float32, 60), 32, 2, 32) },
+		"negative stride": func() { conv.Rows(make([]float32, 64), -32, make([]byte, 256), 64, 2, 32) },
 	} {
 		func() {
 			defer func() {
@@ -320,5 +328,27 @@ func TestShortSlicesPanic(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestEmpty: nothing to convert or copy is no error, whatever the slices.
+func TestEmpty(t *testing.T) {
+	for _, k := range availablePaths() {
+		old := setPath(k)
+		for _, src := range storedTypes {
+			conv, err := New(Params{Src: src, CF: zarr.CFParams{Scale: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv.Row(nil, nil)
+			conv.RowNT([]float32{}, nil)
+			conv.Rows(nil, 32, nil, 32, 0, 32)
+			conv.RowsNT(nil, 32, nil, 32, 3, 0)
+		}
+		CopyNT(nil, nil)
+		CopyNT(make([]float32, 4), nil)
+		CopyRows(nil, 0, nil, 0, 0, 0)
+		CopyRowsNT(nil, 32, nil, 32, 2, 0)
+		setPath(old)
 	}
 }

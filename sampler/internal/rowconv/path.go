@@ -8,6 +8,7 @@ const (
 	pathGo   kernelPath = iota // the portable loops
 	pathSSE2                   // amd64 baseline
 	pathAVX2                   // amd64 with AVX2
+	numPaths
 )
 
 func (k kernelPath) String() string {

@@ -28,6 +28,14 @@ type Conv struct {
 	dec   *zarr.Float32Decoder
 	copy  bool // float32 that nothing changes: rows are copied bit for bit
 	post  post // float32 with CF or normalisation: applied after dec
+
+	// The assembly kernels, by kernelPath (nil: the portable loops), and their
+	// arguments: the table (nil for float32), the arithmetic kernel's numbers and its
+	// flags (see kernel).
+	kern  [numPaths]kernel
+	tab   *float32
+	a     *arith
+	flags int
 }
 
 // post is the sampler's normalisation and NaN policy on decoded values.
@@ -65,12 +73,15 @@ func New(p Params) (*Conv, error) {
 	case 1:
 		c.lut8 = new([1 << 8]float32)
 		c.fillTable(c.lut8[:])
+		c.tab = &c.lut8[0]
 	case 2:
 		c.lut16 = new([1 << 16]float32)
 		c.fillTable(c.lut16[:])
+		c.tab = &c.lut16[0]
 	default:
 		c.copy = p.CF.Scale == 1 && p.CF.Offset == 0 && !hasMask(p.CF.Masks) && !p.Norm && !p.NaNToZero
 	}
+	setKernels(c, p)
 	return c, nil
 }
 
@@ -87,16 +98,22 @@ func hasMask(masks []float64) bool {
 // fillTable stores in t[b] the final value of raw bit pattern b: the decoder's value,
 // then post.
 func (c *Conv) fillTable(t []float32) {
-	raw := make([]byte, len(t)*c.size)
-	for b := range t {
-		if c.size == 1 {
+	c.dec.Decode(t, patterns(c.size))
+	c.postRow(t)
+}
+
+// patterns returns every raw bit pattern of a 1- or 2-byte type, in order (host byte
+// order).
+func patterns(size int) []byte {
+	raw := make([]byte, size<<(8*size))
+	for b := range 1 << (8 * size) {
+		if size == 1 {
 			raw[b] = byte(b)
 		} else {
-			*(*uint16)(unsafe.Pointer(&raw[2*b])) = uint16(b) // host byte order
+			*(*uint16)(unsafe.Pointer(&raw[2*b])) = uint16(b)
 		}
 	}
-	c.dec.Decode(t, raw)
-	c.postRow(t)
+	return raw
 }
 
 func (c *Conv) postRow(dst []float32) {
@@ -145,17 +162,20 @@ func (c *Conv) RowsNT(dst []float32, dstStride int, src []byte, srcStride, n, m 
 }
 
 func (c *Conv) rows(dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool) {
-	if n <= 0 || m <= 0 {
+	if !checkRows(len(dst), dstStride, len(src)/c.size, srcStride, n, m) {
 		return
 	}
-	checkRows(len(dst), dstStride, len(src)/c.size, srcStride, n, m)
+	if k := c.kern[path]; k != nil {
+		k(c.a, c.tab, &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, c.flags|ntFlag(nt))
+		return
+	}
 	switch {
 	case c.lut8 != nil:
-		lut8Rows(c.lut8, dst, dstStride, src, srcStride, n, m, nt)
+		lut8RowsGo(c.lut8, dst, dstStride, src, srcStride, n, m)
 	case c.lut16 != nil:
-		lut16Rows(c.lut16, dst, dstStride, unsafe.Slice((*uint16)(unsafe.Pointer(&src[0])), len(src)/2), srcStride, n, m, nt)
+		lut16RowsGo(c.lut16, dst, dstStride, unsafe.Slice((*uint16)(unsafe.Pointer(&src[0])), len(src)/2), srcStride, n, m)
 	case c.copy:
-		copyRows(dst, dstStride, unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(src)/4), srcStride, n, m, nt)
+		copyRowsGo(dst, dstStride, unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(src)/4), srcStride, n, m)
 	default:
 		for r := 0; r < n; r++ {
 			d := dst[r*dstStride : r*dstStride+m]
