@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Print a digest of every batch a shmloader build produces, one line per batch.
 
-Two builds that sample the same way (same preset, data, seed and cache_mb) must print the
-same lines: a change that must keep batches bit for bit (the cache's stored width, say) is
+Two builds that sample the same way (same preset, data, seed and cache_mb; for locality
+sampling also the same ``segment_steps`` and ``resident_segments``, which a build otherwise
+derives from the cache's bytes) must print the same lines: a change that must keep batches bit for bit (the cache's stored width, say) is
 checked by running this with the old build's binary and the new one's and comparing::
 
     python tools/batch_digests.py --shmloader /work/main/bin/shmloader --data-root DIR > old.txt
@@ -27,8 +28,9 @@ import numpy as np
 import gobatch
 
 
-def config(preset: Path, batches: int, cache_mb: int | None, sampling: str | None) -> dict[str, Any]:
-    """The preset with a bounded stream and, when given, the anchor's cache_mb and sampling."""
+def config(preset: Path, batches: int, cache_mb: int | None, sampling: str | None, anchor: list[str]) -> dict[str, Any]:
+    """The preset with a bounded stream and, when given, the anchor's cache_mb, sampling and
+    other keys (``KEY=VALUE``, the value in TOML)."""
     cfg: dict[str, Any] = tomllib.loads(preset.read_text())
     cfg.setdefault("batch", {})["batches"] = batches
     anchors = [s for s in cfg.get("source", []) if s.get("anchor")]
@@ -38,6 +40,9 @@ def config(preset: Path, batches: int, cache_mb: int | None, sampling: str | Non
         anchors[0]["cache_mb"] = cache_mb
     if sampling is not None:
         anchors[0]["sampling"] = sampling
+    for kv in anchor:
+        key, _, value = kv.partition("=")
+        anchors[0][key] = tomllib.loads(f"v = {value}")["v"]
     return cfg
 
 
@@ -50,8 +55,10 @@ def main() -> int:
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--cache-mb", type=int, help="the anchor's cache_mb (default: the preset's)")
     ap.add_argument("--sampling", help="the anchor's sampling (default: the preset's)")
+    ap.add_argument("--anchor", action="append", default=[], metavar="KEY=VALUE",
+                    help="another key of the anchor source (TOML value), e.g. segment_steps=24; repeatable")
     args = ap.parse_args()
-    cfg = config(Path(args.preset), args.batches, args.cache_mb, args.sampling)
+    cfg = config(Path(args.preset), args.batches, args.cache_mb, args.sampling, args.anchor)
     with gobatch.Loader(cfg, data_root=args.data_root, readers=args.readers, shmloader=args.shmloader) as loader:
         for i, batch in enumerate(loader):
             with batch:
