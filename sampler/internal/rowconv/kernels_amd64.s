@@ -26,29 +26,45 @@
 	MOVQ m+56(FP), R13 \
 	MOVQ flags+64(FP), BX
 
-// ROWS is a whole kernel: VEC converts vecN values (step source bytes) into Y3/X3,
-// which STORE or NTSTORE write; ONE does one value with an ordinary store; dst is
-// aligned for NTSTORE when DI&align is 0; EXIT returns.
-#define ROWS(VEC, vecN, step, align, ONE, STORE, NTSTORE, EXIT) \
+// ROWS is a whole kernel: VEC converts vecN values (step source bytes, esz bytes a
+// value) into Y3/X3, which STORE or NTSTORE write; ONE does one value with an ordinary
+// store; dst is aligned for NTSTORE when DI&align is 0; EXIT returns.
+//
+// Each row first prefetches the source row PF rows ahead: the arithmetic kernels
+// spend many instructions on a row, so without it few rows' loads are in flight and
+// the gather waits on memory. A row of at least vecN values has no scalar steps: its
+// last values are one more vector ending at the row's end (overlapping values already
+// written, with the same values), and with non-temporal stores its first vector is an
+// ordinary unaligned store, after which dst is advanced to the vector alignment. R14
+// says which of these the shared vector step (vec) is doing: 0 the body, 1 the head,
+// 2 the tail (R14 is free in assembly: the ABI wrapper restores g after the call).
+#define PF 8
+#define ROWS(VEC, vecN, step, esz, align, ONE, STORE, NTSTORE, EXIT) \
 row: \
 	TESTQ R12, R12 \
 	JZ    done \
+	LEAQ  (R10)(R11*PF), AX \
+	PREFETCHT0 (AX) \
+	PREFETCHT0 63(AX) \
 	MOVQ  R8, DI \
 	MOVQ  R10, SI \
 	MOVQ  R13, CX \
+	XORL  R14, R14 \
+	CMPQ  CX, $vecN \
+	JB    scalar \
 	TESTQ $1, BX \
-	JZ    body \
-head: \
+	JZ    vec \
 	TESTQ $align, DI \
-	JZ    body \
-	TESTQ CX, CX \
-	JZ    next \
-	ONE \
-	JMP   head \
+	JZ    vec \
+	MOVL  $1, R14 \
+	JMP   vec \
 body: \
 	CMPQ CX, $vecN \
 	JB   tail \
+vec: \
 	VEC \
+	TESTQ R14, R14 \
+	JNZ   edge \
 	TESTQ $1, BX \
 	JNZ   ntstore \
 	STORE \
@@ -60,11 +76,33 @@ stored: \
 	ADDQ $(4*vecN), DI \
 	SUBQ $vecN, CX \
 	JMP  body \
+edge: \
+	STORE \
+	CMPQ R14, $1 \
+	JNE  next \
+	XORL R14, R14 \
+	MOVQ DI, AX \
+	NEGQ AX \
+	ANDQ $align, AX \
+	ADDQ AX, DI \
+	SHRQ $2, AX \
+	SUBQ AX, CX \
+	LEAQ (SI)(AX*esz), SI \
+	JMP  body \
 tail: \
 	TESTQ CX, CX \
 	JZ    next \
+	MOVQ  $vecN, AX \
+	SUBQ  CX, AX \
+	NEGQ  AX \
+	LEAQ  (SI)(AX*esz), SI \
+	LEAQ  (DI)(AX*4), DI \
+	MOVL  $2, R14 \
+	JMP   vec \
+scalar: \
 	ONE \
-	JMP   tail \
+	TESTQ CX, CX \
+	JNZ   scalar \
 next: \
 	ADDQ R9, R8 \
 	ADDQ R11, R10 \
@@ -175,53 +213,53 @@ keepnan:
 
 TEXT ·lut16AVX2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(GATHER16, 8, 16, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
+	ROWS(GATHER16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·lut8AVX2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(GATHER8, 8, 8, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
+	ROWS(GATHER8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·copyAVX2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(COPY8, 8, 32, 31, ONE32, YSTORE, YNTSTORE, YEXIT)
+	ROWS(COPY8, 8, 32, 4, 31, ONE32, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·lut16SSE2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(LOOK16, 4, 8, 15, ONE16, XSTORE, XNTSTORE, XEXIT)
+	ROWS(LOOK16, 4, 8, 2, 15, ONE16, XSTORE, XNTSTORE, XEXIT)
 
 TEXT ·lut8SSE2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(LOOK8, 4, 4, 15, ONE8, XSTORE, XNTSTORE, XEXIT)
+	ROWS(LOOK8, 4, 4, 1, 15, ONE8, XSTORE, XNTSTORE, XEXIT)
 
 TEXT ·copySSE2(SB), NOSPLIT, $0-72
 	ARGS
-	ROWS(COPY4, 4, 16, 15, ONE32, XSTORE, XNTSTORE, XEXIT)
+	ROWS(COPY4, 4, 16, 4, 15, ONE32, XSTORE, XNTSTORE, XEXIT)
 
 TEXT ·arithI16AVX2(SB), NOSPLIT, $0-72
 	AARGS
 	ARGS
-	ROWS(AI16, 8, 16, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
+	ROWS(AI16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·arithU16AVX2(SB), NOSPLIT, $0-72
 	AARGS
 	ARGS
-	ROWS(AU16, 8, 16, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
+	ROWS(AU16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·arithI8AVX2(SB), NOSPLIT, $0-72
 	AARGS
 	ARGS
-	ROWS(AI8, 8, 8, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
+	ROWS(AI8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
 TEXT ·arithU8AVX2(SB), NOSPLIT, $0-72
 	AARGS
 	ARGS
-	ROWS(AU8, 8, 8, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
+	ROWS(AU8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
 // AVX2 and F16C.
 TEXT ·arithF16AVX2(SB), NOSPLIT, $0-72
 	AARGS
 	ARGS
-	ROWS(AF16, 8, 16, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
+	ROWS(AF16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
 // func Fence()
 TEXT ·Fence(SB), NOSPLIT, $0-0
