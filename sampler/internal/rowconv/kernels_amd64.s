@@ -30,7 +30,7 @@
 // value) into Y3/X3, which STORE or NTSTORE write; ONE does one value with an ordinary
 // store; dst is aligned for NTSTORE when DI&align is 0; EXIT returns.
 //
-// Each row first prefetches the source row PF rows ahead: the arithmetic kernels
+// A kernel first prefetches source rows 1-3 and each row the one PF rows ahead: the arithmetic kernels
 // spend many instructions on a row, so without it few rows' loads are in flight and
 // the gather waits on memory. A row of at least vecN values has no scalar steps: its
 // last values are one more vector ending at the row's end (overlapping values already
@@ -38,8 +38,18 @@
 // ordinary unaligned store, after which dst is advanced to the vector alignment. R14
 // says which of these the shared vector step (vec) is doing: 0 the body, 1 the head,
 // 2 the tail (R14 is free in assembly: the ABI wrapper restores g after the call).
-#define PF 8
+#define PF 4
 #define ROWS(VEC, vecN, step, esz, align, ONE, STORE, NTSTORE, EXIT) \
+	MOVQ  R10, AX \
+	ADDQ  R11, AX \
+	PREFETCHT0 (AX) \
+	PREFETCHT0 63(AX) \
+	ADDQ  R11, AX \
+	PREFETCHT0 (AX) \
+	PREFETCHT0 63(AX) \
+	ADDQ  R11, AX \
+	PREFETCHT0 (AX) \
+	PREFETCHT0 63(AX) \
 row: \
 	TESTQ R12, R12 \
 	JZ    done \
