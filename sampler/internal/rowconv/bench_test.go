@@ -183,7 +183,7 @@ func BenchmarkDecodeThenCopy(b *testing.B) {
 // cache) per op, as a batch is written: rows of 32 values from a cache-resident chunk
 // (sources 256 values apart), the slot's rows contiguous; normal stores against
 // non-temporal ones (then Fence, as the writer does before publishing). The sizes at
-// which NT wins are what UseNT's rule stands on.
+// which NT wins are, with BenchmarkFill's gather, what UseNT's rule stands on.
 func BenchmarkDest(b *testing.B) {
 	const most = 256 << 20
 	all := make([]float32, most/4)

@@ -24,5 +24,7 @@
 // the caches: a batch larger than the last-level cache then neither evicts the chunks
 // it is gathered from nor costs a read for ownership of every destination line. The
 // writer calls Fence before it publishes the slot; UseNT is the one rule for when
-// non-temporal stores pay. Elsewhere the NT variants store normally and UseNT is false.
+// non-temporal stores pay (measured, only for batches well past the last-level cache:
+// the gather's partial-line writes make them dearer than ordinary stores below that).
+// Elsewhere the NT variants store normally and UseNT is false.
 package rowconv

@@ -9,15 +9,25 @@ import (
 )
 
 // UseNT reports whether the writes of one batch of this many bytes should be
-// non-temporal: where the kernels have such stores, when the batch is at least half
-// the last-level cache. A batch that large does not stay cached until the trainer
-// reads it (the decoded chunks it is gathered from, the other readers' batches and
-// the trainer share that cache), so ordinary stores would only evict chunk data and
-// read every destination line for ownership first; a smaller batch is better left in
-// the cache, where the trainer's first touch finds it.
+// non-temporal: where the kernels have such stores, when the batch is at least
+// ntFromLLCs times the last-level cache. The line stands on measurements, not on the
+// argument that a batch larger than the cache only evicts chunk data and reads every
+// destination line for ownership: on the machine it was measured on (AMD EPYC VM,
+// 32 MiB LLC, 2026-12-02), the gather's non-temporal stores lost at every batch size
+// tried. BenchmarkFill -cpu 1 (sampler, CPU ms per batch, normal against NT stores):
+// 32 examples (30 MB, 0.9x the LLC) 10.5-14 against 24-28; 64 (61 MB) 23-25 against
+// 47-53; 128 (121 MB, 3.8x) 41-54 against 91-98; and 41-51 against 47-52 even with NT
+// only for pieces of whole aligned 64-byte lines. (A crop row is 128 bytes, split where
+// a crop crosses a chunk in x, so its lines are written in parts, which costs a
+// non-temporal store dearly.) Only BenchmarkDest's whole-line row copies into
+// destinations of 64 MiB and more ran faster with NT (float32 about 2x; int16 even at
+// 256 MiB), so NT is left to batches well past the largest size the gather lost at.
 func UseNT(bytes int64) bool {
-	return hasNT() && bytes >= llcBytes()/2
+	return hasNT() && bytes >= ntFromLLCs*llcBytes()
 }
+
+// ntFromLLCs is UseNT's line in last-level caches (see UseNT for the measurements).
+const ntFromLLCs = 8
 
 // defaultLLC is the last-level cache size assumed where the system does not say.
 const defaultLLC = 32 << 20

@@ -36,17 +36,17 @@ func TestReadLLC(t *testing.T) {
 	}
 }
 
-// TestUseNT: half the last-level cache is the line, and only where the kernels have
+// TestUseNT: ntFromLLCs last-level caches is the line, and only where the kernels have
 // non-temporal stores.
 func TestUseNT(t *testing.T) {
-	half := llcBytes() / 2
+	line := ntFromLLCs * llcBytes()
 	for _, k := range availablePaths() {
 		old := setPath(k)
 		nt := k != pathGo
-		if UseNT(half) != nt || UseNT(4*half) != nt || UseNT(half-1) {
-			t.Errorf("%s: UseNT(%d, %d, %d) = %v %v %v", k, half, 4*half, half-1, UseNT(half), UseNT(4*half), UseNT(half-1))
+		if UseNT(line) != nt || UseNT(4*line) != nt || UseNT(line-1) {
+			t.Errorf("%s: UseNT(%d, %d, %d) = %v %v %v", k, line, 4*line, line-1, UseNT(line), UseNT(4*line), UseNT(line-1))
 		}
 		setPath(old)
 	}
-	t.Logf("last-level cache %d MiB: non-temporal from %d MiB", llcBytes()>>20, half>>20)
+	t.Logf("last-level cache %d MiB: non-temporal from %d MiB", llcBytes()>>20, line>>20)
 }
