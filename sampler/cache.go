@@ -10,31 +10,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Cache holds decoded chunks as float32, ready to copy, within a memory budget, shared by every
-// reader of a Job. An entry is pinned while a reader copies from it and is evicted, least
-// recently used first, only when unpinned. Concurrent misses on one key decode it once: the
-// other readers wait for the first.
+// Cache holds decoded chunks within a memory budget, shared by every reader of a Job: a chunk
+// whose stored element is narrower than float32 (int8, uint8, int16, uint16, float16) in its
+// stored type, the gather converting each row as it copies it, and a wider one converted to
+// float32 when it is loaded (chunked.go says which). An entry is pinned while a reader copies
+// from it and is evicted, least recently used first, only when unpinned. Concurrent misses on
+// one key decode it once: the other readers wait for the first.
 //
-// Entry memory is mapped outside the Go heap (anonymous mmap), so the budget is the resident
-// size the cache can reach, the garbage collector never scans or delays it, and an evicted
-// entry's memory goes back to the system at once (or is reused as is by the next miss of the
-// same size).
+// Entry memory is mapped outside the Go heap (anonymous mmap), so the garbage collector never
+// scans or delays it, and the budget is the resident size the cache can reach: every block it
+// has mapped, whether it holds an entry, waits on a free list, or belongs to a read abandoned at
+// its deadline. Blocks are reused rather than unmapped: an evicted entry's block goes on the
+// free list of its size, and a miss takes a block of its size from there before it maps a new
+// one. Per-size free lists of whole blocks, rather than one arena carved into variable ranges:
+// a job has one entry size per source (a handful), every entry of a source has the same size,
+// so a block always fits exactly, nothing fragments, and a block stays a 2 MiB-aligned mapping
+// of its own (transparent huge pages). In steady state a miss evicts the coldest entries until
+// one of its size frees a block and reuses it: no munmap, no mmap, so no TLB shootdown and no
+// page clearing per miss. The entries of other sizes it evicts on the way (several sources of
+// different chunk sizes) leave their blocks on their free lists for the next misses of their
+// size; only when those hold more than 1/freeSlack of the budget are they unmapped to make
+// room. The budget holds whatever the mix.
 type Cache struct {
 	mu      sync.Mutex
 	budget  int64
-	used    int64
+	held    int64 // bytes of every block mapped: entries, free lists, abandoned reads
 	entries map[uint64]*entry
-	lru     entry // sentinel: lru.next is the most recently used
+	lru     entry              // sentinel: lru.next is the most recently used
+	free    map[int64][][]byte // unused blocks by size
+	freeN   int64              // bytes on the free lists
+	closed  bool
 
 	hits, misses, evictions, overBudget atomic.Uint64
+	maps, unmaps                        atomic.Uint64
 	loadNanos, waitNanos                atomic.Int64
 	peak                                atomic.Int64
 }
 
 type entry struct {
 	key        uint64
-	data       []float32
-	mem        []byte // the mapping behind data
+	mem        []byte // the block: the chunk in the cache's form (chunked.go)
 	refs       int32
 	ready      chan struct{} // closed when loaded (or failed)
 	err        error
@@ -46,13 +61,20 @@ type CacheStats struct {
 	Hits, Misses, Evictions uint64
 	// OverBudget counts loads admitted while every resident entry was pinned, taking the
 	// cache above its budget until some entry is released.
-	OverBudget    uint64
-	Entries       int
+	OverBudget uint64
+	Entries    int
+	// ResidentBytes is the memory the cache has mapped (entries, free blocks and blocks of
+	// abandoned reads), FreeBytes the part of it on the free lists; PeakBytes is the highest
+	// ResidentBytes so far.
 	ResidentBytes int64
+	FreeBytes     int64
 	PeakBytes     int64
 	BudgetBytes   int64
-	LoadTime      time.Duration // total time spent decoding missed chunks
-	WaitTime      time.Duration // total time readers waited for a chunk another reader decoded
+	// Maps and Unmaps count the blocks mapped and unmapped: after the cache has filled, a
+	// job with one entry size does neither.
+	Maps, Unmaps uint64
+	LoadTime     time.Duration // total time spent decoding missed chunks
+	WaitTime     time.Duration // total time readers waited for a chunk another reader decoded
 }
 
 // HitRate is hits / (hits + misses), 0 when nothing was asked.
@@ -65,7 +87,7 @@ func (s CacheStats) HitRate() float64 {
 
 // NewCache makes an empty cache of budget bytes.
 func NewCache(budget int64) *Cache {
-	c := &Cache{budget: budget, entries: map[uint64]*entry{}}
+	c := &Cache{budget: budget, entries: map[uint64]*entry{}, free: map[int64][][]byte{}}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
 }
@@ -73,12 +95,12 @@ func NewCache(budget int64) *Cache {
 // Stats returns the counters.
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
-	n, used := len(c.entries), c.used
+	n, held, free := len(c.entries), c.held, c.freeN
 	c.mu.Unlock()
 	return CacheStats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
-		OverBudget: c.overBudget.Load(), Entries: n, ResidentBytes: used,
-		PeakBytes: c.peak.Load(), BudgetBytes: c.budget,
+		OverBudget: c.overBudget.Load(), Entries: n, ResidentBytes: held, FreeBytes: free,
+		PeakBytes: c.peak.Load(), BudgetBytes: c.budget, Maps: c.maps.Load(), Unmaps: c.unmaps.Load(),
 		LoadTime: time.Duration(c.loadNanos.Load()), WaitTime: time.Duration(c.waitNanos.Load()),
 	}
 }
@@ -86,12 +108,14 @@ func (c *Cache) Stats() CacheStats {
 // Budget is the cache's budget in bytes.
 func (c *Cache) Budget() int64 { return c.budget }
 
-// chunkLoader fills dst (the entry, n float32 values) with the decoded chunk of key.
-type chunkLoader func(key uint64, dst []float32) error
+// chunkLoader fills dst (an entry's block) with chunk key in the cache's form. A read that
+// did not finish in time returns an error and, when it may still write into dst, wait: a
+// function that returns once it no longer does (the block is not reused before).
+type chunkLoader func(key uint64, dst []byte) (wait func(), err error)
 
-// acquire returns the entry of key pinned, loading it with load (n values) on a miss. The
-// caller must release it.
-func (c *Cache) acquire(key uint64, n int, load chunkLoader) (*entry, error) {
+// acquire returns the entry of key pinned, loading it with load into a block of size bytes on
+// a miss. The caller must release it.
+func (c *Cache) acquire(key uint64, size int64, load chunkLoader) (*entry, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
 		e.refs++
@@ -113,78 +137,177 @@ func (c *Cache) acquire(key uint64, n int, load chunkLoader) (*entry, error) {
 		return e, nil
 	}
 	c.misses.Add(1)
-	size := int64(n) * 4
-	var mem []byte
-	// Make room: evict unpinned entries from the cold end; reuse a same-size mapping as is.
-	for c.used+size > c.budget {
-		v := c.coldestUnpinned()
-		if v == nil {
-			c.overBudget.Add(1)
-			break
-		}
-		c.remove(v)
-		c.evictions.Add(1)
-		if mem == nil && len(v.mem) == int(size) {
-			mem = v.mem
-		} else {
-			unmap(v.mem)
-		}
+	mem, err := c.block(size)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
 	}
-	if mem == nil {
-		var err error
-		mem, err = mapAnon(size)
-		if err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-	}
-	e := &entry{key: key, mem: mem, data: unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), n),
-		refs: 1, ready: make(chan struct{})}
+	e := &entry{key: key, mem: mem, refs: 1, ready: make(chan struct{})}
 	c.entries[key] = e
 	c.pushFront(e)
-	c.used += size
-	if c.used > c.peak.Load() {
-		c.peak.Store(c.used)
-	}
 	c.mu.Unlock()
 
 	t := time.Now()
-	err := load(key, e.data)
+	wait, err := load(key, e.mem)
 	c.loadNanos.Add(int64(time.Since(t)))
 	if err != nil {
-		c.mu.Lock()
-		e.err = err
-		if c.entries[key] == e {
-			c.remove(e) // a later acquire retries
-			unmap(e.mem)
-			e.mem, e.data = nil, nil
-		}
-		close(e.ready)
-		e.refs--
-		c.mu.Unlock()
+		c.failed(e, err, wait)
 		return nil, err
 	}
 	close(e.ready)
 	return e, nil
 }
 
-// release unpins an entry.
+// failed takes the entry of a load that failed out of the cache (a later acquire retries) and
+// gives its block back: at once, or when the abandoned read that still writes into it returns.
+func (c *Cache) failed(e *entry, err error, wait func()) {
+	c.mu.Lock()
+	e.err = err
+	mem := e.mem
+	if c.entries[e.key] == e {
+		c.remove(e)
+	}
+	e.mem = nil
+	close(e.ready)
+	e.refs--
+	if wait == nil {
+		c.putFree(mem)
+	}
+	c.mu.Unlock()
+	if wait != nil {
+		go func() {
+			wait()
+			c.mu.Lock()
+			c.putFree(mem)
+			c.mu.Unlock()
+		}()
+	}
+}
+
+// block finds size bytes for a new entry, c.mu held: a free block of that size, else a new
+// mapping when it fits the budget, else room made by evicting the coldest unpinned entries
+// (their blocks go to the free lists) until a block of that size is free. Free blocks of other
+// sizes wait for misses of their size, up to freeSlack of the budget: beyond that, or when
+// nothing is left to evict, they are unmapped to make room. With every entry pinned it maps
+// above the budget.
+func (c *Cache) block(size int64) ([]byte, error) {
+	for {
+		if mem := c.takeFree(size); mem != nil {
+			c.shrink(0)
+			return mem, nil
+		}
+		if c.held+size <= c.budget {
+			break
+		}
+		if c.freeN > c.budget/freeSlack && c.held-c.freeN+size <= c.budget {
+			c.shrink(size) // more free blocks of other sizes than misses are likely to take
+			break
+		}
+		v := c.coldestUnpinned()
+		if v == nil {
+			c.shrink(size)
+			if c.held+size > c.budget {
+				c.overBudget.Add(1)
+			}
+			break
+		}
+		c.remove(v)
+		c.evictions.Add(1)
+		c.putFree(v.mem)
+		v.mem = nil
+	}
+	mem, err := mapAnon(size)
+	if err != nil {
+		return nil, err
+	}
+	c.maps.Add(1)
+	c.held += size
+	if c.held > c.peak.Load() {
+		c.peak.Store(c.held)
+	}
+	return mem, nil
+}
+
+// freeSlack: free blocks of sizes other than a miss's may hold up to 1/freeSlack of the budget
+// before the miss unmaps them rather than evicting more entries.
+const freeSlack = 8
+
+// takeFree takes a free block of size bytes off its list (nil when there is none). It stays
+// counted in held.
+func (c *Cache) takeFree(size int64) []byte {
+	l := c.free[size]
+	if len(l) == 0 {
+		return nil
+	}
+	mem := l[len(l)-1]
+	l[len(l)-1] = nil
+	c.free[size] = l[:len(l)-1]
+	c.freeN -= size
+	return mem
+}
+
+// putFree puts a block no entry holds on the free list of its size, or unmaps it when the
+// cache is above its budget (an over-budget load has been released) or closed.
+func (c *Cache) putFree(mem []byte) {
+	size := int64(len(mem))
+	if c.closed || c.held > c.budget {
+		c.unmapBlock(mem)
+		return
+	}
+	c.free[size] = append(c.free[size], mem)
+	c.freeN += size
+}
+
+// shrink unmaps free blocks until held + more fits the budget, or none is left.
+func (c *Cache) shrink(more int64) {
+	for size, l := range c.free {
+		for len(l) > 0 && c.held+more > c.budget {
+			c.unmapBlock(l[len(l)-1])
+			l[len(l)-1] = nil
+			l = l[:len(l)-1]
+			c.freeN -= size
+		}
+		c.free[size] = l
+	}
+}
+
+func (c *Cache) unmapBlock(mem []byte) {
+	unmap(mem)
+	c.unmaps.Add(1)
+	c.held -= int64(len(mem))
+}
+
+// release unpins an entry; the last release after Close unmaps it.
 func (c *Cache) release(e *entry) {
 	c.mu.Lock()
 	e.refs--
+	if c.closed && e.refs == 0 && c.entries[e.key] == e {
+		c.remove(e)
+		c.unmapBlock(e.mem)
+	}
 	c.mu.Unlock()
 }
 
-// Close unmaps every entry. No reader may use the cache afterwards.
+// Close unmaps every block no reader holds. No reader may start using the cache afterwards;
+// the block of an entry still pinned or loading is unmapped at its last release or when its
+// load fails, and one an abandoned read still writes into when that read returns.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for _, e := range c.entries {
-		c.remove(e)
-		if e.mem != nil {
-			unmap(e.mem)
+		if e.refs == 0 {
+			c.remove(e)
+			c.unmapBlock(e.mem)
 		}
 	}
+	for _, l := range c.free {
+		for _, mem := range l {
+			c.unmapBlock(mem)
+		}
+	}
+	clear(c.free)
+	c.freeN = 0
 }
 
 func (c *Cache) coldestUnpinned() *entry {
@@ -196,12 +319,11 @@ func (c *Cache) coldestUnpinned() *entry {
 	return nil
 }
 
-// remove unlinks e from the map and the list and uncounts its bytes.
+// remove unlinks e from the map and the list.
 func (c *Cache) remove(e *entry) {
 	delete(c.entries, e.key)
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
-	c.used -= int64(len(e.mem))
 }
 
 func (c *Cache) pushFront(e *entry) {
@@ -266,22 +388,23 @@ type pinSet struct {
 	limit int // release everything when this many are held (bounds what one reader pins)
 }
 
-func (p *pinSet) get(key uint64, n int, load chunkLoader) ([]float32, error) {
+// get returns the block of chunk key (size bytes), pinned until releaseAll.
+func (p *pinSet) get(key uint64, size int64, load chunkLoader) ([]byte, error) {
 	for i, k := range p.keys {
 		if k == key {
-			return p.ents[i].data, nil
+			return p.ents[i].mem, nil
 		}
 	}
 	if len(p.keys) >= p.limit {
 		p.releaseAll()
 	}
-	e, err := p.c.acquire(key, n, load)
+	e, err := p.c.acquire(key, size, load)
 	if err != nil {
 		return nil, err
 	}
 	p.keys = append(p.keys, key)
 	p.ents = append(p.ents, e)
-	return e.data, nil
+	return e.mem, nil
 }
 
 func (p *pinSet) releaseAll() {

@@ -9,30 +9,39 @@ import (
 )
 
 func fillWith(v float32, loads *atomic.Int64) chunkLoader {
-	return func(key uint64, dst []float32) error {
+	return func(key uint64, mem []byte) (func(), error) {
 		loads.Add(1)
+		dst := bytesAsFloat32(mem)
 		for i := range dst {
 			dst[i] = v + float32(key)
 		}
-		return nil
+		return nil, nil
 	}
 }
+
+// getChecked acquires key k (n float32 values, filled by fillWith(0)), checks its last value
+// and releases it.
+func getChecked(t *testing.T, c *Cache, k uint64, n int, loads *atomic.Int64) {
+	t.Helper()
+	e, err := c.acquire(k, 4*int64(n), fillWith(0, loads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.f32()[n-1] != float32(k) {
+		t.Fatalf("entry %d holds %v", k, e.f32()[n-1])
+	}
+	c.release(e)
+}
+
+// f32 is an entry's block as float32 (the test loaders' values).
+func (e *entry) f32() []float32 { return bytesAsFloat32(e.mem) }
 
 func TestCacheBudgetAndLRU(t *testing.T) {
 	const n = 1024 // 4 KiB entries
 	c := NewCache(3 * 4 * n)
 	defer c.Close()
 	var loads atomic.Int64
-	get := func(k uint64) {
-		e, err := c.acquire(k, n, fillWith(0, &loads))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.data[n-1] != float32(k) {
-			t.Fatalf("entry %d holds %v", k, e.data[n-1])
-		}
-		c.release(e)
-	}
+	get := func(k uint64) { getChecked(t, c, k, n, &loads) }
 	get(1)
 	get(2)
 	get(3)
@@ -61,22 +70,22 @@ func TestCachePinnedEntriesAreNotEvicted(t *testing.T) {
 	c := NewCache(2 * 4 * n)
 	defer c.Close()
 	var loads atomic.Int64
-	a, _ := c.acquire(1, n, fillWith(0, &loads))
-	b, _ := c.acquire(2, n, fillWith(0, &loads))
+	a, _ := c.acquire(1, 4*n, fillWith(0, &loads))
+	b, _ := c.acquire(2, 4*n, fillWith(0, &loads))
 	// Both pinned: a third load goes over budget rather than evicting memory in use.
-	d, err := c.acquire(3, n, fillWith(0, &loads))
+	d, err := c.acquire(3, 4*n, fillWith(0, &loads))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Stats(); st.OverBudget != 1 || st.Evictions != 0 || a.data[0] != 1 || b.data[0] != 2 {
-		t.Fatalf("stats %+v, a %v b %v", st, a.data[0], b.data[0])
+	if st := c.Stats(); st.OverBudget != 1 || st.Evictions != 0 || a.f32()[0] != 1 || b.f32()[0] != 2 {
+		t.Fatalf("stats %+v, a %v b %v", st, a.f32()[0], b.f32()[0])
 	}
 	c.release(a)
 	c.release(d)
 	// The next miss evicts the unpinned coldest (1), never the pinned 2.
-	e, _ := c.acquire(4, n, fillWith(0, &loads))
+	e, _ := c.acquire(4, 4*n, fillWith(0, &loads))
 	c.release(e)
-	if b.data[0] != 2 {
+	if b.f32()[0] != 2 {
 		t.Fatal("pinned entry overwritten")
 	}
 	if _, ok := c.entries[2]; !ok {
@@ -96,19 +105,19 @@ func TestCacheConcurrentMissLoadsOnce(t *testing.T) {
 	defer c.Close()
 	var loads atomic.Int64
 	release := make(chan struct{})
-	slow := func(key uint64, dst []float32) error {
+	slow := func(key uint64, mem []byte) (func(), error) {
 		loads.Add(1)
 		<-release
-		dst[0] = 42
-		return nil
+		bytesAsFloat32(mem)[0] = 42
+		return nil, nil
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := c.acquire(9, 16, slow)
-			if err != nil || e.data[0] != 42 {
+			e, err := c.acquire(9, 4*16, slow)
+			if err != nil || e.f32()[0] != 42 {
 				t.Errorf("got %v %v", e, err)
 				return
 			}
@@ -130,12 +139,12 @@ func TestCacheFailedLoadIsRetried(t *testing.T) {
 	c := NewCache(1 << 20)
 	defer c.Close()
 	boom := errors.New("boom")
-	if _, err := c.acquire(5, 16, func(uint64, []float32) error { return boom }); !errors.Is(err, boom) {
+	if _, err := c.acquire(5, 4*16, func(uint64, []byte) (func(), error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
 	var loads atomic.Int64
-	e, err := c.acquire(5, 16, fillWith(1, &loads))
-	if err != nil || e.data[0] != 6 || loads.Load() != 1 {
+	e, err := c.acquire(5, 4*16, fillWith(1, &loads))
+	if err != nil || e.f32()[0] != 6 || loads.Load() != 1 {
 		t.Fatalf("retry: %v %v", e, err)
 	}
 	c.release(e)

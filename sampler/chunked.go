@@ -9,16 +9,29 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/readers/zarr"
+	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
 // chunked is one source's data array as seen through the cache: chunk grid arithmetic, the
-// cache key of a chunk, and the loader that decodes a chunk into float32 (CF decoding, the
-// transposition into the role's canonical axis order, then the normalisation of channel axis
-// chanAxis, then the NaN policy).
+// cache key of a chunk, the loader that puts a decoded chunk into its cache entry, and the
+// conversion of cached values to the float32 of a batch (CF decoding, then the normalisation of
+// channel axis chanAxis, then the NaN policy).
+//
+// Where the conversion happens depends on the stored element (the cache's form of a chunk):
+//   - narrower than float32 (int8, uint8, int16, uint16, float16: stored): the entry holds the
+//     stored values, and the gather converts each row as it copies it (convs). An entry is
+//     half the bytes of a float32 one or less, so the cache holds twice the chunks or more.
+//   - float32 or wider: the entry holds float32, converted once at load (conv, postprocess),
+//     and the gather copies rows.
+//
+// The chunk is decoded straight into the entry's block when its decoded bytes are the entry's
+// form (stored, or float32, which CF and normalisation then convert in place) and its store
+// order is canonical; else into a native buffer, converted or transposed into the block.
 //
 // Shapes, chunks and chunk grid positions are in canonical order (dimMap): the cache holds
-// every chunk transposed once, when it is decoded, so that the gather stays a row copy
-// whatever the store's order. A canonical axis the store lacks (channel) has size 1.
+// every chunk transposed once, in its cached width, when it is decoded, so that the gather
+// stays a row copy whatever the store's order. A canonical axis the store lacks (channel) has
+// size 1.
 type chunked struct {
 	id      uint64 // the source's index, the high bits of its cache keys
 	what    string // "source[0] (satellite.zarr/data)", for messages
@@ -30,6 +43,14 @@ type chunked struct {
 	elems   int   // values per chunk
 	conv    *zarr.Float32Decoder
 	itemLen int
+	elem    zarr.Elem // the stored element type
+
+	// stored: the cache holds the stored values (itemLen bytes each; the gather converts with
+	// convs, one per store channel of chanAxis, or one); else float32 (width 4).
+	stored bool
+	width  int
+	convs  []*rowconv.Conv
+	direct bool // the chunk decodes straight into its entry (no transposition, entry's form)
 
 	perm      []int // store axis of each canonical axis, -1 when absent
 	storeRank int
@@ -78,12 +99,17 @@ func newChunked(id int, what string, arr Array, m *dimMap) (*chunked, error) {
 		c.canonical(m)
 		c.axes = m.String()
 	}
-	conv, err := newDecoder(arr)
+	conv, elem, err := newDecoder(arr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	c.conv = conv
+	c.conv, c.elem = conv, elem
 	_, c.itemLen = arr.Native()
+	c.stored, c.width = c.itemLen < 4, 4
+	if c.stored {
+		c.width = c.itemLen
+	}
+	c.direct = !c.transpose && (c.stored || elem == zarr.Float32)
 	n := len(c.shape)
 	c.grid = make([]int, n)
 	c.gstride = make([]int, n)
@@ -149,13 +175,14 @@ func (c *chunked) storeIndex(idx, dst []int) []int {
 	return dst
 }
 
-// transposeChunk writes src (a chunk in store order) into dst in canonical order. tstride is
+// transposeChunk writes src (a chunk in store order) into dst in canonical order, values of
+// any width (the cache's: stored or float32). tstride is
 // the stride in src of each canonical axis. When the last canonical axis is contiguous in src
 // too, every row is a copy. Otherwise (channel last: x is strided, channel contiguous) the walk
 // goes by tiles of 16 values of the last axis by every value of the axis that src holds
 // contiguously, so that the strided reads of a tile stay in the L1 cache while each output row
 // is written in order.
-func transposeChunk(dst, src []float32, chunks, tstride []int) {
+func transposeChunk[T any](dst, src []T, chunks, tstride []int) {
 	n := len(chunks)
 	var dstr [8]int // C-order strides of dst; canonical roles have at most 5 axes
 	st := 1
@@ -219,25 +246,39 @@ func transposeChunk(dst, src []float32, chunks, tstride []int) {
 	}
 }
 
-// chunkBytes is the decoded (float32) size of one chunk.
-func (c *chunked) chunkBytes() int64 { return int64(c.elems) * 4 }
+// chunkBytes is the size of one chunk in the cache (its entry's block): stored or float32.
+func (c *chunked) chunkBytes() int64 { return int64(c.elems) * int64(c.width) }
 
 // key is the cache key of the chunk with linear grid index lin.
 func (c *chunked) key(lin int) uint64 { return c.id<<keyShift | uint64(lin) }
 
-func (c *chunked) loadChunk(key uint64, dst []float32) error {
+// loadChunk is the cache's loader (chunkLoader) of the source's chunks: dst is the entry's
+// block, of chunkBytes.
+// indices returns the grid index of the chunk of key in canonical order (idx) and in store
+// order (sidx), both in ip, a buffer from idxPool that the caller puts back when done with them.
+func (c *chunked) indices(key uint64) (ip *[]int, idx, sidx []int) {
 	lin := int(key & (1<<keyShift - 1))
-	ip, _ := c.idxPool.Get().(*[]int)
+	ip, _ = c.idxPool.Get().(*[]int)
 	if ip == nil {
 		s := make([]int, len(c.shape)+c.storeRank) // canonical, then store order
 		ip = &s
 	}
-	idx := (*ip)[:len(c.shape)]
+	idx = (*ip)[:len(c.shape)]
 	for d := range idx {
 		idx[d] = lin / c.gstride[d] % c.grid[d]
 	}
-	sidx := c.storeIndex(idx, (*ip)[len(c.shape):])
-	bp, found, err, abandoned := c.decode(sidx)
+	return ip, idx, c.storeIndex(idx, (*ip)[len(c.shape):])
+}
+
+func (c *chunked) loadChunk(key uint64, dst []byte) (func(), error) {
+	ip, idx, sidx := c.indices(key)
+	var bp *[]byte // the native buffer, when the chunk does not decode into dst
+	buf := dst
+	if !c.direct {
+		bp = c.nativeBuf()
+		buf = *bp
+	}
+	found, err, wait := c.decode(sidx, buf)
 	if err == nil {
 		c.decoded.Add(1)
 		if !found {
@@ -248,17 +289,42 @@ func (c *chunked) loadChunk(key uint64, dst []float32) error {
 		}
 	}
 	if err == nil {
-		c.convert(dst, *bp)
-		c.postprocess(idx, dst)
+		c.finish(idx, dst, buf)
 	} else if !errors.Is(err, zarr.ErrMissingChunk) {
 		err = fmt.Errorf("%s: chunk %v: %w", c.what, sidx, err)
 	}
-	if abandoned {
-		return err // a read still blocked owns the buffers: they never go back to the pools
+	if wait != nil {
+		// A read still blocked owns sidx and buf: they never go back to the pools, and when buf
+		// is the entry's block the cache keeps it until the read returns.
+		if c.direct {
+			return wait, err
+		}
+		return nil, err
 	}
-	c.scratch.Put(bp)
+	if bp != nil {
+		c.scratch.Put(bp)
+	}
 	c.idxPool.Put(ip)
-	return err
+	return nil, err
+}
+
+// finish turns a decoded chunk (native, in store order) into the entry's form in dst: the
+// stored values transposed, or float32 converted (transposed), normalised, NaN policy applied.
+// When the chunk was decoded into dst (direct), native is dst.
+func (c *chunked) finish(idx []int, dst, native []byte) {
+	switch {
+	case c.stored && c.direct:
+	case c.stored && c.width == 1:
+		transposeChunk(dst, native, c.chunks, c.tstride)
+	case c.stored:
+		transposeChunk(bytesAsUint16(dst), bytesAsUint16(native), c.chunks, c.tstride)
+	default:
+		f := bytesAsFloat32(dst)
+		if !c.direct || !c.conv.Identity() {
+			c.convert(f, native) // in place when direct: float32 to float32, value by value
+		}
+		c.postprocess(idx, f)
+	}
 }
 
 // presenceArray is implemented by arrays that tell a chunk that is not stored (read as the
@@ -281,15 +347,15 @@ func (c *chunked) nativeBuf() *[]byte {
 	return &b
 }
 
-// decode reads chunk sidx (store order) into a native buffer (nativeBuf), which the caller
-// puts back; found is false when it was not stored. With a deadline the read runs on its own
-// goroutine: a read that blocks for ever (a hung mount) cannot be interrupted, but the loader
-// returns an error naming the chunk when the deadline passes, and abandoned says that the
-// goroutine still owns sidx and the buffer (bp is nil then).
-func (c *chunked) decode(sidx []int) (bp *[]byte, found bool, err error, abandoned bool) {
+// decode reads chunk sidx (store order) into dst (an entry's block or a native buffer); found
+// is false when it was not stored. With a deadline the read runs on its own goroutine: a read
+// that blocks for ever (a hung mount) cannot be interrupted, but the loader returns an error
+// naming the chunk when the deadline passes, and wait (nil otherwise) says that the goroutine
+// still owns sidx and dst: it returns once the read has returned and no longer writes dst.
+func (c *chunked) decode(sidx []int, dst []byte) (found bool, err error, wait func()) {
 	if c.deadline <= 0 {
-		bp, found, err = c.decodeNow(sidx)
-		return bp, found, err, false
+		found, err = c.decodeNow(sidx, dst)
+		return found, err, nil
 	}
 	call, _ := deadlineCalls.Get().(*deadlineCall)
 	if call == nil {
@@ -297,15 +363,15 @@ func (c *chunked) decode(sidx []int) (bp *[]byte, found bool, err error, abandon
 		call.t.Stop()
 	}
 	go func() {
-		b, f, e := c.decodeNow(sidx)
-		call.done <- deadlineResult{b, f, e}
+		f, e := c.decodeNow(sidx, dst)
+		call.done <- deadlineResult{f, e}
 	}()
 	call.t.Reset(c.deadline)
 	select {
 	case r := <-call.done:
 		call.t.Stop()
 		deadlineCalls.Put(call)
-		return r.bp, r.found, r.err, false
+		return r.found, r.err, nil
 	case <-call.t.C:
 		// The goroutine will still send on call.done: the call is never reused.
 	}
@@ -313,7 +379,7 @@ func (c *chunked) decode(sidx []int) (bp *[]byte, found bool, err error, abandon
 	if p, ok := c.arr.(presenceArray); ok {
 		err = p.ChunkError(sidx, err)
 	}
-	return nil, false, err, true
+	return false, err, func() { <-call.done }
 }
 
 // deadlineCall is the channel and timer of a read under a deadline, reused from one read to
@@ -324,24 +390,21 @@ type deadlineCall struct {
 }
 
 type deadlineResult struct {
-	bp    *[]byte
 	found bool
 	err   error
 }
 
 var deadlineCalls sync.Pool
 
-func (c *chunked) decodeNow(sidx []int) (*[]byte, bool, error) {
+func (c *chunked) decodeNow(sidx []int, dst []byte) (bool, error) {
 	if f, ok := c.arr.(fetchingArray); ok && c.reads != nil {
-		return c.fetchDecode(f, sidx)
+		return c.fetchDecode(f, sidx, dst)
 	}
 	defer slot(c.reads)()
-	bp := c.nativeBuf()
 	if p, ok := c.arr.(presenceArray); ok {
-		found, err := p.DecodeChunkFound(sidx, *bp)
-		return bp, found, err
+		return p.DecodeChunkFound(sidx, dst)
 	}
-	return bp, true, c.arr.DecodeChunk(sidx, *bp)
+	return true, c.arr.DecodeChunk(sidx, dst)
 }
 
 // chunkCounts are the chunks decoded since the start and those among them that were not stored.
@@ -406,6 +469,61 @@ func (c *chunked) postprocess(idx []int, dst []float32) {
 			}
 		}
 	}
+}
+
+// prepareConvs makes the gather's converters of a source whose cache holds stored values,
+// once its normalisation and NaN policy are set: one per store channel along chanAxis when the
+// normalisation is per channel (channels of equal mean and std share one), else one.
+func (c *chunked) prepareConvs() error {
+	if !c.stored {
+		return nil
+	}
+	cf := cfParams(c.arr)
+	made := map[[2]float64]*rowconv.Conv{}
+	conv := func(m, s float64, norm bool) (*rowconv.Conv, error) {
+		k := [2]float64{m, s}
+		if cv := made[k]; cv != nil {
+			return cv, nil
+		}
+		cv, err := rowconv.New(rowconv.Params{Src: c.elem, CF: cf, Norm: norm, Mean: m, Std: s, NaNToZero: c.nanToZero})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.what, err)
+		}
+		made[k] = cv
+		return cv, nil
+	}
+	if c.normMean == nil || c.chanAxis < 0 {
+		m, s, norm := 0.0, 1.0, c.normMean != nil
+		if norm {
+			m, s = c.normMean[0], c.normStd[0]
+		}
+		cv, err := conv(m, s, norm)
+		c.convs = []*rowconv.Conv{cv}
+		return err
+	}
+	c.convs = make([]*rowconv.Conv, len(c.normMean))
+	for ch := range c.convs {
+		m, s := c.normMean[ch], c.normStd[ch]
+		// As postprocess: a channel of mean 0 and std 1 is left as CF decodes it.
+		cv, err := conv(m, s, m != 0 || s != 1)
+		if err != nil {
+			return err
+		}
+		c.convs[ch] = cv
+	}
+	return nil
+}
+
+// rowConv is the gather's converter of store channel ch (along chanAxis), nil when the cache
+// holds float32.
+func (c *chunked) rowConv(ch int) *rowconv.Conv {
+	switch {
+	case c.convs == nil:
+		return nil
+	case c.chanAxis < 0 || len(c.convs) == 1:
+		return c.convs[0]
+	}
+	return c.convs[ch]
 }
 
 // setNormalisation installs per-channel mean and std for the selected store channels.

@@ -41,21 +41,28 @@ type Array interface {
 	Attr(name string) string
 }
 
-// newDecoder makes the CF decoder of an array's chunks to float32: readers/zarr's decoder (a
-// table of every raw value for 1- and 2-byte integers). Normalisation and the NaN policy
-// follow in chunked.postprocess.
-func newDecoder(a Array) (*zarr.Float32Decoder, error) {
+// newDecoder makes the CF decoder of an array's chunks to float32 (readers/zarr's: a table of
+// every raw value for 1- and 2-byte elements) and names the stored element type. The cache
+// converts with it at load time the chunks it holds as float32; the gather converts the
+// others (chunked.go).
+func newDecoder(a Array) (*zarr.Float32Decoder, zarr.Elem, error) {
 	kind, size := a.Native()
 	elem, ok := elemOf(kind, size)
 	if !ok {
-		return nil, fmt.Errorf("element type %c%d is not supported (expected an integer or float32/float64)", kind, size)
+		return nil, elem, fmt.Errorf("element type %c%d is not supported (expected an integer or float16/float32/float64)", kind, size)
 	}
+	d, err := zarr.NewFloat32Decoder(elem, cfParams(a))
+	return d, elem, err
+}
+
+// cfParams are the CF numbers of an array's decoding.
+func cfParams(a Array) zarr.CFParams {
 	scale, offset, fill, hasFill := a.CF()
 	cf := zarr.CFParams{Scale: scale, Offset: offset}
 	if hasFill {
 		cf.Masks = []float64{fill}
 	}
-	return zarr.NewFloat32Decoder(elem, cf)
+	return cf
 }
 
 // elemOf is the reader's element type for a numpy kind and size the sampler reads.
@@ -67,7 +74,7 @@ func elemOf(kind byte, size int) (zarr.Elem, bool) {
 	case 'u':
 		table = [4]zarr.Elem{zarr.Uint8, zarr.Uint16, zarr.Uint32, zarr.Uint64}
 	case 'f':
-		table = [4]zarr.Elem{zarr.ElemNone, zarr.ElemNone, zarr.Float32, zarr.Float64}
+		table = [4]zarr.Elem{zarr.ElemNone, zarr.Float16, zarr.Float32, zarr.Float64}
 	}
 	for i, s := range []int{1, 2, 4, 8} {
 		if s == size && table[i] != zarr.ElemNone {

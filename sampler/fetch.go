@@ -76,9 +76,9 @@ func slot(sem chan struct{}) func() {
 	return func() { <-sem }
 }
 
-// fetchDecode loads chunk sidx in the two bounded steps, into a native buffer taken only for
-// the decode (a read waiting on the network holds its compressed bytes, not a decoded chunk).
-func (c *chunked) fetchDecode(f fetchingArray, sidx []int) (*[]byte, bool, error) {
+// fetchDecode loads chunk sidx in the two bounded steps into dst (an entry's block or a native
+// buffer, written only by the decode: a read waiting on the network holds its compressed bytes).
+func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, error) {
 	done := slot(c.reads)
 	var buf []byte
 	select {
@@ -88,10 +88,9 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int) (*[]byte, bool, error
 	}
 	raw, found, err := f.FetchChunk(sidx, buf)
 	done()
-	bp := c.nativeBuf() // an error returns it unused
 	if err == nil {
 		done = slot(c.decodes)
-		err = f.DecodeFetched(sidx, raw, found, *bp)
+		err = f.DecodeFetched(sidx, raw, found, dst)
 		done()
 	}
 	if cap(raw) > 0 && &raw[:1][0] == &buf[:1][0] { // our buffer (not the store's memory): reuse it
@@ -100,7 +99,7 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int) (*[]byte, bool, error
 		default:
 		}
 	}
-	return bp, found, err
+	return found, err
 }
 
 // aheadBatches is how far ahead the job prefetches: the anchor's fetch_ahead_batches, else
@@ -157,16 +156,7 @@ func (c *chunked) readAhead(key uint64) {
 	if !ok || c.remote {
 		return
 	}
-	ip, _ := c.idxPool.Get().(*[]int)
-	if ip == nil {
-		s := make([]int, len(c.shape)+c.storeRank) // canonical, then store order (as loadChunk)
-		ip = &s
-	}
-	lin := int(key & (1<<keyShift - 1))
-	idx := (*ip)[:len(c.shape)]
-	for d := range idx {
-		idx[d] = lin / c.gstride[d] % c.grid[d]
-	}
-	ra.ReadAhead(c.storeIndex(idx, (*ip)[len(c.shape):]))
+	ip, _, sidx := c.indices(key)
+	ra.ReadAhead(sidx)
 	c.idxPool.Put(ip)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
 // Draw returns where example e of global batch g comes from: t0 (unix seconds), the anchor
@@ -98,6 +100,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	}
 	rs := j.state()
 	defer j.putState(rs)
+	rs.nt = j.nt
 	j.prefetch(ctx, g, rs)
 	defer j.decodes.gathered(g)
 	j.fetchAhead(g)
@@ -126,6 +129,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 			lids[e] = j.sites.id(ex.site)
 		}
 	}
+	// The gather may write the slot with stores that bypass the caches: order them before the
+	// caller publishes the batch (one goroutine filled it).
+	rowconv.Fence()
 	j.mu.Lock()
 	j.batches++
 	j.exmpl += uint64(j.size)

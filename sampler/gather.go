@@ -1,7 +1,11 @@
 package sampler
 
-// The gather kernels: copy one example's window out of cached float32 chunks into slot memory.
-// Everything is already decoded in the cache, so the inner loop is one copy per output row.
+import "github.com/gobatch/gobatch/sampler/internal/rowconv"
+
+// The gather kernels: copy one example's window out of cached chunks into slot memory. Chunks
+// are decoded in the cache, so the inner loop is one call per output row run: a copy of
+// float32 rows, or rows of stored values converted to float32 as they are copied (chunked.go
+// says which a source's entries hold).
 
 // box4 is a window over the last four dimensions (a, b, y, x) of an array, optionally below a
 // fixed leading index (an NWP run). Along a the indices are a0 + k*aStride (time steps), or
@@ -16,8 +20,8 @@ type box4 struct {
 	nanFrom         int // steps k >= nanFrom along a are filled (dropout); na for none
 }
 
-// gather4 writes the box into out, C order [na, len(b), h, w].
-func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
+// gather4 writes the box into out, C order [na, len(b), h, w]; nt: with non-temporal stores.
+func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 	d := 0 // dimension of a
 	leadKey, leadOff := 0, 0
 	if bx.lead >= 0 {
@@ -52,6 +56,7 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
 				}
 				continue
 			}
+			cv := c.rowConv(b)
 			kb, wb := b/cb, b%cb
 			keyAB := leadKey + ka*sa + kb*sb
 			offAB := leadOff + (wa*cb+wb)*cy*cx
@@ -61,11 +66,11 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
 				for x := bx.x0; x < bx.x0+w; {
 					kx, wx := x/cx, x%cx
 					nx := min(cx-wx, bx.x0+w-x)
-					src, err := ps.get(c.key(keyAB+ky*sy+kx*sx), c.elems, c.load)
+					src, err := ps.get(c.key(keyAB+ky*sy+kx*sx), c.chunkBytes(), c.load)
 					if err != nil {
 						return err
 					}
-					copyRows(out[o+(y-bx.y0)*w+(x-bx.x0):], w, src[offAB+wy*cx+wx:], cx, ny, nx)
+					c.rows(cv, nt, out[o+(y-bx.y0)*w+(x-bx.x0):], w, src, offAB+wy*cx+wx, cx, ny, nx)
 					x += nx
 				}
 				y += ny
@@ -75,16 +80,26 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32) error {
 	return nil
 }
 
-// copyRows copies n rows of m values, rows dstStride and srcStride apart.
-func copyRows(dst []float32, dstStride int, src []float32, srcStride, n, m int) {
-	if m == 32 {
-		// The common crop width: a fixed-size move the compiler inlines (no call per row).
-		for r := 0; r < n; r++ {
-			*(*[32]float32)(dst[r*dstStride:]) = *(*[32]float32)(src[r*srcStride:])
-		}
-		return
+// rows writes n rows of m float32 values, rows dstStride apart, from block (a cached chunk)
+// from value off on, rows srcStride values apart: a copy of float32 entries (cv nil), else
+// stored values converted by cv. nt: with stores that bypass the CPU caches.
+func (c *chunked) rows(cv *rowconv.Conv, nt bool, dst []float32, dstStride int, block []byte, off, srcStride, n, m int) {
+	switch {
+	case cv == nil && nt:
+		rowconv.CopyRowsNT(dst, dstStride, bytesAsFloat32(block)[off:], srcStride, n, m)
+	case cv == nil:
+		rowconv.CopyRows(dst, dstStride, bytesAsFloat32(block)[off:], srcStride, n, m)
+	case nt:
+		cv.RowsNT(dst, dstStride, block[off*c.width:], srcStride, n, m)
+	default:
+		cv.Rows(dst, dstStride, block[off*c.width:], srcStride, n, m)
 	}
-	for r := 0; r < n; r++ {
-		copy(dst[r*dstStride:r*dstStride+m], src[r*srcStride:r*srcStride+m])
+}
+
+// value is value i of block (a cached chunk) as float32.
+func (c *chunked) value(cv *rowconv.Conv, block []byte, i int) float32 {
+	if cv == nil {
+		return bytesAsFloat32(block)[i]
 	}
+	return cv.Value(block[i*c.width:])
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/readers/objstore"
+	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
 // Options are the settings of a job that do not come from the configuration file.
@@ -49,6 +50,7 @@ type Job struct {
 
 	srcs   []dataSource
 	stores []string // the store each source reads, as opened
+	nt     bool     // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
 	anchor *gridSource
 	points []*pointSource
 	sites  *sites // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
@@ -88,7 +90,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.openSources(specs, anchor, &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}); err != nil {
 		return nil, err
 	}
-	j.measureData()
+	if err := j.measureData(); err != nil {
+		return nil, err
+	}
 	j.shareDecodes()
 	if err := j.placeCentres(anchor); err != nil {
 		return nil, err
@@ -201,8 +205,9 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 	return nil
 }
 
-// measureData numbers the sources' chunks for the cache and adds up their decoded size.
-func (j *Job) measureData() {
+// measureData numbers the sources' chunks for the cache, makes their converters and adds up
+// their size in the cache.
+func (j *Job) measureData() error {
 	for _, s := range j.srcs {
 		c := s.data()
 		c.id = uint64(s.spec().Index)
@@ -214,7 +219,11 @@ func (j *Job) measureData() {
 			n *= int64(g)
 		}
 		j.dataBytes += n * c.chunkBytes()
+		if err := c.prepareConvs(); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // placeCentres finds the centre pixels whose anchor crop fits the grid, and when the job is
@@ -379,6 +388,11 @@ func (j *Job) layTensors() error {
 	if len(j.tensors) > config.MaxSources {
 		return j.cfg.Errorf("source", "%d tensors with the metadata; at most %d are supported", len(j.tensors), config.MaxSources)
 	}
+	var bytes int64
+	for _, t := range j.tensors {
+		bytes += t.NBytes()
+	}
+	j.nt = rowconv.UseNT(bytes)
 	return nil
 }
 

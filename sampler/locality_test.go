@@ -95,11 +95,12 @@ func TestAutoModeAndTooSmallCache(t *testing.T) {
 	if j.Mode() != SampleRandom {
 		t.Fatalf("64 MB cache for %d bytes: mode %s", j.DataBytes(), j.Mode())
 	}
-	cfg, err := parseCfg(t, memConfigFmt("sampling = \"locality\"\nsegment_steps = 120"))
+	cfg, err := parseCfg(t, memConfigFmt("sampling = \"locality\"\nsegment_steps = 240"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 16 MiB is the smallest cache_mb; make one segment (120 steps, 64 x 64 pixels) too big.
+	// 16 MiB is the smallest cache_mb; make one segment (240 steps, 64 x 64 pixels of int16,
+	// held as such) too big.
 	ds := newMemNowcast(memParams{T: 600, P: 64, S: 23, satChunkT: 12, satChunkP: 32})
 	_, err = NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 16})
 	if err == nil || !strings.Contains(err.Error(), "too small for locality sampling") {

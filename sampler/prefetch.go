@@ -252,7 +252,7 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 				if !c.remote {
 					yield = j.decodes.yieldTo(kg) // a lower batch's gather keeps a core
 				}
-				e, err := j.cache.acquire(k, c.elems, c.load)
+				e, err := j.cache.acquire(k, c.chunkBytes(), c.load)
 				yield()
 				if err != nil {
 					// The gather meets the same error and reports it: loading the rest first

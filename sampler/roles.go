@@ -39,6 +39,7 @@ type readerState struct {
 	segs []int    // locality: distinct segments of the batch (stats)
 	keys []uint64 // prefetch: chunks of the batch
 	at   []int    // time indices of a window whose steps are not evenly spaced (span.at)
+	nt   bool     // write rows with non-temporal stores (Job.nt)
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
@@ -148,7 +149,7 @@ func gatherBox(rs *readerState, c *chunked, bx *box4, found bool, ex *example, o
 		return fmt.Errorf("%s: %s at t0 %d", c.what, missing, ex.t0)
 	}
 	defer rs.pins.releaseAll()
-	return gather4(&rs.pins, c, bx, out)
+	return gather4(&rs.pins, c, bx, out, rs.nt)
 }
 
 // ---- nwp: (init_time, step, channel, y, x) --------------------------------------------------
@@ -306,6 +307,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	nanFrom := dropoutSteps(p.win, ex.cut[p.s.Index])
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
+	cv := c.rowConv(0)
 	defer rs.pins.releaseAll()
 	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
@@ -324,11 +326,11 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 		}
 		for q, sys := range rs.sel {
 			ks, ws := int(sys)/cs, int(sys)%cs
-			src, err := rs.pins.get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.elems, c.load)
+			src, err := rs.pins.get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.chunkBytes(), c.load)
 			if err != nil {
 				return err
 			}
-			row[q] = src[wt*cs+ws]
+			row[q] = c.value(cv, src, wt*cs+ws)
 		}
 	}
 	return nil

@@ -13,6 +13,13 @@ func bytesAsFloat32(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
+func bytesAsUint16(b []byte) []uint16 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
+}
+
 func bytesAsFloat64(b []byte) []float64 {
 	if len(b) == 0 {
 		return nil

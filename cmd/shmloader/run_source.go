@@ -172,7 +172,9 @@ func (s *runSource) logStats() {
 	ev := s.log.Info().Uint64("batches", st.Batches).Float64("cache_hit_rate", c.HitRate()).
 		Uint64("cache_hits", c.Hits).Uint64("cache_misses", c.Misses).Uint64("cache_evictions", c.Evictions).
 		Uint64("cache_over_budget", c.OverBudget).Int64("cache_resident_mb", c.ResidentBytes>>20).
-		Int64("cache_peak_mb", c.PeakBytes>>20).Dur("decode_time", c.LoadTime).Dur("wait_time", c.WaitTime).
+		Int64("cache_peak_mb", c.PeakBytes>>20).Int64("cache_free_mb", c.FreeBytes>>20).
+		Uint64("cache_blocks_mapped", c.Maps).Uint64("cache_blocks_unmapped", c.Unmaps).
+		Dur("decode_time", c.LoadTime).Dur("wait_time", c.WaitTime).
 		Dur("elapsed", time.Since(s.start))
 	if st.Mode == sampler.SampleLocality {
 		ev = ev.Float64("segments_per_batch", st.SegmentsPerBatch).Int("resident_segments", st.ResidentSegments)

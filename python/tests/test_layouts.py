@@ -239,7 +239,24 @@ def expected(srcs: list[Src], t0s: int, x: float, y: float) -> dict[str, np.ndar
             da = s.canonical(["time", "id"]).sel({s.dims["time"]: s.window(t0)}).isel({idn: near})
             out[s.name] = da.values.astype(np.float32)
             out[c.get("ids_tensor", s.name + "_system")] = as_int[near]
+        out[s.name] = normalised(c, out[s.name], per_channel=role != "points")
     return out
+
+
+def normalised(c: dict[str, Any], v: np.ndarray, per_channel: bool) -> np.ndarray:
+    """The config's normalisation ((v - mean) / std in float64 from the float32 value: per
+    selected channel, axis 1 of a grid or NWP example, or mean[0] and std[0] for points), then
+    its NaN policy ("zero": NaN becomes 0)."""
+    if "normalise_mean" in c:
+        m, sd = np.array(c["normalise_mean"], np.float64), np.array(c["normalise_std"], np.float64)
+        if per_channel:
+            m, sd = m[:, None, None], sd[:, None, None]
+        else:
+            m, sd = m[0], sd[0]
+        v = ((v.astype(np.float64) - m) / sd).astype(np.float32)
+    if c.get("nan_policy") == "zero":
+        v = np.where(np.isnan(v), np.float32(0), v)
+    return v
 
 
 def config(srcs: list[Src], size: int = 8, seed: int = 5) -> dict[str, Any]:

@@ -64,12 +64,15 @@ def test_plan_matches_the_stores(data: Path) -> None:
     assert rep["batch_bytes"] == sum(t["bytes"] for t in rep["tensors"])
     assert rep["ring_slots"] == cfg["ring"]["slots"]
     assert rep["segment_bytes"] >= rep["ring_slots"] * rep["batch_bytes"]
-    # The decoded size is every data array at float32; 64 px and a quarter day fit any cache.
+    # The decoded size is every data array as the cache holds it: in its stored type when that
+    # is narrower than float32 (the int16 satellite), else float32; 64 px and a quarter day fit
+    # any cache.
     decoded = 0
     for want in cfg["source"]:
         da = xr.open_zarr(data / want["store"], chunks=None)[want["variable"]]
         grid = [math.ceil(n / c) for n, c in zip(da.shape, da.encoding["chunks"])]
-        decoded += int(np.prod(grid)) * int(np.prod(da.encoding["chunks"])) * 4
+        width = min(np.dtype(da.encoding["dtype"]).itemsize, 4)
+        decoded += int(np.prod(grid)) * int(np.prod(da.encoding["chunks"])) * width
     assert rep["decoded_bytes"] == decoded
     assert rep["mode"] == "random" and rep["order"] == "stream"
     assert rep["cache_bytes"] == cfg["source"][0]["cache_mb"] << 20

@@ -90,3 +90,7 @@ func (d *Float32Decoder) Decode(dst []float32, src []byte) {
 		d.conv.fn(d.conv.args, unsafe.Pointer(unsafe.SliceData(dst)), sp, n)
 	}
 }
+
+// Identity reports whether Decode copies its input unchanged (float32 that CF leaves as is):
+// a chunk decoded in place then needs no pass at all.
+func (d *Float32Decoder) Identity() bool { return d.copy }
