@@ -64,7 +64,7 @@ func TestCharacterClasses(t *testing.T) {
 // instead of writing a wrong file.
 func TestRenderRefusesUnknownShapes(t *testing.T) {
 	for name, f := range map[string]func(){
-		"field type": func() { pyFormat("u16") },
+		"field type": func() { pyFormat("i8") },
 		"region":     func() { prefixOf(ring.Region{Name: "extra"}) },
 		"enum order": func() {
 			enumNames(ring.ConstGroup{Enum: true, Consts: []ring.Const{{Name: "A", Value: 1}}})
