@@ -407,6 +407,9 @@ func (p *pinSet) get(key uint64, size int64, load chunkLoader) ([]byte, error) {
 	return e.mem, nil
 }
 
+// full reports whether the next get of a chunk not held releases every pin first.
+func (p *pinSet) full() bool { return len(p.keys) >= p.limit }
+
 func (p *pinSet) releaseAll() {
 	for i, e := range p.ents {
 		p.c.release(e)

@@ -34,6 +34,8 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 	h, w, nb := bx.h, bx.w, len(bx.b)
 	plane := h * w
 	fill := c.fillValue()
+	q := pieces{c: c, nt: nt}
+	defer q.flush()
 	lastKa := -1
 	for k := 0; k < bx.na; k++ {
 		a := bx.a0 + k*bx.aStride
@@ -44,6 +46,7 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 		if ka != lastKa {
 			// a only grows: the chunks of earlier a-chunks are not needed again. Unpinning
 			// them bounds what one reader pins to one chunk row of (b, y, x).
+			q.flush()
 			ps.releaseAll()
 			lastKa = ka
 		}
@@ -66,11 +69,14 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 				for x := bx.x0; x < bx.x0+w; {
 					kx, wx := x/cx, x%cx
 					nx := min(cx-wx, bx.x0+w-x)
+					if ps.full() {
+						q.flush() // get releases every pin, the queued piece's block with them
+					}
 					src, err := ps.get(c.key(keyAB+ky*sy+kx*sx), c.chunkBytes(), c.load)
 					if err != nil {
 						return err
 					}
-					c.rows(cv, nt, out[o+(y-bx.y0)*w+(x-bx.x0):], w, src, offAB+wy*cx+wx, cx, ny, nx)
+					q.push(piece{cv, out[o+(y-bx.y0)*w+(x-bx.x0):], w, src, offAB + wy*cx + wx, cx, ny, nx})
 					x += nx
 				}
 				y += ny
@@ -80,20 +86,54 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 	return nil
 }
 
+// piece is one call of chunked.rows: n rows of m values from one cached chunk.
+type piece struct {
+	cv                   *rowconv.Conv
+	dst                  []float32
+	dstStride            int
+	block                []byte
+	off, srcStride, n, m int
+}
+
+// pieces runs the pieces of a gather one behind, so that each piece's rows are prefetched
+// while the piece before it is converted (row r of the next with row r of this one): a
+// piece is a few rows of one channel plane, its first rows are cache misses, and the
+// kernels' own prefetch runs only a few rows ahead. The queued piece's block stays pinned
+// until flush.
+type pieces struct {
+	c      *chunked
+	nt     bool
+	queued piece
+	has    bool
+}
+
+func (q *pieces) push(p piece) {
+	q.run(p.block[p.off*q.c.width:])
+	q.queued, q.has = p, true
+}
+
+// flush converts the queued piece, if any.
+func (q *pieces) flush() { q.run(nil) }
+
+// run converts the queued piece, if any, prefetching next (the rows of the piece after it).
+func (q *pieces) run(next []byte) {
+	if q.has {
+		p := &q.queued
+		q.c.rows(p.cv, q.nt, p.dst, p.dstStride, p.block, p.off, p.srcStride, p.n, p.m, next)
+		q.queued, q.has = piece{}, false
+	}
+}
+
 // rows writes n rows of m float32 values, rows dstStride apart, from block (a cached chunk)
 // from value off on, rows srcStride values apart: a copy of float32 entries (cv nil), else
-// stored values converted by cv. nt: with stores that bypass the CPU caches.
-func (c *chunked) rows(cv *rowconv.Conv, nt bool, dst []float32, dstStride int, block []byte, off, srcStride, n, m int) {
-	switch {
-	case cv == nil && nt:
-		rowconv.CopyRowsNT(dst, dstStride, bytesAsFloat32(block)[off:], srcStride, n, m)
-	case cv == nil:
-		rowconv.CopyRows(dst, dstStride, bytesAsFloat32(block)[off:], srcStride, n, m)
-	case nt:
-		cv.RowsNT(dst, dstStride, block[off*c.width:], srcStride, n, m)
-	default:
-		cv.Rows(dst, dstStride, block[off*c.width:], srcStride, n, m)
+// stored values converted by cv. nt: with stores that bypass the CPU caches. next: the rows
+// of the call to come (see pieces), prefetched meanwhile; nil for none.
+func (c *chunked) rows(cv *rowconv.Conv, nt bool, dst []float32, dstStride int, block []byte, off, srcStride, n, m int, next []byte) {
+	if cv == nil {
+		rowconv.CopyRowsThen(dst, dstStride, bytesAsFloat32(block)[off:], srcStride, n, m, nt, bytesAsFloat32(next))
+		return
 	}
+	cv.RowsThen(dst, dstStride, block[off*c.width:], srcStride, n, m, nt, next)
 }
 
 // value is value i of block (a cached chunk) as float32.

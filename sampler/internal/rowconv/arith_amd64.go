@@ -20,19 +20,19 @@ type arith struct {
 const noMask = math.MaxInt32
 
 //go:noescape
-func arithI16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func arithI16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func arithU16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func arithU16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func arithI8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func arithI8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 // arithKernels are the AVX2 kernels by stored type (float16's needs F16C too).
 var arithKernels = map[zarr.Elem]kernel{
@@ -72,7 +72,7 @@ func newArith(c *Conv, p Params) {
 	}
 	table, raw := c.table(), patterns(c.size)
 	got := make([]float32, len(table))
-	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), flags)
+	fn(a, &table[0], &got[0], 0, &raw[0], 0, 1, len(got), flags, nil)
 	if sameTable(got, table) {
 		c.kern[pathAVX2], c.a, c.flags = fn, a, flags
 	}

@@ -11,20 +11,23 @@ func CopyNT(dst, src []float32) {
 
 // CopyRows copies n rows of m float32 values, rows dstStride and srcStride apart.
 func CopyRows(dst []float32, dstStride int, src []float32, srcStride, n, m int) {
-	copyRows(dst, dstStride, src, srcStride, n, m, false)
+	CopyRowsThen(dst, dstStride, src, srcStride, n, m, false, nil)
 }
 
 // CopyRowsNT is CopyRows with non-temporal stores where the CPU has them.
 func CopyRowsNT(dst []float32, dstStride int, src []float32, srcStride, n, m int) {
-	copyRows(dst, dstStride, src, srcStride, n, m, true)
+	CopyRowsThen(dst, dstStride, src, srcStride, n, m, true, nil)
 }
 
-func copyRows(dst []float32, dstStride int, src []float32, srcStride, n, m int, nt bool) {
+// CopyRowsThen is CopyRows (CopyRowsNT with nt) that prefetches the next call's rows as
+// Conv.RowsThen does.
+func CopyRowsThen(dst []float32, dstStride int, src []float32, srcStride, n, m int, nt bool, next []float32) {
 	if !checkRows(len(dst), dstStride, len(src), srcStride, n, m) {
 		return
 	}
 	if k := copyKernels[path]; k != nil {
-		k(nil, nil, &dst[0], 4*dstStride, (*byte)(unsafe.Pointer(&src[0])), 4*srcStride, n, m, ntFlag(nt))
+		k(nil, nil, &dst[0], 4*dstStride, (*byte)(unsafe.Pointer(&src[0])), 4*srcStride, n, m, ntFlag(nt),
+			ahead(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 4*len(next)), 4, srcStride, n, m))
 		return
 	}
 	copyRowsGo(dst, dstStride, src, srcStride, n, m)

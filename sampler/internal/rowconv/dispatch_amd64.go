@@ -23,25 +23,25 @@ func availablePaths() []kernelPath {
 // kernel is the signature of every assembly kernel: a and t may be nil where the
 // kernel does not use them; flags 1 asks for non-temporal stores (2 and 4 are the
 // arithmetic kernels': normalise, NaN to zero).
-type kernel func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+type kernel func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func lut16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func lut16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func lut8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func lut8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func copyAVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func copyAVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func lut16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func lut16SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func lut8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func lut8SSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
-func copySSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+func copySSE2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 // copyKernels copy float32 rows, by path.
 var copyKernels = [numPaths]kernel{pathSSE2: copySSE2, pathAVX2: copyAVX2}

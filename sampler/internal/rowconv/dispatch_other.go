@@ -6,7 +6,7 @@ package rowconv
 // kernels.
 
 // kernel is the assembly kernels' signature (dispatch_amd64.go); none here.
-type kernel func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+type kernel func(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 // arith: the arithmetic kernels' numbers; none here.
 type arith struct{}

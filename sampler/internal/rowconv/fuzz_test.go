@@ -192,11 +192,11 @@ func (c *fuzzCase) checkRows(t *testing.T, what string, conv *Conv, want []float
 	dst, guard := guarded((rows-1)*dstStride+m, c.dstOff)
 	gaps := make([]float32, len(dst)) // what Rows must leave alone between rows
 	copy(gaps, dst)
-	if c.nt {
-		conv.RowsNT(dst, dstStride, src, srcStride, rows, m)
-	} else {
-		conv.Rows(dst, dstStride, src, srcStride, rows, m)
+	var next []byte // the rows to prefetch meanwhile (a hint: no effect on dst)
+	if c.dstOff%2 == 1 {
+		next = src
 	}
+	conv.RowsThen(dst, dstStride, src, srcStride, rows, m, c.nt, next)
 	Fence()
 	guard(t, what+" Rows")
 	got := make([]float32, 0, rows*m)
@@ -260,6 +260,20 @@ func TestPaths(t *testing.T) {
 	}
 }
 
+// TestAhead: the kernels are given the next call's rows only when all n of them lie in next.
+func TestAhead(t *testing.T) {
+	next := make([]byte, 2*(3*10+4)) // 4 rows of 4 uint16 values, 10 values apart
+	for _, c := range []struct {
+		next   []byte
+		n      int
+		wantOK bool
+	}{{next, 4, true}, {next, 5, false}, {next[:len(next)-1], 4, false}, {nil, 1, false}, {next, 0, false}} {
+		if got := ahead(c.next, 2, 10, c.n, 4); (got != nil) != c.wantOK || got != nil && got != &c.next[0] {
+			t.Errorf("ahead(%d bytes, n %d) = %v, want a pointer: %v", len(c.next), c.n, got, c.wantOK)
+		}
+	}
+}
+
 func TestCopyRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, k := range availablePaths() {
@@ -275,11 +289,11 @@ func TestCopyRows(t *testing.T) {
 					src = src[off:]
 					dst, guard := guarded((rows-1)*dstStride+m, (off+3)%8)
 					gaps := append([]float32(nil), dst...)
-					if nt {
-						CopyRowsNT(dst, dstStride, src, srcStride, rows, m)
-					} else {
-						CopyRows(dst, dstStride, src, srcStride, rows, m)
+					var next []float32 // prefetched meanwhile: a hint only
+					if off%2 == 1 {
+						next = src[1:]
 					}
+					CopyRowsThen(dst, dstStride, src, srcStride, rows, m, nt, next)
 					Fence()
 					what := k.String() + " CopyRows"
 					guard(t, what)

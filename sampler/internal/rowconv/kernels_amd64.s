@@ -3,17 +3,18 @@
 // Row kernels (the Go side is dispatch_amd64.go and arith_amd64.go, which check every
 // length first). Every kernel has the signature
 //
-//	func k(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int)
+//	func k(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 //
 // and converts or copies n rows of m values: row r reads src + r*srcStride and writes
 // dst + r*dstStride (strides in bytes). t is the table of final float32 values by raw
 // bit pattern (lookups, and the values the vector steps leave over); a holds the
 // arithmetic kernels' numbers. flags: 1 non-temporal stores, 2 normalise, 4 NaN to
-// zero. With non-temporal stores, the values before dst reaches the vector alignment
+// zero. next, when not nil, is where the caller's next call's rows start (rows srcStride
+// apart too): row r of it is prefetched with row r. With non-temporal stores, the values before dst reaches the vector alignment
 // and the last values of a row (fewer than a vector) are stored normally.
 //
 // Registers: DX t, R8 dst row, R9 dstStride, R10 src row, R11 srcStride, R12 rows
-// left, R13 m, BX flags; per row DI dst, SI src, CX values left; AX scratch. Each
+// left, R13 m, BX flags, R15 next (R15 is free: nothing here reads a global); per row DI dst, SI src, CX values left; AX scratch. Each
 // vector step leaves its result in Y3 (X3).
 
 #define ARGS \
@@ -24,7 +25,8 @@
 	MOVQ srcStride+40(FP), R11 \
 	MOVQ n+48(FP), R12 \
 	MOVQ m+56(FP), R13 \
-	MOVQ flags+64(FP), BX
+	MOVQ flags+64(FP), BX \
+	MOVQ next+72(FP), R15
 
 // ROWS is a whole kernel: VEC converts vecN values (step source bytes, esz bytes a
 // value) into Y3/X3, which STORE or NTSTORE write; ONE does one value with an ordinary
@@ -56,6 +58,12 @@ row: \
 	LEAQ  (R10)(R11*PF), AX \
 	PREFETCHT0 (AX) \
 	PREFETCHT0 63(AX) \
+	TESTQ R15, R15 \
+	JZ    own \
+	PREFETCHT0 (R15) \
+	PREFETCHT0 63(R15) \
+	ADDQ  R11, R15 \
+own: \
 	MOVQ  R8, DI \
 	MOVQ  R10, SI \
 	MOVQ  R13, CX \
@@ -221,52 +229,52 @@ keepnan:
 #define AU8 ARITH8(LOADU8)
 #define AF16 ARITH8(LOADF16)
 
-TEXT ·lut16AVX2(SB), NOSPLIT, $0-72
+TEXT ·lut16AVX2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(GATHER16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·lut8AVX2(SB), NOSPLIT, $0-72
+TEXT ·lut8AVX2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(GATHER8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·copyAVX2(SB), NOSPLIT, $0-72
+TEXT ·copyAVX2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(COPY8, 8, 32, 4, 31, ONE32, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·lut16SSE2(SB), NOSPLIT, $0-72
+TEXT ·lut16SSE2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(LOOK16, 4, 8, 2, 15, ONE16, XSTORE, XNTSTORE, XEXIT)
 
-TEXT ·lut8SSE2(SB), NOSPLIT, $0-72
+TEXT ·lut8SSE2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(LOOK8, 4, 4, 1, 15, ONE8, XSTORE, XNTSTORE, XEXIT)
 
-TEXT ·copySSE2(SB), NOSPLIT, $0-72
+TEXT ·copySSE2(SB), NOSPLIT, $0-80
 	ARGS
 	ROWS(COPY4, 4, 16, 4, 15, ONE32, XSTORE, XNTSTORE, XEXIT)
 
-TEXT ·arithI16AVX2(SB), NOSPLIT, $0-72
+TEXT ·arithI16AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AI16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·arithU16AVX2(SB), NOSPLIT, $0-72
+TEXT ·arithU16AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AU16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·arithI8AVX2(SB), NOSPLIT, $0-72
+TEXT ·arithI8AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AI8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
-TEXT ·arithU8AVX2(SB), NOSPLIT, $0-72
+TEXT ·arithU8AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AU8, 8, 8, 1, 31, ONE8, YSTORE, YNTSTORE, YEXIT)
 
 // AVX2 and F16C.
-TEXT ·arithF16AVX2(SB), NOSPLIT, $0-72
+TEXT ·arithF16AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AF16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
@@ -275,3 +283,4 @@ TEXT ·arithF16AVX2(SB), NOSPLIT, $0-72
 TEXT ·Fence(SB), NOSPLIT, $0-0
 	SFENCE
 	RET
+

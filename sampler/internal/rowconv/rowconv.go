@@ -116,6 +116,15 @@ func patterns(size int) []byte {
 	return raw
 }
 
+// ahead is the kernels' next argument: the start of next when it holds n rows of m values
+// of size bytes, srcStride values apart; nil otherwise.
+func ahead(next []byte, size, srcStride, n, m int) *byte {
+	if n <= 0 || len(next) < ((n-1)*srcStride+m)*size {
+		return nil
+	}
+	return &next[0]
+}
+
 func (c *Conv) postRow(dst []float32) {
 	if !c.post.norm && !c.post.nanToZero {
 		return
@@ -153,20 +162,24 @@ func (c *Conv) RowNT(dst []float32, src []byte) {
 // r*srcStride of src (strides count values, not bytes, as in the sampler's copyRows)
 // and written to dst[r*dstStride : r*dstStride+m].
 func (c *Conv) Rows(dst []float32, dstStride int, src []byte, srcStride, n, m int) {
-	c.rows(dst, dstStride, src, srcStride, n, m, false)
+	c.RowsThen(dst, dstStride, src, srcStride, n, m, false, nil)
 }
 
 // RowsNT is Rows with non-temporal stores to dst where the CPU has them.
 func (c *Conv) RowsNT(dst []float32, dstStride int, src []byte, srcStride, n, m int) {
-	c.rows(dst, dstStride, src, srcStride, n, m, true)
+	c.RowsThen(dst, dstStride, src, srcStride, n, m, true, nil)
 }
 
-func (c *Conv) rows(dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool) {
+// RowsThen is Rows (RowsNT with nt) that also prefetches the rows of the call to come: next
+// is that call's src from its first row on (rows srcStride values apart, as here), and its
+// row r is prefetched while row r here is converted, so that a gather's next piece does
+// not start on cache misses. nil or too short a next (fewer than n rows): no prefetch.
+func (c *Conv) RowsThen(dst []float32, dstStride int, src []byte, srcStride, n, m int, nt bool, next []byte) {
 	if !checkRows(len(dst), dstStride, len(src)/c.size, srcStride, n, m) {
 		return
 	}
 	if k := c.kern[path]; k != nil {
-		k(c.a, c.tab, &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, c.flags|ntFlag(nt))
+		k(c.a, c.tab, &dst[0], 4*dstStride, &src[0], c.size*srcStride, n, m, c.flags|ntFlag(nt), ahead(next, c.size, srcStride, n, m))
 		return
 	}
 	switch {
