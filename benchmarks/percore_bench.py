@@ -3,9 +3,13 @@
 
 Every figure is measured for this build's ``shmloader`` and, with ``--baseline-shmloader
 PATH``, for another build (the tree before issue 11, say) in the same run, runs of the two
-alternated. The trainer is the same for both: it takes batches as fast as it can and touches
-every byte of each once (a copy into preallocated arrays), so that the cost of the loader's
-slot writes to the trainer's first reads is part of every figure. Parts:
+alternated. The trainer is the same for both and takes batches as fast as it can, in two
+forms (TRAINERS): "copies" touches every byte of each batch once (a copy into preallocated
+arrays), so that the cost of the loader's slot writes to the trainer's first reads is part of
+the figure; "takes" gives each batch back untouched, so that the loader has this machine's
+cores to itself (on a node the trainers' copies run on their own cores or a GPU's DMA
+engines; with 2 CPUs here the copy takes most of one that the loader would scale into). (a),
+(b) and (d) are measured under both. Parts:
 
 (a) in cache (``--data``, 4 days of nowcast-ref by default, cache_mb 4096, sampling
     "random"): batches/s over the batches/s of a NumPy baseline that writes one batch's bytes
@@ -31,7 +35,7 @@ Machine load (1-minute load average) is printed beside every figure: the machine
 Usage::
 
     python benchmarks/percore_bench.py --quick [--baseline-commit C | --baseline-shmloader OLD]  # < 2 minutes
-    python benchmarks/percore_bench.py [--baseline-commit C | --baseline-shmloader OLD]          # < 15 minutes
+    python benchmarks/percore_bench.py [--baseline-commit C | --baseline-shmloader OLD]          # < 20 minutes
 
 ``--baseline-commit C`` builds the baseline itself (git archive C, go build ./cmd/shmloader in
 a temporary directory); ``make bench`` and ``run_all.py --only percore`` measure against the
@@ -96,6 +100,8 @@ def cpu_seconds(pid: int) -> float:
 class Touch:
     """The trainer's first touch of a batch: every tensor copied into a preallocated array."""
 
+    name = "copies"
+
     def __init__(self) -> None:
         self.dst: dict[str, np.ndarray] = {}
 
@@ -111,6 +117,23 @@ class Touch:
         if hasattr(batch, "release"):
             batch.release()
         return n
+
+
+class Take:
+    """A trainer that takes each batch and gives it back untouched: the loader alone, with every
+    core but the consumer's few microseconds a batch (on a node, the trainers' copies run on
+    their own cores or on a GPU's DMA engines, not on the loader's)."""
+
+    name = "takes"
+
+    def __call__(self, batch: Any) -> int:
+        n = sum(np.asarray(v).nbytes for v in batch.values())
+        if hasattr(batch, "release"):
+            batch.release()
+        return n
+
+
+TRAINERS: dict[str, Callable[[], Any]] = {"copies": Touch, "takes": Take}
 
 
 def copy_baseline(nbytes: int, seconds: float) -> float:
@@ -140,6 +163,7 @@ class Run:
 
     build: str
     readers: int
+    trainer: str = "copies"
     batches: int = 0
     seconds: float = 0.0
     cpu_s: float = 0.0  # the loader's
@@ -166,13 +190,13 @@ def published_stats(loader: Any) -> dict[str, Any]:
 
 
 def measure(build: str, binary: str, cfg: dict[str, Any], root: Path, readers: int, warmup: int,
-            seconds: float, max_batches: int) -> Run:
+            seconds: float, max_batches: int, trainer: str = "copies") -> Run:
     """``warmup`` batches, then batches as fast as the trainer takes them for ``seconds``
-    (at most ``max_batches``), each touched."""
+    (at most ``max_batches``), each handed to the trainer (TRAINERS: copied, or only taken)."""
     import gobatch
 
-    r = Run(build=build, readers=readers)
-    touch = Touch()
+    r = Run(build=build, readers=readers, trainer=trainer)
+    touch = TRAINERS[trainer]()
     try:
         loader = gobatch.Loader(cfg, data_root=str(root), readers=readers, shmloader=binary)
     except Exception as e:  # a build that refuses the configuration: say so in the table
@@ -211,7 +235,7 @@ def alternate(builds: list[tuple[str, str]], rounds: int, one: Callable[[str, st
         for name, binary in order:
             run = one(name, binary)
             out[name].append(run)
-            print(f"    {name}: readers {run.readers}: {run.bps:.2f} batches/s, {run.cpu_per_batch * 1e3:.1f} CPU ms/batch, "
+            print(f"    {name}: readers {run.readers}, trainer {run.trainer}: {run.bps:.2f} batches/s, {run.cpu_per_batch * 1e3:.1f} CPU ms/batch, "
                   f"{run.misses_per_batch:.2f} misses/batch, segments/batch {run.segments_per_batch:.2f} ({run.load})"
                   + (f" {run.error}" if run.error else ""), flush=True)
     return out
@@ -386,43 +410,48 @@ def run_parts(args: argparse.Namespace, builds: list[tuple[str, str]], data: Pat
     rows: list[list[str]] = []
     figs: list[list[str]] = []
 
-    def add_rows(part: str, sampling: str, runs: dict[int, dict[str, list[Run]]]) -> None:
-        for readers in (1, 2):
-            for n in names:
-                r = best(runs[readers][n])
-                ok = [x.bps for x in runs[readers][n] if not x.error]
-                spread = f"{min(ok):.2f}-{max(ok):.2f}" if ok else "-"
-                rows.append([part, n, str(readers), sampling, fmt(r.segments_per_batch), fmt(r.bps), spread,
-                             fmt(r.cpu_per_batch * 1e3, ".1f"), fmt(r.misses_per_batch), r.load or r.error])
-        figs.append([f"{part}: readers 2 over readers 1, batches/s (issue: >= 1.8)"]
-                    + [ratio(best(runs[2][n]).bps, best(runs[1][n]).bps) for n in names])
+    def add_rows(part: str, sampling: str, runs: dict[tuple[str, int], dict[str, list[Run]]]) -> None:
+        for trainer in TRAINERS:
+            for readers in (1, 2):
+                for n in names:
+                    r = best(runs[trainer, readers][n])
+                    ok = [x.bps for x in runs[trainer, readers][n] if not x.error]
+                    spread = f"{min(ok):.2f}-{max(ok):.2f}" if ok else "-"
+                    rows.append([part, trainer, n, str(readers), sampling, fmt(r.segments_per_batch), fmt(r.bps), spread,
+                                 fmt(r.cpu_per_batch * 1e3, ".1f"), fmt(r.misses_per_batch), r.load or r.error])
+        for trainer in TRAINERS:
+            figs.append([f"{part}, trainer {trainer}: readers 2 over readers 1, batches/s (issue: >= 1.8)"]
+                        + [ratio(best(runs[trainer, 2][n]).bps, best(runs[trainer, 1][n]).bps) for n in names])
+
+    def both(cfg: dict[str, Any], root: Path, warm: int) -> dict[tuple[str, int], dict[str, list[Run]]]:
+        """Every build at readers 2 and 1, under each trainer."""
+        return {(trainer, readers): alternate(builds, rounds, lambda n, b: measure(n, b, cfg, root, readers, warm, seconds, 100000, trainer))
+                for trainer in TRAINERS for readers in (2, 1)}
 
     if "a" in parts:
         print("\n(a, d) in cache: cache_mb 4096, sampling random", flush=True)
-        cfg_in = preset_config(4096, "random")
         warm = 30 if quick else 60  # batches until the random-mode cache holds every chunk
-        in_cache = {readers: alternate(builds, rounds, lambda n, b: measure(n, b, cfg_in, data, readers, warm, seconds, 100000))
-                    for readers in (2, 1)}
-        nbytes = best(in_cache[2][names[0]]).batch_bytes or 30255872
+        in_cache = both(preset_config(4096, "random"), data, warm)
+        nbytes = best(in_cache["copies", 2][names[0]]).batch_bytes or 30255872
         base_bps = copy_baseline(nbytes, min(seconds, 3.0))
         print(f"    NumPy copy + touch of one batch ({nbytes / MB:.1f} MB): {base_bps:.2f} batches/s ({load()})", flush=True)
         add_rows("in cache", "random", in_cache)
-        figs.append(["in cache, readers 2: batches/s over NumPy copy + touch of one batch (issue: >= 0.55)"]
-                    + [ratio(best(in_cache[2][n]).bps, base_bps) for n in names])
-        figs.append(["in cache, readers 2: loader CPU ms per batch"]
-                    + [fmt(best(in_cache[2][n]).cpu_per_batch * 1e3, ".1f") for n in names])
+        figs.append(["in cache, readers 2, trainer copies: batches/s over NumPy copy + touch of one batch (issue: >= 0.55)"]
+                    + [ratio(best(in_cache["copies", 2][n]).bps, base_bps) for n in names])
+        for trainer in TRAINERS:
+            figs.append([f"in cache, readers 2, trainer {trainer}: loader CPU ms per batch"]
+                        + [fmt(best(in_cache[trainer, 2][n]).cpu_per_batch * 1e3, ".1f") for n in names])
         figs.append([f"(NumPy copy + touch of one {nbytes / MB:.1f} MB batch: batches/s)", fmt(base_bps)] + [""] * (len(names) - 1))
 
     if "b" in parts:
         print("\n(b, d) larger than the cache: cache_mb 1024, sampling locality, "
               + ", ".join(f"{k} {v}" for k, v in LOCALITY.items()), flush=True)
-        cfg_large = preset_config(1024, "locality")
-        larger = {readers: alternate(builds, rounds, lambda n, b: measure(n, b, cfg_large, large, readers, 8, seconds, 100000))
-                  for readers in (2, 1)}
+        larger = both(preset_config(1024, "locality"), large, 8)
         add_rows("larger than cache", "locality", larger)
         if len(names) == 2:
-            figs.append(["larger than cache, readers 2: batches/s over the baseline's (issue: >= 2)",
-                         ratio(best(larger[2][names[0]]).bps, best(larger[2][names[1]]).bps), "1"])
+            for trainer in TRAINERS:
+                figs.append([f"larger than cache, readers 2, trainer {trainer}: batches/s over the baseline's (issue: >= 2)",
+                             ratio(best(larger[trainer, 2][names[0]]).bps, best(larger[trainer, 2][names[1]]).bps), "1"])
 
     if "c" in parts:
         print(f"\n(c) decoded cache bytes: the first {cache_batches} batches of {shown(data)}, cache_mb 4096, sampling random", flush=True)
@@ -466,10 +495,12 @@ def run_parts(args: argparse.Namespace, builds: list[tuple[str, str]], data: Pat
                            for n in names])
 
     print(f"\n## Results ({load()} at the end)\n")
-    print(f"Batches/s: the median of {rounds} run(s) of {seconds:.0f} s per build, builds alternated; the trainer "
-          "copies every batch into its own arrays. Sampling and segments per batch beside every figure.\n")
+    print(f"Batches/s: the median of {rounds} run(s) of {seconds:.0f} s per build, builds alternated. Trainer "
+          "'copies': every batch copied into the trainer's own arrays (on this machine that copy shares the loader's "
+          "cores); 'takes': each batch taken and given back untouched (the loader alone, as on a node whose trainers "
+          "copy on their own cores). Sampling and segments per batch beside every figure.\n")
     if rows:
-        print(table(["data", "build", "readers", "sampling", "segments/batch", "batches/s", "range of the runs",
+        print(table(["data", "trainer", "build", "readers", "sampling", "segments/batch", "batches/s", "range of the runs",
                      "loader CPU ms/batch", "misses/batch", "load"], rows))
         print()
     print(table(["figure"] + names, figs))
