@@ -27,4 +27,10 @@
 // non-temporal stores pay (measured, only for batches well past the last-level cache:
 // the gather's partial-line writes make them dearer than ordinary stores below that).
 // Elsewhere the NT variants store normally and UseNT is false.
+//
+// The kernels prefetch their source a few rows ahead of the row they convert; RowsThen
+// and CopyRowsThen also take the next call's rows and prefetch row r of those with row
+// r of their own, so that a gather of many short pieces (a few rows of one channel
+// plane each) finds each piece's first rows already on their way (prefetches are
+// hints only: they neither fault nor change what is written).
 package rowconv
