@@ -35,7 +35,6 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 	plane := h * w
 	fill := c.fillValue()
 	q := pieces{c: c, nt: nt}
-	defer q.flush()
 	lastKa := -1
 	for k := 0; k < bx.na; k++ {
 		a := bx.a0 + k*bx.aStride
@@ -83,6 +82,7 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 			}
 		}
 	}
+	q.flush()
 	return nil
 }
 
