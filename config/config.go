@@ -277,7 +277,9 @@ func build(top *Table) *Config {
 	}
 	cfg.Ring.Slots = DefaultSlots
 	if r := top.Sub("ring"); r != nil {
-		cfg.Ring.Slots = int(r.Int("slots", DefaultSlots, 1, MaxSlots))
+		// Two slots at least: a training loop holds the batch it works on while it asks for
+		// the next, so a ring of one slot would stop at the second batch.
+		cfg.Ring.Slots = int(r.Int("slots", DefaultSlots, 2, MaxSlots))
 		r.Done()
 	}
 	cfg.Node.OnRankDeath = RankDeathStop

@@ -23,6 +23,8 @@ type Array interface {
 	Dims() []string
 	// Native is the stored element type, in numpy's terms: kind 'i', 'u' or 'f' and size.
 	Native() (kind byte, size int)
+	// TypeName is numpy's name of the stored type (int16, complex64, <U2), for messages.
+	TypeName() string
 	// CF returns the decoding attributes: raw values equal to fill become NaN (when hasFill),
 	// then value = raw * scale + offset.
 	CF() (scale, offset, fill float64, hasFill bool)
@@ -49,7 +51,7 @@ func newDecoder(a Array) (*zarr.Float32Decoder, zarr.Elem, error) {
 	kind, size := a.Native()
 	elem, ok := elemOf(kind, size)
 	if !ok {
-		return nil, elem, fmt.Errorf("element type %c%d is not supported (expected an integer or float16/float32/float64)", kind, size)
+		return nil, elem, fmt.Errorf("data type %s is not supported: the sampler reads integer and float16/float32/float64 arrays", a.TypeName())
 	}
 	d, err := zarr.NewFloat32Decoder(elem, cfParams(a))
 	return d, elem, err

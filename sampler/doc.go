@@ -122,9 +122,10 @@
 // init_time) / resolution) onwards all exist, else the next older run within the limits (a
 // missing run is simply absent from init_time). A window's steps are found by arithmetic on a
 // regular axis and by search on any other; one across a change of step gathers through an index
-// list. [Job.Rejections] says, per source, how many anchor times it rules out and why the first
-// was (shmloader logs it at start-up with -v); a configuration with no candidate is refused
-// with that report.
+// list. [Job.Rejections] says, per source, how many anchor times it rules out, how many for
+// each cause (a gap, the window leaving the coordinate, no NWP run, ...; most first) and why the
+// first was (shmloader logs it at start-up with -v); a configuration with no candidate is
+// refused with that report.
 //
 // # Epochs
 //

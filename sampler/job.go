@@ -245,12 +245,37 @@ func (j *Job) placeCentres(a *Spec) error {
 }
 
 // Rejection is how many anchor times one source rules out as t0 (its window lacks a step
-// there), or that [batch] t0_start / t0_end leave out, and why the first of them was.
+// there), or that [batch] t0_start / t0_end leave out, why the first of them was, and how many
+// each cause rejects (most first): the cause that rejects almost every time is the one to fix.
 type Rejection struct {
-	Field string `json:"field"` // "source[1]"; "batch" for the t0_start / t0_end range
-	Name  string `json:"name"`  // the source's name; "" for the range
-	Count int    `json:"count"` // anchor times rejected (a time several sources reject counts for each)
-	First string `json:"first"` // the first rejected time and why: "at t0 2021-01-01T00:10: ..."; "" when Count is 0
+	Field  string  `json:"field"`            // "source[1]"; "batch" for the t0_start / t0_end range
+	Name   string  `json:"name"`             // the source's name; "" for the range
+	Count  int     `json:"count"`            // anchor times rejected (a time several sources reject counts for each)
+	First  string  `json:"first"`            // the first rejected time and why: "at t0 2021-01-01T00:10: ..."; "" when Count is 0
+	Causes []Cause `json:"causes,omitempty"` // a source's rejections by cause, most first
+}
+
+// Cause is how many anchor times a source rejects for one reason, and the first of them.
+type Cause struct {
+	Cause string `json:"cause"` // "the time coordinate has a gap where the window needs a step", ...
+	Count int    `json:"count"`
+	First string `json:"first"` // the first such time and its detail
+}
+
+// add counts a rejection of t0 for reason why.
+func (r *Rejection) add(t0 int64, why reject) {
+	at := fmt.Sprintf("at t0 %s: %s", fmtTime(t0), why.detail)
+	if r.Count == 0 {
+		r.First = at
+	}
+	r.Count++
+	for i := range r.Causes {
+		if r.Causes[i].Cause == why.cause {
+			r.Causes[i].Count++
+			return
+		}
+	}
+	r.Causes = append(r.Causes, Cause{Cause: why.cause, Count: 1, First: at})
 }
 
 func (r Rejection) String() string {
@@ -261,7 +286,14 @@ func (r Rejection) String() string {
 	if r.Count == 0 {
 		return who + " rejects none"
 	}
-	return fmt.Sprintf("%s rejects %d: %s", who, r.Count, r.First)
+	if len(r.Causes) < 2 {
+		return fmt.Sprintf("%s rejects %d: %s", who, r.Count, r.First)
+	}
+	parts := make([]string, len(r.Causes))
+	for i, c := range r.Causes {
+		parts[i] = fmt.Sprintf("%d because %s (the first %s)", c.Count, c.Cause, c.First)
+	}
+	return fmt.Sprintf("%s rejects %d: %s", who, r.Count, strings.Join(parts, "; "))
 }
 
 // t0Range is the anchor index range [lo, hi) inside [batch] t0_start .. t0_end.
@@ -318,15 +350,15 @@ func (j *Job) findCandidates() error {
 				continue
 			}
 			good = false
-			r := &j.rejections[si]
-			if r.Count == 0 {
-				r.First = fmt.Sprintf("at t0 %s: %s", fmtTime(t0), s.whyNot(t0))
-			}
-			r.Count++
+			j.rejections[si].add(t0, s.whyNot(t0))
 		}
 		if good {
 			j.cands = append(j.cands, int32(i))
 		}
+	}
+	for si := range j.srcs {
+		cs := j.rejections[si].Causes
+		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
 	}
 	if len(j.cands) > 0 {
 		return nil

@@ -44,6 +44,7 @@ func (a *memArray) Shape() []int        { return a.shape }
 func (a *memArray) Chunks() []int       { return a.chunks }
 func (a *memArray) Dims() []string      { return a.dims }
 func (a *memArray) Native() (byte, int) { return a.kind, a.size }
+func (a *memArray) TypeName() string    { return fmt.Sprintf("%c%d", a.kind, a.size) }
 func (a *memArray) CF() (float64, float64, float64, bool) {
 	return a.scale, a.offset, a.fill, a.hasFill
 }

@@ -20,8 +20,8 @@ type Plan struct {
 	LocationsDropped int   `json:"locations_dropped,omitempty"`
 	DecodedBytes     int64 `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes       int64 `json:"cache_bytes,omitempty"`   // the cache budget
-	// Rejections are the anchor times each source rules out as t0, and why the first was
-	// (Job.Rejections).
+	// Rejections are the anchor times each source rules out as t0, by cause, and why the
+	// first was (Job.Rejections).
 	Rejections []Rejection `json:"t0_rejections,omitempty"`
 
 	// Order is the batch order (config.OrderStream or config.OrderEpochs); with epochs,

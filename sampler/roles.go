@@ -12,10 +12,10 @@ type dataSource interface {
 	spec() *Spec
 	data() *chunked
 	// fits reports whether every step of the source's window exists at anchor time t0 (unix
-	// seconds); whyNot says what is missing when it does not (called for the first rejection
-	// only: the start-up report).
+	// seconds); whyNot says what is missing when it does not (called for each rejected time
+	// at start-up: the report counts the causes).
 	fits(t0 int64) bool
-	whyNot(t0 int64) string
+	whyNot(t0 int64) reject
 	// fill writes example ex into out (one example's slice of the source's tensor).
 	fill(rs *readerState, ex *example, out []float32) error
 }
@@ -51,20 +51,41 @@ func (rs *readerState) timeScratch(n int) []int {
 	return rs.at[:n]
 }
 
+// reject is why a source rules out a t0: its cause (one of a few classes, which the start-up
+// report counts) and the detail of this t0 (which step, which time).
+type reject struct {
+	cause  string
+	detail string
+}
+
+func (r reject) String() string { return r.detail }
+
+// The causes of a rejected t0.
+const (
+	causeEdge   = "the window leaves the time coordinate"
+	causeGap    = "the time coordinate has a gap where the window needs a step"
+	causeNoRun  = "no NWP run is old enough"
+	causeStale  = "the latest NWP run is too stale"
+	causeNoStep = "the NWP run lacks a step of the window"
+)
+
 // windowWhy says which step of window w at t0 the time axis lacks: past an end of the
-// coordinate, or in a gap.
-func windowWhy(t *timeAxis, w timeWindow, t0 int64) string {
+// coordinate, or in a gap, with the spacing of the coordinate around it (a window resolution
+// finer than the store's steps rejects almost every t0 that way).
+func windowWhy(t *timeAxis, w timeWindow, t0 int64) reject {
 	_, k := t.place(w, t0, nil)
 	if k < 0 {
-		return ""
+		return reject{}
 	}
 	off := (w.first + int64(k)) * w.res
 	v := t0 + off
 	if v < t.value(0) || v > t.last() {
-		return fmt.Sprintf("the time window leaves the time coordinate (t0 %s = %s is outside %s .. %s)",
-			fmtOffset(off), fmtTime(v), fmtTime(t.value(0)), fmtTime(t.last()))
+		return reject{causeEdge, fmt.Sprintf("the time window leaves the time coordinate (t0 %s = %s is outside %s .. %s)",
+			fmtOffset(off), fmtTime(v), fmtTime(t.value(0)), fmtTime(t.last()))}
 	}
-	return fmt.Sprintf("the time coordinate has no step at t0 %s = %s (a gap)", fmtOffset(off), fmtTime(v))
+	i := sort.Search(t.len(), func(i int) bool { return t.value(i) > v }) // t.value(i-1) < v < t.value(i)
+	return reject{causeGap, fmt.Sprintf("the time coordinate has no step at t0 %s = %s (a gap: its steps there are %s and %s, %s apart; the window's are %s apart: time_resolution_minutes)",
+		fmtOffset(off), fmtTime(v), fmtTime(t.value(i-1)), fmtTime(t.value(i)), fmtSeconds(t.value(i)-t.value(i-1)), fmtSeconds(w.res))}
 }
 
 // fmtOffset writes seconds relative to t0 or an init time: "+ 60 min", "- 30 min", "+ 90 s".
@@ -118,7 +139,7 @@ func (g *gridSource) fits(t0 int64) bool {
 	return missing < 0
 }
 
-func (g *gridSource) whyNot(t0 int64) string { return windowWhy(&g.times, g.win, t0) }
+func (g *gridSource) whyNot(t0 int64) reject { return windowWhy(&g.times, g.win, t0) }
 
 // box is the example's window in the array; at is scratch for an unevenly spaced window.
 func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
@@ -172,16 +193,16 @@ func (n *nwpSource) fits(t0 int64) bool {
 	return ok
 }
 
-func (n *nwpSource) whyNot(t0 int64) string {
+func (n *nwpSource) whyNot(t0 int64) reject {
 	r := n.rule
 	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
 	if run < 0 {
-		return fmt.Sprintf("no run with init_time <= t0 - %d min (the first run is %s)", r.minStale/60, fmtTime(n.inits.value(0)))
+		return reject{causeNoRun, fmt.Sprintf("no run with init_time <= t0 - %d min (the first run is %s)", r.minStale/60, fmtTime(n.inits.value(0)))}
 	}
 	init := n.inits.value(run)
 	if r.maxStale > 0 && t0-init > r.maxStale {
-		return fmt.Sprintf("the latest run with init_time <= t0 - %d min (%s) is more than max_staleness_minutes (%d) older than t0",
-			r.minStale/60, fmtTime(init), r.maxStale/60)
+		return reject{causeStale, fmt.Sprintf("the latest run with init_time <= t0 - %d min (%s) is more than max_staleness_minutes (%d) older than t0",
+			r.minStale/60, fmtTime(init), r.maxStale/60)}
 	}
 	lead := r.lead(init, t0)
 	_, k := n.steps.steps(lead, r.window.res, r.window.n, nil)
@@ -189,8 +210,8 @@ func (n *nwpSource) whyNot(t0 int64) string {
 	if r.maxStale > 0 {
 		older = fmt.Sprintf("no older run within max_staleness_minutes (%d)", r.maxStale/60)
 	}
-	return fmt.Sprintf("the latest run (%s) has no step %s, and %s has every step of the window",
-		fmtTime(init), fmtOffset(lead+int64(max(k, 0))*r.window.res), older)
+	return reject{causeNoStep, fmt.Sprintf("the latest run (%s) has no step %s, and %s has every step of the window",
+		fmtTime(init), fmtOffset(lead+int64(max(k, 0))*r.window.res), older)}
 }
 
 // box is the example's window in the array; at is scratch for an unevenly spaced window.
@@ -235,7 +256,7 @@ func (p *pointSource) fits(t0 int64) bool {
 	return missing < 0
 }
 
-func (p *pointSource) whyNot(t0 int64) string { return windowWhy(&p.times, p.win, t0) }
+func (p *pointSource) whyNot(t0 int64) reject { return windowWhy(&p.times, p.win, t0) }
 
 // setOrder prepares the ascending-id ordering of the chosen systems.
 func (p *pointSource) setOrder() {

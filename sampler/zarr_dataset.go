@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
@@ -50,6 +51,9 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 		a, err = zarr.OpenArray(d.store, name)
 	}
 	if err != nil {
+		if errors.Is(err, zarr.ErrNotFound) && d.h != nil {
+			return nil, fmt.Errorf("%w; the arrays in %s are: %s", err, d.path, strings.Join(d.h.Arrays(), ", "))
+		}
 		return nil, err
 	}
 	cf := a.CF()
@@ -71,6 +75,8 @@ type zarrArray struct {
 func (z *zarrArray) Shape() []int   { return z.a.Shape }
 func (z *zarrArray) Chunks() []int  { return z.a.Chunks }
 func (z *zarrArray) Dims() []string { return z.a.DimNames }
+
+func (z *zarrArray) TypeName() string { return z.a.DType.Name() }
 
 func (z *zarrArray) Native() (byte, int) {
 	switch z.a.DType.Kind {

@@ -132,7 +132,7 @@ func describeNode(h *zarr.Hierarchy, n *zarr.Node) nodeReport {
 		r.Shape = []int{}
 		r.Chunks = []int{}
 	}
-	r.DType, r.DataType, r.TypeName = a.DType.NumpyStr(), a.DType.String(), typeName(a.DType)
+	r.DType, r.DataType, r.TypeName = a.DType.NumpyStr(), a.DType.String(), a.DType.Name()
 	r.Order = "C"
 	if a.Order == 'F' {
 		r.Order = "F"
@@ -184,35 +184,4 @@ func codecConfig(c zarr.CodecInfo) json.RawMessage {
 		return c.Config
 	}
 	return b
-}
-
-// typeName is numpy's name for a data type (int16, float32, datetime64[ns], <U5, ...).
-func typeName(d zarr.DType) string {
-	switch d.Kind {
-	case zarr.KindBool:
-		return "bool"
-	case zarr.KindInt:
-		return fmt.Sprintf("int%d", 8*d.Size)
-	case zarr.KindUint:
-		return fmt.Sprintf("uint%d", 8*d.Size)
-	case zarr.KindFloat:
-		return fmt.Sprintf("float%d", 8*d.Size)
-	case zarr.KindComplex:
-		return fmt.Sprintf("complex%d", 8*d.Size)
-	case zarr.KindDatetime, zarr.KindTimedelta:
-		s := nativeDescr(d) // <M8[ns]
-		name := "datetime64"
-		if d.Kind == zarr.KindTimedelta {
-			name = "timedelta64"
-		}
-		if i := strings.IndexByte(s, '['); i >= 0 {
-			return name + s[i:]
-		}
-		return name
-	case zarr.KindString:
-		return "str (variable length)"
-	case zarr.KindVarBytes:
-		return "bytes (variable length)"
-	}
-	return nativeDescr(d)
 }

@@ -375,7 +375,7 @@ def _ranked(cfg, per_worker, rank):
 
 def test_outside_a_worker_rank_is_unchanged():
     pytest.importorskip("torch")
-    with gobatch.Loader(config({"x": ((1,), "float32")}, size=1, slots=1)) as loader:
+    with gobatch.Loader(config({"x": ((1,), "float32")}, size=1, slots=2)) as loader:
         assert (loader.rank, loader.world_size) == (0, 1)
 
 

@@ -408,7 +408,7 @@ def test_fork_child_gets_loader_error_parent_continues():
 def test_loader_cannot_be_pickled():
     import pickle
 
-    with gobatch.Loader(config({"x": ((1,), "float32")}, size=1, slots=1)) as loader:
+    with gobatch.Loader(config({"x": ((1,), "float32")}, size=1, slots=2)) as loader:
         with pytest.raises(TypeError, match="cannot be pickled"):
             pickle.dumps(loader)
 

@@ -280,8 +280,11 @@ def test_plan_reports_each_sources_rejections(tmp_path: Path) -> None:
     first = {r["name"]: r["first"] for r in rep["t0_rejections"]}
     t0 = next(t for t in inside if not all(w in sat for w in (t + OFFSETS).tolist()))
     lack = next(w for w in t0 + OFFSETS if w.tolist() not in sat)
-    assert first["satellite"] == f"at t0 {str(t0)[:16]}: the time coordinate has no step at t0 + " \
-        f"{(lack - t0) // MIN} min = {str(lack)[:16]} (a gap)", first
+    before = max(t for t in ref.sat_time if t < lack)
+    after = min(t for t in ref.sat_time if t > lack)
+    assert first["satellite"].startswith(f"at t0 {str(t0)[:16]}: the time coordinate has no step at t0 + "
+        f"{(lack - t0) // MIN} min = {str(lack)[:16]} (a gap: its steps there are {str(before)[:16]} and "
+        f"{str(after)[:16]}, {(after - before) // MIN} min apart;"), first
     t0 = next(t for t in inside if ref.nwp_choice(t) is None)
     assert first["nwp"].startswith(f"at t0 {str(t0)[:16]}: "), first
 
@@ -311,7 +314,7 @@ def test_t0_start_end(tmp_path: Path) -> None:
     # 08:20 is in the windows of all but 08:55; the satellite has every step there.
     ({"t0_start": "2021-01-01T08:05:00Z", "t0_end": "2021-01-01T08:55:00Z"},
      ["no valid t0", "source[1] (nwp) rejects 11", "max_staleness_minutes (300)", "source[2] (pv) rejects 10",
-      "(a gap)"]),
+      "(a gap: its steps there are 2021-01-01T08:15 and 2021-01-01T08:25, 10 min apart"]),
 ])
 def test_bad_range_is_refused(tmp_path: Path, batch: dict[str, str], words: list[str]) -> None:
     write_stores(tmp_path, "cf_minutes", "float_hours")

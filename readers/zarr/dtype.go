@@ -44,6 +44,40 @@ func (d DType) String() string {
 	return d.NumpyStr()
 }
 
+// Name is numpy's name for the data type (int16, float32, complex64, datetime64[ns], <U5, ...),
+// as numpy prints a dtype: the spelling messages use.
+func (d DType) Name() string {
+	switch d.Kind {
+	case KindBool:
+		return "bool"
+	case KindInt:
+		return fmt.Sprintf("int%d", 8*d.Size)
+	case KindUint:
+		return fmt.Sprintf("uint%d", 8*d.Size)
+	case KindFloat:
+		return fmt.Sprintf("float%d", 8*d.Size)
+	case KindComplex:
+		return fmt.Sprintf("complex%d", 8*d.Size)
+	case KindDatetime, KindTimedelta:
+		d.BigEndian = false
+		s := d.NumpyStr() // <M8[ns]
+		name := "datetime64"
+		if d.Kind == KindTimedelta {
+			name = "timedelta64"
+		}
+		if i := strings.IndexByte(s, '['); i >= 0 {
+			return name + s[i:]
+		}
+		return name
+	case KindString:
+		return "str (variable length)"
+	case KindVarBytes:
+		return "bytes (variable length)"
+	}
+	d.BigEndian = false
+	return d.NumpyStr()
+}
+
 // NumpyStr returns the numpy type string (little-endian for multi-byte types unless BigEndian).
 func (d DType) NumpyStr() string {
 	bo := "<"

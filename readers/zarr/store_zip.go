@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"archive/zip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,10 @@ func OpenZipStore(path string) (*ZipStore, error) {
 	zr, err := zip.NewReader(f, st.Size())
 	if err != nil {
 		f.Close()
+		if errors.Is(err, zip.ErrFormat) {
+			return nil, fmt.Errorf("zarr: open store %s: not a Zarr store: a file that is not a zip archive "+
+				"(a store is a directory holding .zgroup, .zarray or zarr.json, or a .zip of one)", path)
+		}
 		return nil, fmt.Errorf("zarr: open store %s: %w", path, err)
 	}
 	s := &ZipStore{name: path, f: f, entries: map[string]*zip.File{}, offsets: map[string]int64{}}
