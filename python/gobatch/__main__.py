@@ -19,7 +19,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["shmloader"]:  # everything after it is shmloader's, --help included
         return run_shmloader(argv[1:])
-    parser = argparse.ArgumentParser(prog="gobatch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="gobatch", description="gobatch: versions, machine checks, the packaged shmloader")
     parser.add_argument("--version", action="store_true", help="print the versions of every part and exit")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("doctor", help="print versions and check this machine (exit status 1 when a check fails)")
