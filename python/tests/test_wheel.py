@@ -180,7 +180,7 @@ echo "T1 $(date +%s.%N)"
 echo "PIPLIST $(fresh/bin/pip list --format json)"
 fresh/bin/gobatch --version; echo "VERSION_RC $?"
 fresh/bin/python -m gobatch doctor; echo "DOCTOR_RC $?"
-fresh/bin/python inner.py spec.json; echo "INNER_RC $?"
+fresh/bin/python inner.py spec.json 2>&1; echo "INNER_RC $?"
 {py} -m pip install --no-build-isolation --no-deps --no-index --target src-target {q(str(REPO / 'python'))} 2>&1
 echo "SOURCE_RC $?"
 """
@@ -205,16 +205,23 @@ echo "SOURCE_RC $?"
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def inner(installed: Dict[str, Any]) -> Dict[str, Any]:
+    """What the Loaders in the fresh venv reported; fails with their output when they failed."""
+    if installed.get("INNER_RC") != 0 or "RESULT" not in installed:
+        pytest.fail(f"the Loaders in the fresh venv failed (status {installed.get('INNER_RC')}):\n"
+                    f"{installed['out'][-6000:]}")
+    return dict(installed["RESULT"])
+
+
 def test_toolchain_is_hidden(installed: Dict[str, Any]) -> None:
     assert "HIDDEN-FAIL" not in installed["out"], installed["out"]
-    assert installed["RESULT"]["system_proj_loads"] is False, "the system libproj still loads in the namespace"
+    assert inner(installed)["system_proj_loads"] is False, "the system libproj still loads in the namespace"
 
 
 def test_install_pulls_only_numpy_and_compiles_nothing(installed: Dict[str, Any]) -> None:
     names = {p["name"].lower() for p in installed["PIPLIST"]}
     assert names - {"pip", "setuptools"} == {"gobatch", "numpy"}, names
-    assert "gobatch.libs" not in installed["RESULT"]["gobatch_file"]
-    assert "/fresh/" in installed["RESULT"]["gobatch_file"], installed["RESULT"]  # not the checkout's
+    assert "/fresh/" in inner(installed)["gobatch_file"], installed["RESULT"]  # not the checkout's
     assert installed["INSTALL_S"] < 30, f"install took {installed['INSTALL_S']} s"
 
 
@@ -232,7 +239,7 @@ def test_version_and_doctor(installed: Dict[str, Any]) -> None:
 
 
 def test_child_runs_on_the_bundled_proj(installed: Dict[str, Any]) -> None:
-    for exe, libs in installed["RESULT"]["zarr_child_libs"].items():
+    for exe, libs in inner(installed)["zarr_child_libs"].items():
         assert "/fresh/" in exe, exe
         projs = [lib for lib in libs if "libproj" in lib]
         assert projs and all("/gobatch.libs/" in lib for lib in projs), libs
@@ -241,12 +248,14 @@ def test_child_runs_on_the_bundled_proj(installed: Dict[str, Any]) -> None:
 
 
 def test_synthetic_loader_from_the_wheel(installed: Dict[str, Any]) -> None:
+    inner(installed)
     b = installed["batches"]
     for k in range(N_BATCHES):
         synthetic.check_batch({n: b[f"synthetic/{k}/{n}"] for n in ("a", "b")}, SYNTH, k)
 
 
 def test_projected_zarr_loader_from_the_wheel(installed: Dict[str, Any]) -> None:
+    inner(installed)
     stores, b = installed["stores"], installed["batches"]
     ref = align.Reference(stores)
     kept = ref.site_pixels()
