@@ -6,7 +6,8 @@ installs the wheel with pip from local files only (numpy from build/wheelhouse, 
 wheelhouse``), then runs ``gobatch --version``, ``python -m gobatch doctor``, a Loader on
 synthetic sources and a Loader on Zarr stores that needs PROJ (a geostationary anchor placed
 from its pyresample ``area`` attribute, PV sites placed from longitude/latitude, a
-longitude/latitude NWP). The batches come back in a .npz and are checked here, outside the
+longitude/latitude NWP, and a British National Grid NWP placed either by stored x_osgb/y_osgb
+or by PROJ with ``crs = "EPSG:27700"``). The batches come back in a .npz and are checked here, outside the
 namespace, against the synthetic contract and against xarray and pyproj
 (test_sampler_align.Reference). The same namespace shows that ``pip install ./python`` from a
 checkout stops with a message naming what is missing.
@@ -70,9 +71,9 @@ def child_libs():
         libs[exe] = sorted({l.split()[-1] for l in maps.splitlines() if ".so" in l.split()[-1]})
     return libs
 
-for name, cfg, kw in (("synthetic", spec["synthetic"], {}), ("zarr", spec["zarr"], {"data_root": spec["root"]})):
+for name, cfg in spec["runs"].items():
     t = time.perf_counter()
-    with gobatch.Loader(cfg, framework="numpy", **kw) as loader:
+    with gobatch.Loader(cfg, framework="numpy", data_root=spec["root"]) as loader:
         for k, batch in enumerate(loader):
             if k == 0:
                 out[name + "_first_batch_s"] = time.perf_counter() - t
@@ -165,7 +166,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, An
     lon, lat = align.site_positions(rng, sat["x"].values, sat["y"].values)
     ids = align.write_pv(tmp, rng, lon, lat)
     stores = align.Stores(tmp, lon, lat, ids)
-    spec = {"synthetic": SYNTH, "zarr": align.config(), "root": str(tmp), "n": N_BATCHES, "out": str(tmp / "out.npz")}
+    osgb = align.config()  # the UKV placed by PROJ (geostationary to EPSG:27700), not by x_osgb/y_osgb
+    del osgb["source"][1]["anchor_coords"]
+    osgb["source"][1]["crs"] = "EPSG:27700"
+    spec = {"runs": {"synthetic": SYNTH, "zarr": align.config(), "zarr_osgb": osgb}, "root": str(tmp),
+            "n": N_BATCHES, "out": str(tmp / "out.npz")}
     (tmp / "spec.json").write_text(json.dumps(spec))
     (tmp / "inner.py").write_text(INNER)
     whl, house = wheel_path(), wheelhouse()
@@ -254,14 +259,19 @@ def test_synthetic_loader_from_the_wheel(installed: Dict[str, Any]) -> None:
         synthetic.check_batch({n: b[f"synthetic/{k}/{n}"] for n in ("a", "b")}, SYNTH, k)
 
 
-def test_projected_zarr_loader_from_the_wheel(installed: Dict[str, Any]) -> None:
+@pytest.mark.parametrize("run", ["zarr", "zarr_osgb"])
+def test_projected_zarr_loader_from_the_wheel(installed: Dict[str, Any], run: str) -> None:
+    """Sites (longitude/latitude to the geostationary area), the ECMWF crop (geostationary to
+    EPSG:4326) and the UKV crop (x_osgb/y_osgb as stored, or geostationary to EPSG:27700 by the
+    bundled PROJ: zarr_osgb) against pyproj's positions and xarray's values."""
     inner(installed)
     stores, b = installed["stores"], installed["batches"]
     ref = align.Reference(stores)
     kept = ref.site_pixels()
-    names = {key.split("/")[2] for key in b if key.startswith("zarr/0/")}
+    names = {key.split("/")[2] for key in b if key.startswith(f"{run}/0/")}
+    assert names, f"no batches of {run}"
     for k in range(N_BATCHES):
-        batch = {n: b[f"zarr/{k}/{n}"] for n in names}
+        batch = {n: b[f"{run}/{k}/{n}"] for n in names}
         for i in range(len(batch["location_id"])):
             sid = int(batch["location_id"][i])
             where = f"batch {k} example {i} (location {sid})"
