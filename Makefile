@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 GO ?= go
 GOFLAGS_TEST ?= -race -count=1
 
-.PHONY: all build sysdeps tools go-build clib venv pyinstall test go-test py-test faults demo bench clean fmt vet
+.PHONY: all build sysdeps tools go-build clib venv pyinstall wheel wheelhouse test go-test py-test faults demo bench clean fmt vet
 
 all: build
 
@@ -53,7 +53,36 @@ venv: $(VENV)/.stamp
 pyinstall: venv sysdeps
 	$(VPY) -m pip install -q --no-build-isolation --force-reinstall --no-deps ./python
 
-test: build pyinstall tools go-test py-test
+# The platform wheel a user without Go, a C compiler or PROJ installs (README "Install"):
+# dist/gobatch-<version>-py3-none-manylinux_<glibc>_x86_64.whl. pip builds the package as
+# pyinstall does, with PROJ's proj.db and proj.ini copied in (GOBATCH_BUNDLE_PROJ_DATA,
+# python/setup.py); `auditwheel repair` then copies libproj and the libraries it needs into
+# gobatch.libs/, points shmloader's RPATH there ($ORIGIN-relative) and picks the manylinux tag
+# the symbols allow; `auditwheel show` prints what the wheel needs from the system. Rebuilt
+# when a tracked source of the package changes.
+WHEEL_SRC := $(shell git ls-files go.mod go.sum '*.go' pybind python/gobatch python/setup.py python/pyproject.toml 2>/dev/null)
+wheel: dist/.wheel-stamp
+
+dist/.wheel-stamp: $(WHEEL_SRC) $(VENV)/.stamp | sysdeps
+	rm -rf python/build build/wheel dist/gobatch-*.whl
+	GOBATCH_BUNDLE_PROJ_DATA=$$(pkg-config --variable=datadir proj) \
+	  $(VPY) -m pip wheel -q --no-deps --no-build-isolation -w build/wheel ./python
+	rm -f python/gobatch/_data/proj/proj.db python/gobatch/_data/proj/proj.ini
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m auditwheel repair -w dist build/wheel/gobatch-*.whl
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m auditwheel show dist/gobatch-*.whl
+	@ls -l dist/gobatch-*.whl
+	touch $@
+
+# numpy as a local wheel, for python/tests/test_wheel.py's offline install (downloaded once).
+WHEELHOUSE := build/wheelhouse
+wheelhouse: $(WHEELHOUSE)/.stamp
+
+$(WHEELHOUSE)/.stamp: $(VENV)/.stamp
+	$(VPY) -m pip download -q --only-binary :all: --no-deps -d $(WHEELHOUSE) \
+	  numpy==$$($(VPY) -c 'import numpy; print(numpy.__version__)')
+	touch $@
+
+test: build pyinstall tools wheel wheelhouse go-test py-test
 
 go-test: sysdeps tools
 	$(GO) vet ./...
@@ -90,4 +119,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin build python/build python/gobatch/_bin python/gobatch/_lib
+	rm -rf bin build dist python/build python/gobatch/_bin python/gobatch/_lib python/gobatch/_data

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	proj "github.com/twpayne/go-proj/v11"
+
 	"github.com/gobatch/gobatch/ring"
 )
 
@@ -22,6 +24,7 @@ type versionInfo struct {
 	LayoutVersion uint32            `json:"layout_version"`
 	GoVersion     string            `json:"go_version"`
 	Platform      string            `json:"platform"`
+	PROJVersion   string            `json:"proj_version"` // the PROJ headers built against (the wheel bundles that library)
 	Module        string            `json:"module,omitempty"`
 	ModuleVersion string            `json:"module_version,omitempty"`
 	Settings      map[string]string `json:"settings,omitempty"` // vcs.revision, -tags, CGO_ENABLED, ...
@@ -34,6 +37,7 @@ func buildVersionInfo() versionInfo {
 		LayoutVersion: ring.LayoutVersion,
 		GoVersion:     runtime.Version(),
 		Platform:      runtime.GOOS + "/" + runtime.GOARCH,
+		PROJVersion:   fmt.Sprintf("%d.%d.%d", proj.VersionMajor, proj.VersionMinor, proj.VersionPatch),
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v.Module, v.ModuleVersion = bi.Main.Path, bi.Main.Version
@@ -67,6 +71,7 @@ func cmdVersion(args []string) int {
 	fmt.Printf("shmloader %s\n", v.Version)
 	fmt.Printf("ring layout version %d\n", v.LayoutVersion)
 	fmt.Printf("%s %s\n", v.GoVersion, v.Platform)
+	fmt.Printf("PROJ %s\n", v.PROJVersion)
 	if v.Module != "" {
 		fmt.Printf("module %s %s\n", v.Module, v.ModuleVersion)
 	}

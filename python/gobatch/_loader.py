@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
-from . import _node
+from . import _native, _node
 from . import _clib as _lib
 from ._config import ConfigLike, json_config, stdin_pipe
 from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
@@ -513,7 +513,7 @@ class Loader(Ring):
         try:
             self._proc = subprocess.Popen(
                 [binary, "run", "--config", config_path, "--memfd", str(fd)] + (["--join"] if join else []) + args,
-                pass_fds=(fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env,
+                pass_fds=(fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr, env=_native.child_env(binary, env),
                 # Its own session: a terminal's Ctrl-C reaches the trainer only, which then
                 # closes the loader; the child still dies with us (PDEATHSIG, 3.5 watchdog).
                 start_new_session=True)

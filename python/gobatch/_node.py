@@ -30,6 +30,7 @@ import tempfile
 import time
 from typing import IO, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
+from . import _native
 from .errors import ConfigError, LoaderError, RingError
 
 __all__ = ["NodeSpec", "NodeSession", "node_spec"]
@@ -194,7 +195,7 @@ class NodeSession:
             self._stderr = tempfile.TemporaryFile(prefix="gobatch-serve-")
             self.proc = subprocess.Popen(args, pass_fds=(listener.fileno(),), stdin=stdin,
                                          stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                         env=dict(self._env) if self._env is not None else None,
+                                         env=_native.child_env(self._binary, dict(self._env) if self._env is not None else None),
                                          start_new_session=True)
         finally:
             if stdin != subprocess.DEVNULL:
