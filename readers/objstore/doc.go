@@ -27,7 +27,7 @@
 // Every request is retried with exponential backoff on 5xx and 429 answers, connection
 // resets, timeouts and stalls, and bodies longer than the request can return; after the last
 // retry the error names the object (bucket and key, or URL), the answer and the attempts. A
-// request has Options.Timeout (20 s) in all, and Options.StallTimeout (10 s) of silence at
+// request has Options.Timeout (20 s) in all, and Options.StallTimeout (8 s) of silence at
 // most (waiting for its headers, or between its body's bytes), so that a stalled request is
 // retried well within the sampler's chunk deadline (60 s).
 //

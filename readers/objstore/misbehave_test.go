@@ -232,12 +232,24 @@ func TestStallIsRetried(t *testing.T) {
 	}
 }
 
-// The stores' defaults retry a stall well within the sampler's default chunk deadline (60 s):
-// one stalled request must not end the stream.
+// The stores' defaults retry a stall well within the sampler's default chunk deadline (60 s),
+// and a request that stalls every time fails with the store's error (naming the object) before
+// that deadline: the retries' whole budget (every attempt stalled, the longest backoffs) fits.
 func TestDefaultTimeoutsBelowChunkDeadline(t *testing.T) {
-	if objstore.DefaultTimeout > 20*time.Second || objstore.DefaultStallTimeout > objstore.DefaultTimeout/2 {
-		t.Fatalf("request timeout %v, stall timeout %v: a stall would not be retried within a 60 s chunk deadline",
-			objstore.DefaultTimeout, objstore.DefaultStallTimeout)
+	const deadline = 60 * time.Second
+	if objstore.DefaultTimeout > deadline/2 {
+		t.Fatalf("request timeout %v: a hung request would not be retried within a %v chunk deadline", objstore.DefaultTimeout, deadline)
+	}
+	budget, wait := time.Duration(0), 100*time.Millisecond // the defaults: 5 retries, 100 ms doubling to 5 s
+	for attempt := 0; attempt <= 5; attempt++ {
+		budget += objstore.DefaultStallTimeout
+		if attempt < 5 {
+			budget += wait
+			wait = min(2*wait, 5*time.Second)
+		}
+	}
+	if budget >= deadline-5*time.Second {
+		t.Fatalf("six stalled attempts take up to %v; want well under the %v chunk deadline", budget, deadline)
 	}
 }
 

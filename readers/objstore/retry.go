@@ -27,7 +27,9 @@ type Options struct {
 	// chunk deadline (60 s), so that a request that hangs is retried within it.
 	Timeout time.Duration
 	// StallTimeout bounds a request's silence: the wait for its answer's headers, and any
-	// pause in its body; default 10 s. A stalled request is retried.
+	// pause in its body; default 8 s. A stalled request is retried: with the default retries
+	// and backoff, six stalled attempts end within 52 s, so that the store's error (naming the
+	// object and the stall) comes before the sampler's chunk deadline (60 s).
 	StallTimeout time.Duration
 	// MaxObjectBytes caps a value whose size nothing else bounds (metadata documents,
 	// variable-length string chunks, a read to the end of a value); default 256 MiB. A chunk
@@ -39,7 +41,7 @@ type Options struct {
 // The defaults of Options.
 const (
 	DefaultTimeout        = 20 * time.Second
-	DefaultStallTimeout   = 10 * time.Second
+	DefaultStallTimeout   = 8 * time.Second
 	DefaultMaxObjectBytes = 256 << 20
 )
 
