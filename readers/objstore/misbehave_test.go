@@ -335,3 +335,42 @@ func lastLine(b []byte) string {
 	}
 	return last
 }
+
+// A server that ignores Range answers every range read with the whole value: the store skips
+// to the range and keeps only its bytes, without holding the value (10 MiB here).
+func TestRangeIgnoredIsBounded(t *testing.T) {
+	value := make([]byte, 10<<20)
+	for i := range value {
+		value[i] = byte(i * 7)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(value)))
+		w.Write(value) // 200, whatever the Range
+	}))
+	t.Cleanup(srv.Close)
+	st, err := objstore.OpenStore(srv.URL+"/v.zarr", quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ off, n, from, to int64 }{
+		{100, 10, 100, 110},
+		{5 << 20, 1 << 10, 5 << 20, 5<<20 + 1<<10},
+		{-16, -1, 10<<20 - 16, 10 << 20},
+		{-16, 4, 10<<20 - 16, 10<<20 - 12},
+	} {
+		var got []byte
+		alloc := allocated(func() { got, err = st.GetRange("k", c.off, c.n) })
+		if err != nil {
+			t.Fatalf("GetRange(%d, %d): %v", c.off, c.n, err)
+		}
+		if !bytes.Equal(got, value[c.from:c.to]) {
+			t.Fatalf("GetRange(%d, %d): %d bytes, not the value's [%d, %d)", c.off, c.n, len(got), c.from, c.to)
+		}
+		if alloc > 2<<20 {
+			t.Fatalf("GetRange(%d, %d) allocated %d bytes of a 10 MiB value", c.off, c.n, alloc)
+		}
+	}
+	if _, err := st.GetRange("k", 11<<20, 10); !errors.Is(err, zarr.ErrCorrupt) {
+		t.Fatalf("a range past the value's end: %v; want ErrCorrupt", err)
+	}
+}

@@ -56,10 +56,11 @@ func (r *remote) GetRangeInto(key string, off, n int64, buf []byte) ([]byte, err
 	return r.get(key, spanOf(off, n, r.retry.opt.MaxObjectBytes), buf)
 }
 
-// GetIntoLimit implements zarr.LimitedStore: a value longer than limit bytes is refused (the
-// smaller of limit and MaxObjectBytes) before it is read, or as soon as more arrives.
+// GetIntoLimit implements zarr.LimitedStore: a value longer than limit bytes is refused before
+// it is read, or as soon as more arrives. The limit replaces MaxObjectBytes: it is what the
+// value can legitimately be (a chunk's most encoded size), however large.
 func (r *remote) GetIntoLimit(key string, limit int64, buf []byte) ([]byte, error) {
-	return r.get(key, spanOf(0, -1, min(limit, r.retry.opt.MaxObjectBytes)), buf)
+	return r.get(key, spanOf(0, -1, limit), buf)
 }
 
 // get reads sp of key, with retries; the final error names the object.
