@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,6 +249,7 @@ func (w *WriteSlot) Abandon(err error) {
 // return the error.
 func (p *Producer) Fail(err error) {
 	r := p.r
+	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
 	text := truncateUTF8(err.Error(), MaxErrorText)
 	if atomic.CompareAndSwapUint32(r.u32(offErrorState), errNone, errWriting) {
 		clear(r.mem[offErrorText : offErrorText+MaxErrorText])
@@ -319,7 +321,15 @@ type WatchOptions struct {
 // recorded an error (*ProducerError), and increments the entry's heartbeat. On any of these
 // it makes every pending and future Claim return the same error and returns it; when ctx
 // ends it returns ctx.Err(). Run it in its own goroutine.
-func (p *Producer) Watch(ctx context.Context, opt WatchOptions) error {
+//
+// A fault on a page of a named ring whose file was cut short ends it with a *LostError (lost.go).
+func (p *Producer) Watch(ctx context.Context, opt WatchOptions) (err error) {
+	defer func() {
+		if errors.Is(err, ErrSegmentLost) {
+			p.setStop(err)
+		}
+	}()
+	defer p.r.recoverFault(debug.SetPanicOnFault(true), &err)
 	iv := opt.Interval
 	if iv <= 0 || iv > waitSlice {
 		iv = waitSlice
@@ -328,6 +338,9 @@ func (p *Producer) Watch(ctx context.Context, opt WatchOptions) error {
 	defer t.Stop()
 	for {
 		err := p.r.consumerStatus()
+		if lost := p.r.Lost(); lost != nil { // another goroutine met the cut first
+			err = lost
+		}
 		if err == nil && opt.ParentPID != 0 {
 			err = ParentGone(opt.ParentPID)
 		}

@@ -30,6 +30,8 @@ type Ring struct {
 	creatorGen   uint32 // its generation (0: a new ring's entries are all FREE)
 	creatorTaken atomic.Bool
 
+	lost atomic.Pointer[LostError] // the segment was cut short under the mapping (lost.go)
+
 	// Spin is the number of state loads a waiter makes before it sleeps in FUTEX_WAIT
 	// (0, the default, sleeps at once). Set it before making producers and consumers.
 	Spin int

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 )
@@ -61,10 +62,11 @@ type Stats struct {
 }
 
 // Stats reads the ring's counters, slot states and producer registry.
-func (r *Ring) Stats() Stats {
+func (r *Ring) Stats() (s Stats) {
+	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
 	ld64 := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
 	ld32 := func(off uint64) uint32 { return atomic.LoadUint32(r.u32(off)) }
-	s := Stats{
+	s = Stats{
 		Slots: int(r.slots), SlotBytes: int64(r.g.slotBytes), SegmentBytes: int64(r.g.segmentBytes),
 		StartBatch: r.layout.StartBatch, TotalBatches: r.layout.TotalBatches,
 		NextClaim:      ld64(offNextClaim),
@@ -179,6 +181,7 @@ func (c JobCounters) MissingFraction(i int) float64 {
 // counters and stores its gauges (PROTOCOL.md 2.5a). Only the counter and gauge fields of d
 // are used as such.
 func (r *Ring) AddJobCounters(d JobCounters) {
+	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
 	atomic.AddUint64(r.u64(offCacheHits), d.CacheHits)
 	atomic.AddUint64(r.u64(offCacheMisses), d.CacheMisses)
 	atomic.AddUint64(r.u64(offCacheEvictions), d.CacheEvictions)
@@ -195,9 +198,10 @@ func (r *Ring) AddJobCounters(d JobCounters) {
 }
 
 // JobCounters reads the job counters of PROTOCOL.md 2.5a.
-func (r *Ring) JobCounters() JobCounters {
+func (r *Ring) JobCounters() (c JobCounters) {
+	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
 	ld := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
-	c := JobCounters{
+	c = JobCounters{
 		CacheHits: ld(offCacheHits), CacheMisses: ld(offCacheMisses), CacheEvictions: ld(offCacheEvictions),
 		CacheBytes: ld(offCacheBytes), CacheBudget: ld(offCacheBudget),
 		SegmentsSum: ld(offSegmentsSum), SegmentsBatches: ld(offSegmentsBatches),

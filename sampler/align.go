@@ -162,6 +162,9 @@ func (g *gridSource) anchorCRS(cfg *config.Config) (string, error) {
 			return "", cfg.Errorf(g.s.Field+".crs", "%s/%s: attribute area: %v; expected a projection in it or a crs key on the anchor",
 				g.store, g.s.Variable, err)
 		}
+		if err := checkCRSUnits(g.crs, fmt.Sprintf("%s/%s", g.store, g.dims.name(axisX)), fmt.Sprintf("%s/%s", g.store, g.dims.name(axisY)), g.xs, g.ys); err != nil {
+			return "", cfg.Errorf(g.s.Field+".crs", "%s/%s: attribute area: %v", g.store, g.s.Variable, err)
+		}
 	}
 	return g.crs, nil
 }

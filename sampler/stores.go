@@ -196,10 +196,13 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 	if g.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
 		return nil, err
 	}
-	if g.ys, err = readFloats(cfg, sp, ds, m.name(axisY), ny); err != nil {
+	if g.ys, err = readAxis(cfg, sp, ds, m.name(axisY), ny); err != nil {
 		return nil, err
 	}
-	if g.xs, err = readFloats(cfg, sp, ds, m.name(axisX), nx); err != nil {
+	if g.xs, err = readAxis(cfg, sp, ds, m.name(axisX), nx); err != nil {
+		return nil, err
+	}
+	if err := checkOwnCRS(cfg, sp, ds, m, g.xs, g.ys); err != nil {
 		return nil, err
 	}
 	c.noteOrder(axisY, g.ys)
@@ -244,12 +247,15 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	if n.chans, err = selectChannels(cfg, sp, ds, m.name(axisChannel), nc); err != nil {
 		return nil, err
 	}
-	ys, err := readFloats(cfg, sp, ds, m.name(axisY), ny)
+	ys, err := readAxis(cfg, sp, ds, m.name(axisY), ny)
 	if err != nil {
 		return nil, err
 	}
-	xs, err := readFloats(cfg, sp, ds, m.name(axisX), nx)
+	xs, err := readAxis(cfg, sp, ds, m.name(axisX), nx)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkOwnCRS(cfg, sp, ds, m, xs, ys); err != nil {
 		return nil, err
 	}
 	c.noteOrder(axisY, ys)

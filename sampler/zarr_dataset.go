@@ -134,9 +134,15 @@ func (z *zarrArray) DecodeFetched(idx []int, raw []byte, found bool, dst []byte)
 	return z.a.DecodeFetched(idx, raw, found, dst)
 }
 
-// rawChunkBytes bounds a chunk's stored size for the read buffers (fetchingArray): its
-// decoded size and a margin for a codec's framing of data that does not compress.
-func (z *zarrArray) rawChunkBytes() int { n := z.a.ChunkBytes(); return n + n/16 + 4096 }
+// rawChunkBytes bounds a chunk's stored size for the read buffers (fetchingArray): what its
+// codecs can encode (a remote store refuses more), else its decoded size and a margin.
+func (z *zarrArray) rawChunkBytes() int {
+	if n := z.a.MaxStoredBytes(); n >= 0 {
+		return int(n)
+	}
+	n := z.a.ChunkBytes()
+	return n + n/16 + 4096
+}
 
 // MissingChunkError names the store, the array and the key of chunk idx, which is not stored.
 func (z *zarrArray) MissingChunkError(idx []int) error { return z.a.ChunkError(idx, nil) }

@@ -25,8 +25,19 @@
 // # Failures
 //
 // Every request is retried with exponential backoff on 5xx and 429 answers, connection
-// resets and timeouts; after the last retry the error names the object (bucket and key, or
-// URL), the answer and the attempts. A missing object wraps zarr.ErrNotFound (a missing
+// resets, timeouts and stalls, and bodies longer than the request can return; after the last
+// retry the error names the object (bucket and key, or URL), the answer and the attempts. A
+// request has Options.Timeout (20 s) in all, and Options.StallTimeout (8 s) of silence at
+// most (waiting for its headers, or between its body's bytes), so that a stalled request is
+// retried well within the sampler's chunk deadline (60 s).
+//
+// Whatever a server announces or sends, a read allocates no more than the request can
+// legitimately return: a range read its length; a chunk read what the chunk's codecs can
+// encode from its decoded size (zarr.LimitedStore, zarr.Array.MaxStoredBytes); anything else
+// (metadata, variable-length strings) Options.MaxObjectBytes (256 MiB). A larger
+// Content-Length is refused before anything is allocated, and a body of unknown length (an
+// endless chunked one) is read into a buffer that grows with what arrived, up to the bound
+// and not past it: either is an error wrapping zarr.ErrTooLarge. A missing object wraps zarr.ErrNotFound (a missing
 // chunk reads as the fill value, a missing metadata document is the reader's error naming
 // it); a missing bucket wraps ErrNoBucket and refused credentials ErrDenied, each naming
 // the bucket, the endpoint and where the credentials came from. On S3 a caller without

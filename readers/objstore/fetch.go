@@ -21,63 +21,101 @@ var (
 )
 
 // span is a GetRange request: the Range header to send ("" for the whole value), the number
-// of bytes the answer must have (-1: any), and the bytes to keep from its start (-1: all).
+// of bytes the answer must have (-1: any), the bytes to keep from its start (-1: all), and
+// the most bytes the answer may have, checked before anything is allocated for it.
 type span struct {
 	off        int64 // as given: negative counts from the end
 	header     string
 	want, keep int64
+	limit      int64
 }
 
 // spanOf maps GetRange's (off, n) (zarr.Store: a negative off counts from the end, n < 0
-// means to the end) to a request.
-func spanOf(off, n int64) span {
+// means to the end) to a request; an answer of open length (the whole value, or to its end)
+// may have at most limit bytes.
+func spanOf(off, n, limit int64) span {
 	switch {
 	case off == 0 && n < 0:
-		return span{want: -1, keep: -1}
+		return span{want: -1, keep: -1, limit: limit}
 	case off >= 0 && n < 0:
-		return span{off: off, header: fmt.Sprintf("bytes=%d-", off), want: -1, keep: -1}
+		return span{off: off, header: fmt.Sprintf("bytes=%d-", off), want: -1, keep: -1, limit: limit}
 	case off >= 0:
-		return span{off: off, header: fmt.Sprintf("bytes=%d-%d", off, off+n-1), want: n, keep: -1}
+		return span{off: off, header: fmt.Sprintf("bytes=%d-%d", off, off+n-1), want: n, keep: -1, limit: n}
 	default: // a suffix of -off bytes, of which n (or all) are kept
-		return span{off: off, header: fmt.Sprintf("bytes=-%d", -off), want: -off, keep: n}
+		return span{off: off, header: fmt.Sprintf("bytes=-%d", -off), want: -off, keep: n, limit: -off}
 	}
 }
 
-// cut takes the range out of a whole value b, for a server that ignored the Range header.
-func (sp span) cut(b []byte) []byte {
-	size := int64(len(b))
-	start := sp.off
-	if start < 0 {
-		start = max(size+start, 0)
+// fromWhole reads the range out of the body of a whole value (size bytes, -1: unknown), for a
+// server that ignored the Range header: what precedes the range is skipped, not kept.
+func (sp span) fromWhole(r io.Reader, size, capBytes int64, buf []byte, c *counters) ([]byte, error) {
+	skip := sp.off
+	if skip < 0 {
+		if size < 0 { // a suffix of a value of unknown length: read it all (within the cap), cut
+			b, err := readBody(r, -1, capBytes, buf, c)
+			if err != nil {
+				return b, err
+			}
+			return b[max(int64(len(b))+sp.off, 0):], nil
+		}
+		skip = max(size+sp.off, 0)
 	}
-	start = min(start, size)
-	end := size
-	if sp.want >= 0 {
-		end = min(start+sp.want, size)
-	}
-	return b[start:end]
-}
-
-// readBody reads an answer's body of size bytes (-1: unknown) into buf, growing it.
-func readBody(r io.Reader, size int64, buf []byte, c *counters) ([]byte, error) {
-	if size < 0 {
-		w := sliceWriter{b: buf[:0]}
-		n, err := io.Copy(&w, r)
-		c.bytes.Add(uint64(n))
-		return w.b, err
-	}
-	if int64(cap(buf)) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	n, err := io.ReadFull(r, buf)
+	n, err := io.CopyN(io.Discard, r, skip)
 	c.bytes.Add(uint64(n))
-	return buf, err
+	if err == io.EOF {
+		return buf[:0], nil // the value ends before the range: the check reports it
+	}
+	if err != nil {
+		return buf[:0], err
+	}
+	rest := int64(-1)
+	if size >= 0 {
+		rest = size - skip
+	}
+	if sp.want >= 0 {
+		// Only the range's bytes are read; the rest of the value is left unread.
+		return readBody(io.LimitReader(r, sp.want), min(rest, sp.want), sp.want, buf, c)
+	}
+	return readBody(r, rest, sp.limit, buf, c)
 }
 
-type sliceWriter struct{ b []byte }
-
-func (w *sliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+// readBody reads an answer's body of size bytes (-1: unknown) into buf, refusing a body
+// longer than limit bytes: an announced size before any allocation, a body of unknown length
+// as its bytes arrive (the buffer grows with what came, never to more than limit + 1).
+func readBody(r io.Reader, size, limit int64, buf []byte, c *counters) ([]byte, error) {
+	if size > limit {
+		return buf[:0], fmt.Errorf("the answer announces %d bytes; the request can return at most %d: %w", size, limit, zarr.ErrTooLarge)
+	}
+	if size >= 0 {
+		if int64(cap(buf)) < size {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		n, err := io.ReadFull(r, buf)
+		c.bytes.Add(uint64(n))
+		return buf, err
+	}
+	b := buf[:0]
+	for {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(max(2*int64(cap(b)), 64<<10), limit+1))
+			copy(grown, b)
+			b = grown
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		c.bytes.Add(uint64(n))
+		if int64(len(b)) > limit {
+			return b[:0], fmt.Errorf("the answer goes on past %d bytes, the most the request can return: %w", limit, zarr.ErrTooLarge)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
 
 // check holds the answer b of request sp to what GetRange promises: a short answer (the value
 // ends before the range) is zarr.ErrCorrupt, as for a local file.

@@ -1,7 +1,6 @@
 package objstore
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,8 +44,8 @@ func (s *HTTPStore) object(key string) (string, error) {
 }
 
 // fetch sends one GET of u for sp and reads the body into buf.
-func (s *HTTPStore) fetch(ctx context.Context, u string, sp span, buf []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+func (s *HTTPStore) fetch(a *attempt, u string, sp span, buf []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -58,20 +57,19 @@ func (s *HTTPStore) fetch(ctx context.Context, u string, sp span, buf []byte) ([
 		return nil, err
 	}
 	defer resp.Body.Close()
+	a.progress()
+	body := a.body(resp.Body)
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusPartialContent:
 	default:
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
+		io.Copy(io.Discard, io.LimitReader(body, 4096)) // let the connection be reused
 		return nil, &statusError{Status: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
 	}
-	b, err := readBody(resp.Body, resp.ContentLength, buf, &s.stats)
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode == http.StatusOK && sp.header != "" {
-		return sp.cut(b), nil // the server ignored the Range: cut the range out here
+		// The server ignored the Range: the body is the whole value.
+		return sp.fromWhole(body, resp.ContentLength, s.retry.opt.MaxObjectBytes, buf, &s.stats)
 	}
-	return b, nil
+	return readBody(body, resp.ContentLength, sp.limit, buf, &s.stats)
 }
 
 // fail turns a request's final error into the store's: a missing key wraps
@@ -100,8 +98,8 @@ func (s *HTTPStore) Size(key string) (int64, error) {
 		return 0, err
 	}
 	var size int64
-	err = s.retry.do(func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	err = s.retry.do(func(a *attempt) error {
+		req, err := http.NewRequestWithContext(a.ctx, http.MethodHead, u, nil)
 		if err != nil {
 			return err
 		}

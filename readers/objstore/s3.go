@@ -1,7 +1,6 @@
 package objstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -82,17 +81,18 @@ func (s *S3Store) String() string {
 func (s *S3Store) object(key string) (string, error) { return joinKey(s.prefix, key) }
 
 // fetch sends one GET of obj for sp and reads the body into buf.
-func (s *S3Store) fetch(ctx context.Context, obj string, sp span, buf []byte) ([]byte, error) {
+func (s *S3Store) fetch(a *attempt, obj string, sp span, buf []byte) ([]byte, error) {
 	var o minio.GetObjectOptions
 	if sp.header != "" {
 		o.Set("Range", sp.header)
 	}
-	body, info, _, err := s.core.GetObject(ctx, s.bucket, obj, o)
+	body, info, _, err := s.core.GetObject(a.ctx, s.bucket, obj, o)
 	if err != nil {
 		return nil, answerError(err)
 	}
 	defer body.Close()
-	return readBody(body, info.Size, buf, &s.stats)
+	a.progress()
+	return readBody(a.body(body), info.Size, sp.limit, buf, &s.stats)
 }
 
 // answerError turns minio's error response into a statusError (for the retry rule and the
@@ -142,9 +142,9 @@ func (s *S3Store) Size(key string) (int64, error) {
 		return n.(int64), nil
 	}
 	var size int64
-	err = s.retry.do(func(ctx context.Context) error {
+	err = s.retry.do(func(a *attempt) error {
 		s.stats.requests.Add(1)
-		info, err := s.core.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
+		info, err := s.core.StatObject(a.ctx, s.bucket, obj, minio.StatObjectOptions{})
 		size = info.Size
 		return answerError(err)
 	})
@@ -157,13 +157,14 @@ func (s *S3Store) Size(key string) (int64, error) {
 // List implements zarr.Lister: every key under the store's prefix that starts with prefix.
 func (s *S3Store) List(prefix string) ([]string, error) {
 	var keys []string
-	err := s.retry.do(func(ctx context.Context) error {
+	err := s.retry.do(func(a *attempt) error {
 		keys = keys[:0]
 		s.stats.requests.Add(1)
-		for o := range s.core.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		for o := range s.core.ListObjectsIter(a.ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
 			if o.Err != nil {
 				return answerError(o.Err)
 			}
+			a.progress()
 			k := strings.TrimPrefix(o.Key, s.prefix)
 			keys = append(keys, k)
 			s.listed.Store(k, o.Size)

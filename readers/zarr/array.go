@@ -59,11 +59,14 @@ type Array struct {
 	keys  keyEncoding
 	pipe  *pipeline   // decodes one stored object (chunk or shard)
 	shard *shardCodec // non-nil: reads go through inner chunks of shards
-	grid  []int       // chunks along each dim (of Chunks)
-	cache ChunkCache
-	bufs  chan *[]byte // free decoded-chunk buffers (a bounded list; see getScratch)
-	cf    *CFInfo
-	cfp   CFParams
+	// maxRead bounds the stored size of one chunk read (an inner chunk of a sharded array);
+	// -1: no bound (variable-length strings).
+	maxRead int64
+	grid    []int // chunks along each dim (of Chunks)
+	cache   ChunkCache
+	bufs    chan *[]byte // free decoded-chunk buffers (a bounded list; see getScratch)
+	cf      *CFInfo
+	cfp     CFParams
 	// Decoded shard indexes of a sharded array, by shard grid index (stores are
 	// taken to be unchanging while an Array is open).
 	idxMu    sync.Mutex
@@ -150,6 +153,10 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 		a.ShardShape = m.chunks
 		a.Chunks = a.shard.inner
 	}
+	a.maxRead = a.pipe.maxEncoded()
+	if a.shard != nil {
+		a.maxRead = a.shard.inPipe.maxEncoded()
+	}
 	a.grid = make([]int, len(a.Shape))
 	for d := range a.Shape {
 		a.grid[d] = (a.Shape[d] + a.Chunks[d] - 1) / a.Chunks[d]
@@ -208,6 +215,11 @@ func (a *Array) NumChunks() int { return prod(a.grid) }
 
 // ChunkBytes is the decoded size of one chunk in bytes (zero for string arrays).
 func (a *Array) ChunkBytes() int { return prod(a.Chunks) * a.DType.Size }
+
+// MaxStoredBytes bounds the stored (encoded) size of one chunk as FetchChunk reads it (an
+// inner chunk of a sharded array), from the codecs in the metadata; -1 when nothing bounds it
+// (variable-length strings). A longer value is refused before it is read (LimitedStore).
+func (a *Array) MaxStoredBytes() int64 { return a.maxRead }
 
 // DecodedBytes is the size of the whole array decoded, in bytes.
 func (a *Array) DecodedBytes() int64 {
@@ -496,10 +508,10 @@ func (a *Array) fetchChunk(idx []int, buf []byte, sc *scratch) ([]byte, bool, er
 	kb := keyBufs.Get().(*keyBuf)
 	defer keyBufs.Put(kb)
 	k := a.appendKey(kb.b[:0], idx, a.keys.sep)
-	raw, err := readKey(a.Store, k, 0, -1, buf)
+	raw, err := readKey(a.Store, k, 0, -1, a.maxRead, buf)
 	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
 		k = a.appendKey(kb.b[:0], idx, '/')
-		raw, err = readKey(a.Store, k, 0, -1, buf)
+		raw, err = readKey(a.Store, k, 0, -1, a.maxRead, buf)
 		if errors.Is(err, ErrNotFound) {
 			k = a.appendKey(kb.b[:0], idx, '.')
 		}
@@ -594,7 +606,7 @@ func (a *Array) fetchInner(idx []int, buf []byte, sc *scratch) ([]byte, bool, er
 	if !ok {
 		return nil, false, nil
 	}
-	raw, err := readKey(a.Store, kb, o, n, buf)
+	raw, err := readKey(a.Store, kb, o, n, -1, buf)
 	if err != nil {
 		return nil, true, withContext(a.Store.String(), a.Path, string(kb), wrapCodec("sharding_indexed", fmt.Errorf("inner chunk %v: %w", append([]int(nil), local[:len(idx)]...), err)))
 	}
@@ -617,7 +629,7 @@ func (a *Array) readShardIndex(kb []byte, sc *scratch) ([]uint64, error) {
 	if s.atEnd {
 		off = -int64(s.idxSize)
 	}
-	raw, err := readKey(a.Store, kb, off, int64(s.idxSize), sc.buf[0])
+	raw, err := readKey(a.Store, kb, off, int64(s.idxSize), -1, sc.buf[0])
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return []uint64{}, nil

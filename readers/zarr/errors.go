@@ -21,6 +21,11 @@ var ErrCorrupt = errors.New("corrupt data")
 // device, a socket): such a file could block the reader for ever, so it is refused, not read.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrTooLarge is wrapped by the error of a read whose value is larger than what it can
+// legitimately be (a chunk larger than its codecs can encode, a body longer than its range or
+// a store's cap): a remote store refuses such a value before allocating it.
+var ErrTooLarge = errors.New("value larger than its bound")
+
 // ErrMissingChunk is wrapped by MissingChunkError: a reader that refuses chunks that are
 // not stored (instead of reading them as the fill value) reports one with it.
 var ErrMissingChunk = errors.New("chunk not stored")

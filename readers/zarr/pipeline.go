@@ -33,6 +33,37 @@ type pipeline struct {
 
 func (p *pipeline) decodedSize() int { return p.nelem * p.dtype.Size }
 
+// maxEncoded bounds the size of one object this pipeline decodes (a chunk, or a shard with
+// its index), or is -1 when nothing bounds it (variable-length strings). It starts from the
+// serializer's size and adds each bytes codec's worst case: a checksum its fixed overhead, a
+// compressor the framing it adds to data that does not compress, which n/16 + 1 KiB covers
+// for every compressor read here (blosc adds 16 or 32 bytes, lz4 and zstd about n/255,
+// zlib and gzip 5 bytes per 16 KiB block, bz2 1% and 600 bytes). A store refuses a value
+// larger than this before reading it (LimitedStore).
+func (p *pipeline) maxEncoded() int64 {
+	var n int64
+	switch p.ser {
+	case serBytes:
+		n = int64(p.encSize)
+	case serShard:
+		inner := p.shard.inPipe.maxEncoded()
+		if inner < 0 {
+			return -1
+		}
+		n = int64(p.shard.n)*inner + int64(p.shard.idxSize)
+	default:
+		return -1
+	}
+	for _, c := range p.b2b {
+		if f, ok := c.(fixedOverhead); ok {
+			n += int64(f.overhead())
+		} else {
+			n += n/16 + 1024
+		}
+	}
+	return n
+}
+
 // setWants works out the size each bytes codec decodes to, from the serializer's
 // size outwards, through codecs that change the size by a fixed amount (checksums).
 func (p *pipeline) setWants() {

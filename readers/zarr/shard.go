@@ -117,6 +117,9 @@ func (s *shardCodec) innerRange(idx []uint64, k int, total int64) (int64, int64,
 	if off > math.MaxInt64/2 || n > math.MaxInt64/2 || (total >= 0 && (off > uint64(total) || n > uint64(total)-off)) {
 		return 0, 0, false, corruptf("inner chunk %d at offset %d length %d lies outside the shard (%d bytes)", k, off, n, total)
 	}
+	if most := s.inPipe.maxEncoded(); most >= 0 && n > uint64(most) {
+		return 0, 0, false, corruptf("inner chunk %d is %d bytes long; its codecs encode at most %d", k, n, most)
+	}
 	return int64(off), int64(n), true, nil
 }
 

@@ -36,6 +36,14 @@ type BufferedStore interface {
 	GetRangeInto(key string, off, n int64, buf []byte) ([]byte, error)
 }
 
+// LimitedStore is implemented by stores that can refuse a value longer than a bound before
+// reading it (remote stores: a server may announce or send any size). GetIntoLimit is
+// GetInto, failing with an error wrapping ErrTooLarge when key's value is longer than limit
+// bytes. The reader bounds each chunk read by what the chunk's codecs can encode.
+type LimitedStore interface {
+	GetIntoLimit(key string, limit int64, buf []byte) ([]byte, error)
+}
+
 // Lister is implemented by stores that can list keys. List returns every key that
 // starts with prefix, sorted. It is used to discover a hierarchy without consolidated
 // metadata and to count stored chunks.
@@ -212,8 +220,12 @@ func (s *DirStore) List(prefix string) ([]string, error) {
 	return keys, nil
 }
 
-// storeGet reads key into buf when the store supports it.
-func storeGet(s Store, key string, buf []byte) ([]byte, error) {
+// storeGet reads key into buf when the store supports it, refusing a value longer than limit
+// bytes where the store can (limit < 0: no bound).
+func storeGet(s Store, key string, limit int64, buf []byte) ([]byte, error) {
+	if ls, ok := s.(LimitedStore); ok && limit >= 0 {
+		return ls.GetIntoLimit(key, limit, buf)
+	}
 	if bs, ok := s.(BufferedStore); ok {
 		return bs.GetInto(key, buf)
 	}

@@ -20,10 +20,11 @@ var keyBufs = sync.Pool{New: func() any { return new(keyBuf) }}
 // unsafeKey views b as a string for a call into a quietStore, which does not keep it.
 func unsafeKey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// readKey reads key (whole when n < 0 and off == 0) into buf. A missing key is
+// readKey reads key (whole when n < 0 and off == 0, then at most limit bytes where the store
+// can refuse more: LimitedStore; limit < 0: no bound) into buf. A missing key is
 // returned as ErrNotFound itself. kb is the key's bytes (may alias a pooled buffer);
 // it is copied into a string only for stores outside this package.
-func readKey(s Store, kb []byte, off, n int64, buf []byte) ([]byte, error) {
+func readKey(s Store, kb []byte, off, n, limit int64, buf []byte) ([]byte, error) {
 	if q, ok := s.(quietStore); ok {
 		b, found, err := q.getRangeQuiet(unsafeKey(kb), off, n, buf)
 		if err != nil {
@@ -36,7 +37,7 @@ func readKey(s Store, kb []byte, off, n int64, buf []byte) ([]byte, error) {
 	}
 	key := string(kb)
 	if off == 0 && n < 0 {
-		return storeGet(s, key, buf)
+		return storeGet(s, key, limit, buf)
 	}
 	return storeGetRange(s, key, off, n, buf)
 }

@@ -89,10 +89,10 @@ func (a *Array) chunkStrings(idx []int, out []string, raw *[]byte) error {
 		return nil
 	}
 	key := a.ChunkKeyOf(idx)
-	src, err := storeGet(a.Store, key, nil)
+	src, err := storeGet(a.Store, key, -1, nil)
 	if err != nil && errors.Is(err, ErrNotFound) && a.keys.probeSlash && len(idx) > 1 {
 		key = string(a.appendKey(nil, idx, '/'))
-		src, err = storeGet(a.Store, key, nil)
+		src, err = storeGet(a.Store, key, -1, nil)
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
