@@ -77,6 +77,13 @@ func readPositions(cfg *config.Config, p *pointSource, ds Dataset, arr Array, id
 		return err
 	}
 	p.xName, p.yName = xName, yName
+	geo, err := inDegrees(cfg, sp, xName, yName)
+	if err != nil {
+		return err
+	}
+	if geo {
+		p.geo = newGeoPositions(p.xs, p.ys)
+	}
 	p.at, err = placeOnAnchor(cfg, sp, p.anchor, xName, yName)
 	return err
 }
