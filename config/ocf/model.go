@@ -621,7 +621,10 @@ func (c *checker) generation(v *value, path string) *Generation {
 	if m == nil {
 		return nil
 	}
-	g := &Generation{ZarrPath: c.zarrPaths(m, false)[0]}
+	g := &Generation{}
+	if p := c.zarrPaths(m, false); len(p) == 1 {
+		g.ZarrPath = p[0]
+	}
 	g.Window = c.window(m)
 	g.Dropout = c.dropout(m)
 	g.Public = m.bool("public")

@@ -90,14 +90,31 @@ func trimYAMLError(err error) string {
 }
 
 type reader struct {
-	env  Env
-	line int // the line of the node an error is about
+	env    Env
+	line   int                 // the line of the node an error is about
+	active map[*yaml.Node]bool // the anchors being expanded (a recursive alias is refused)
+	nodes  int                 // values made: aliases can multiply them (bounded)
 }
+
+// maxNodes bounds the values a document may expand to through aliases; a configuration has
+// a few hundred.
+const maxNodes = 1 << 20
 
 func (r *reader) node(n *yaml.Node) (*value, error) {
 	r.line = n.Line
+	if r.nodes++; r.nodes > maxNodes {
+		return nil, fmt.Errorf("the document expands to more than %d values through aliases", maxNodes)
+	}
 	switch n.Kind {
 	case yaml.AliasNode:
+		if r.active == nil {
+			r.active = map[*yaml.Node]bool{}
+		}
+		if r.active[n.Alias] {
+			return nil, fmt.Errorf("a recursive alias *%s; a configuration is a tree", n.Value)
+		}
+		r.active[n.Alias] = true
+		defer delete(r.active, n.Alias)
 		return r.node(n.Alias)
 	case yaml.MappingNode:
 		return r.mapping(n)

@@ -329,3 +329,23 @@ def test_relative_paths_resolve_from_the_working_directory_and_data_root_overrid
     r = subprocess.run([shmloader(), "plan", "--config", str(root / "cwd.yaml"), "--batch-size", "2", "--data-root", str(root)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_loader_and_plan_take_the_yaml_with_keywords(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gobatch.Loader("pvnet.yaml", batch_size=..., order=...): the batch options come as
+    keywords, the relative zarr_paths from the working directory."""
+    import gobatch
+
+    (root / "pvnet.yaml").write_text(BASE)
+    monkeypatch.chdir(root)
+    with pytest.raises(gobatch.ConfigError, match="batch.size: missing"):
+        gobatch.plan("pvnet.yaml")
+    rep = gobatch.plan("pvnet.yaml", batch_size=3, order="epochs", seed=5)
+    assert rep["order"] == "epochs" and all(t["shape"][0] == 3 for t in rep["tensors"])
+    with gobatch.Loader("pvnet.yaml", batch_size=3, order="epochs", seed=5, framework="numpy") as loader:
+        assert len(loader) == rep["epoch_batches"]
+        batch = next(iter(loader))
+        assert batch["satellite"].shape == (3, 7, 2, 8, 10)  # (B, T, C, H, W): -30..0 at 5 minutes
+        assert batch["ukv"].shape == (3, 4, 3, 4, 6)  # (B, steps -60..120 hourly, C, H, W)
+        assert batch["generation"].shape == (3, 7, 1)
+        assert set(np.asarray(batch["location_id"]).tolist()) <= {1, 2, 3}
