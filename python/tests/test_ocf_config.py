@@ -7,9 +7,9 @@ at fault and the key; a file it accepts must plan (gobatch opens the stores writ
 xarray in ocf's layout, the relative ``zarr_path``s resolved from the working directory as
 ocf-data-sampler resolves them).
 
-ocf-data-sampler is a test dependency only. It is imported from this interpreter when it is
-installed here, else run with the interpreter named by GOBATCH_OCF_PYTHON (a separate venv,
-since it pins its own versions of numpy, torch and zarr); without either the tests skip.
+ocf-data-sampler is a test dependency only (requirements-dev.txt). It runs in a child process
+(pyaml_env changes PyYAML's SafeLoader for the whole process) of this interpreter, or of the one
+GOBATCH_OCF_PYTHON names (a venv of its own); without it the tests skip.
 """
 
 from __future__ import annotations
