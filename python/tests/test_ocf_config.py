@@ -343,9 +343,13 @@ def test_loader_and_plan_take_the_yaml_with_keywords(root: Path, monkeypatch: py
     rep = gobatch.plan("pvnet.yaml", batch_size=3, order="epochs", seed=5)
     assert rep["order"] == "epochs" and all(t["shape"][0] == 3 for t in rep["tensors"])
     with gobatch.Loader("pvnet.yaml", batch_size=3, order="epochs", seed=5, framework="numpy") as loader:
-        assert len(loader) == rep["epoch_batches"]
-        batch = next(iter(loader))
-        assert batch["satellite"].shape == (3, 7, 2, 8, 10)  # (B, T, C, H, W): -30..0 at 5 minutes
-        assert batch["ukv"].shape == (3, 4, 3, 4, 6)  # (B, steps -60..120 hourly, C, H, W)
-        assert batch["generation"].shape == (3, 7, 1)
-        assert set(np.asarray(batch["location_id"]).tolist()) <= {1, 2, 3}
+        assert len(loader) == rep["epoch_batches"] > 0
+        for epoch in range(2):  # the second epoch is a new child: the keywords must carry over
+            n = 0
+            for batch in loader:
+                assert batch["satellite"].shape == (3, 7, 2, 8, 10)  # (B, T, C, H, W): -30..0 at 5 minutes
+                assert batch["ukv"].shape == (3, 4, 3, 4, 6)  # (B, steps -60..120 hourly, C, H, W)
+                assert batch["generation"].shape == (3, 7, 1)
+                assert set(np.asarray(batch["location_id"]).tolist()) <= {1, 2, 3}
+                n += 1
+            assert n == len(loader), f"epoch {epoch}: {n} batches, len {len(loader)}"
