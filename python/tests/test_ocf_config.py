@@ -127,6 +127,10 @@ VALID = {
     "clip": edit(22, "        t: {mean: 280.0, std: 10.0, clip_min: 200, clip_max: 330}"),
     "underscore-int": edit(7, '    time_resolution_minutes: "3_0"'),
     "yaml11-exponent-string": edit(34, "      IR_016: {mean: 1.0, std: 1e5}"),  # PyYAML: the string "1e5"
+    "env-int-default": edit(27, "    time_resolution_minutes: !ENV ${GOBATCH_TEST_UNSET_RES:5}"),
+    "merge-keys": edit(34, "      IR_016: &norm {mean: 1.0, std: 2.0}").replace(
+        "      VIS006: {mean: 1.0, std: 2.0}", "      VIS006: {<<: *norm, std: 3.0}"),
+    "empty-nwp": "\n".join(BASE.splitlines()[:9] + ["  nwp: {}"] + BASE.splitlines()[24:]) + "\n",
     "no-nwp": "\n".join(BASE.splitlines()[:9] + BASE.splitlines()[24:]) + "\n",
 }
 
@@ -159,6 +163,13 @@ INVALID = {
     "missing-zarr-path": (edit(26, "    channels_note: none"), 26, "input_data.satellite.zarr_path"),
     "channel-not-a-string": (edit(32, "    channels: [IR_016, 5]"), 32, "input_data.satellite.channels[1]"),
     "general-not-a-mapping": (edit(1, "general: 3\nold_general:"), 1, "general"),
+    "input-data-null": ("general:\n  name: x\ninput_data: null\n", 3, "input_data"),
+    "provider-not-a-string": (edit(12, "      provider: 5"), 12, "input_data.nwp.ukv.provider"),
+    "public-not-a-bool": (append_to(9, "    public: 2"), 10, "input_data.generation.public"),
+    "dropout-fraction-string": (append_to(31, "    dropout_timedeltas_minutes: [-10]\n    dropout_fraction: lots"), 33,
+                                "input_data.satellite.dropout_fraction"),
+    "env-unset-int": (edit(27, "    time_resolution_minutes: !ENV ${GOBATCH_TEST_UNSET_RES}"), 27,
+                      "input_data.satellite.time_resolution_minutes"),
     "syntax-error": (edit(19, "      channels: [t, dswrf, tp"), 0, ""),
 }
 
@@ -293,13 +304,25 @@ def test_files_ocf_refuses_are_refused_naming_line_and_key(root: Path, verdicts:
     assert where in r.stderr, f"expected {where!r} in:\n{r.stderr}\n(reference: {verdicts[name]})"
 
 
-def test_odd_crop_is_valid_for_ocf_but_gobatch_refuses_it(root: Path) -> None:
-    """ocf-data-sampler's loader accepts an odd crop and then fails on every sample; gobatch
-    refuses it when the file is read, naming the key (docs/OCF.md)."""
-    (root / "odd.yaml").write_text(edit(31, "    image_size_pixels_width: 9"))
-    assert ocf_reference([root / "odd.yaml"], root)[str(root / "odd.yaml")] is None
-    r = plan(root, "odd")
-    assert r.returncode != 0 and "odd.yaml:31: input_data.satellite.image_size_pixels_width: 9; gobatch needs an even crop" in r.stderr, r.stderr
+# Files ocf-data-sampler accepts that gobatch cannot run (docs/OCF.md): (text, what gobatch says).
+GOBATCH_REFUSES = {
+    # ocf-data-sampler's loader accepts an odd crop, then fails on every sample.
+    "odd-crop": (edit(31, "    image_size_pixels_width: 9"),
+                 "odd-crop.yaml:31: input_data.satellite.image_size_pixels_width: 9; gobatch needs an even crop"),
+    "no-satellite": ("\n".join(BASE.splitlines()[:24] + BASE.splitlines()[35:]) + "\n",
+                     "no-satellite.yaml:4: input_data.satellite: missing; gobatch centres its examples"),
+    "two-zarr-paths": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),
+                       "two-zarr-paths.yaml:26: input_data.satellite.zarr_path: 2 paths; gobatch reads one store per source"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOBATCH_REFUSES))
+def test_valid_for_ocf_but_gobatch_refuses_naming_the_key(root: Path, name: str) -> None:
+    text, want = GOBATCH_REFUSES[name]
+    (root / f"{name}.yaml").write_text(text)
+    assert ocf_reference([root / f"{name}.yaml"], root)[str(root / f"{name}.yaml")] is None
+    r = plan(root, name)
+    assert r.returncode != 0 and want in r.stderr, r.stderr
 
 
 def test_flags_set_the_batch_and_batch_size_is_required(root: Path) -> None:
