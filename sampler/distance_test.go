@@ -125,3 +125,54 @@ func TestGeographicCRS(t *testing.T) {
 		}
 	}
 }
+
+// Sites placed through anchor_coords in longitude/latitude go to the pixel nearest on the
+// ground (PROJ's geodesic), not in degrees. The pixels are 0.1 x 0.06 degree at 52-54N (6.8 x 6.7 km).
+func TestSitePixelsInLonLatAreGeodesicNearest(t *testing.T) {
+	geod, err := proj.New("EPSG:4326")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist := func(lon0, lat0, lon1, lat1 float64) float64 {
+		a, b := proj.NewCoord(lon0, lat0, 0, 0), proj.NewCoord(lon1, lat1, 0, 0)
+		s, _, _ := geod.Geod(a.DegToRad(), b.DegToRad())
+		return s
+	}
+	h, w := 30, 40
+	pos := &positions{w: w, xs: make([]float64, h*w), ys: make([]float64, h*w)}
+	for cy := 0; cy < h; cy++ {
+		for cx := 0; cx < w; cx++ {
+			// A sheared grid, so that the nearest pixel is not the nearest along each axis.
+			pos.xs[cy*w+cx] = -3 + 0.1*float64(cx) + 0.03*float64(cy)
+			pos.ys[cy*w+cx] = 52 + 0.06*float64(cy)
+		}
+	}
+	var lons, lats []float64
+	for i := 0; i < 300; i++ {
+		lons = append(lons, -2.5+2.5*float64((i*7919)%997)/997)
+		lats = append(lats, 52.2+1.4*float64((i*104729)%991)/991)
+	}
+	out := make([][2]int, len(lons))
+	nearestPixels(pos, h, w, lons, lats, true, out)
+	differs := 0
+	for i := range lons {
+		best, bestD, byDeg, byDegD := -1, math.Inf(1), -1, math.Inf(1)
+		for p := range pos.xs {
+			if d := dist(lons[i], lats[i], pos.xs[p], pos.ys[p]); d < bestD {
+				best, bestD = p, d
+			}
+			if d := math.Hypot(lons[i]-pos.xs[p], lats[i]-pos.ys[p]); d < byDegD {
+				byDeg, byDegD = p, d
+			}
+		}
+		if got := out[i][0]*w + out[i][1]; got != best {
+			t.Fatalf("system %d at (%.4f, %.4f): pixel %v, the geodesic nearest is (%d, %d)", i, lons[i], lats[i], out[i], best/w, best%w)
+		}
+		if byDeg != best {
+			differs++
+		}
+	}
+	if differs < 25 {
+		t.Fatalf("only %d of 300 systems have another nearest pixel in degrees: the test does not tell them apart", differs)
+	}
+}
