@@ -134,7 +134,11 @@ func (m *model) get(key string) *value {
 func (m *model) required(key, want string) *value {
 	v := m.get(key)
 	if v == nil {
-		m.c.bad(m.v.line, m.field(key), "missing; expected %s", want)
+		line := m.v.keyLine // the line naming the section that lacks it
+		if line == 0 {
+			line = m.v.line
+		}
+		m.c.bad(line, m.field(key), "missing; expected %s", want)
 	}
 	return v
 }

@@ -169,7 +169,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte("input_data: {nwp: {x: {provider: !ENV ${P:ukv}}}}\n<<: *a"))
 	f.Add([]byte("a: &a {b: 1}\nc: {<<: *a, d: 0b_}\ne: [[\"\", cyclic]]"))
-	f.Add([]byte("a: &a {b: *a}\n"))     // recursive aliases: refused, not a stack overflow
+	f.Add([]byte("a: &a {b: *a}\n")) // recursive aliases: refused, not a stack overflow
 	f.Add([]byte("a: &a {<<: *a}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, problems := Read(data, envOf(nil))

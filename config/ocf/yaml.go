@@ -34,14 +34,15 @@ func (k kind) String() string {
 
 // value is one YAML value as Python sees it, with the line it starts on.
 type value struct {
-	kind  kind
-	line  int
-	b     bool
-	i     int64
-	f     float64
-	s     string // kStr; the source text of every scalar
-	keys  []*value
-	items []*value // kMap: the values of keys; kSeq: the elements
+	kind    kind
+	line    int
+	keyLine int // the line of the key it is the value of (0: none), where a missing key of it is reported
+	b       bool
+	i       int64
+	f       float64
+	s       string // kStr; the source text of every scalar
+	keys    []*value
+	items   []*value // kMap: the values of keys; kSeq: the elements
 }
 
 // get is the value of key k in a mapping (the last one, as PyYAML keeps it), and its key.
@@ -163,6 +164,9 @@ func (r *reader) mapping(n *yaml.Node) (*value, error) {
 		e, err := r.node(vn)
 		if err != nil {
 			return nil, err
+		}
+		if e.keyLine == 0 {
+			e.keyLine = kn.Line
 		}
 		v.keys, v.items = append(v.keys, k), append(v.items, e)
 	}

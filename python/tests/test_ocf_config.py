@@ -160,7 +160,7 @@ INVALID = {
     "dropout-list-empty": (append_to(31, "    dropout_timedeltas_minutes: [-10]\n    dropout_fraction: []"), 33, "input_data.satellite.dropout_fraction"),
     "t0-embedding-period": (append_to(39, "  t0_embedding:\n    embeddings: [[25h, cyclic]]"), 41, "input_data.t0_embedding.embeddings[0][0]"),
     "t0-embedding-kind": (append_to(39, "  t0_embedding:\n    embeddings: [[1h, sine]]"), 41, "input_data.t0_embedding.embeddings[0][1]"),
-    "missing-zarr-path": (edit(26, "    channels_note: none"), 26, "input_data.satellite.zarr_path"),
+    "missing-zarr-path": (edit(26, "    channels_note: none"), 25, "input_data.satellite.zarr_path"),
     "channel-not-a-string": (edit(32, "    channels: [IR_016, 5]"), 32, "input_data.satellite.channels[1]"),
     "general-not-a-mapping": (edit(1, "general: 3\nold_general:"), 1, "general"),
     "input-data-null": ("general:\n  name: x\ninput_data: null\n", 3, "input_data"),
