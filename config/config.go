@@ -20,20 +20,25 @@ import (
 
 // Config is a validated configuration.
 type Config struct {
-	File    string // the file it was read from
+	File string // the file it was read from
+	// BaseDir is what relative store paths are resolved against when no data root is given:
+	// the file's directory, or for an ocf-data-sampler YAML file the working directory, as
+	// ocf-data-sampler resolves them.
+	BaseDir string
 	Batch   Batch
 	Ring    Ring
 	Node    Node
 	Sources []Source
 
-	lines lineIndex // where each field is written in File
+	lines   lineIndex    // where each field is written in File
+	aliases fieldAliases // how File names gobatch's fields, where it names them otherwise
 }
 
 // Errorf returns a problem with field ("source[2].store") found after parsing, for instance
 // while a source opens its data: the file, the field's line in it (0 when unknown) and the
 // message, like the parser's own errors.
 func (c *Config) Errorf(field, format string, args ...any) *FieldError {
-	return &FieldError{File: c.File, Line: c.lines.find(field), Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &FieldError{File: c.File, Line: c.lines.find(field), Field: c.aliases.name(field), Msg: fmt.Sprintf(format, args...)}
 }
 
 // Batch is the [batch] table.
@@ -168,41 +173,66 @@ type Format int
 const (
 	TOML Format = iota
 	JSON
+	// YAML is an ocf-data-sampler configuration (package config/ocf), translated into sources.
+	YAML
 )
 
-// FormatOf picks the format from a file name: JSON for ".json", TOML otherwise.
+// FormatOf picks the format from a file name: JSON for ".json", an ocf-data-sampler
+// configuration for ".yaml" and ".yml", TOML otherwise.
 func FormatOf(path string) Format {
-	if strings.EqualFold(filepath.Ext(path), ".json") {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
 		return JSON
+	case ".yaml", ".yml":
+		return YAML
 	}
 	return TOML
 }
 
 // Load reads and validates the configuration file at path. A problem with the contents is
 // returned as Errors; a file that cannot be read as a *os.PathError.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
+
+// LoadWith is Load with gobatch's options given outside the file.
+func LoadWith(path string, o Overrides) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(path, data, FormatOf(path))
+	return ParseWith(path, data, FormatOf(path), o)
 }
 
 // Parse validates the configuration in data; file names it in error messages.
 func Parse(file string, data []byte, format Format) (*Config, error) {
+	return ParseWith(file, data, format, Overrides{})
+}
+
+// ParseWith is Parse with gobatch's options given outside the file.
+func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, error) {
 	c := &collector{file: file}
 	var raw map[string]any
+	base := filepath.Dir(file)
 	switch format {
 	case JSON:
 		raw = decodeJSON(c, data)
+	case YAML:
+		raw = decodeOCF(c, data)
+		if wd, err := os.Getwd(); err == nil {
+			base = wd // ocf-data-sampler opens relative paths from the working directory
+		}
+		if raw != nil && o.BatchSize == 0 {
+			c.add("batch.size", "missing; an ocf-data-sampler file cannot hold it: expected --batch-size N (shmloader) or batch_size=N (gobatch.Loader)")
+			return nil, c.err()
+		}
 	default:
 		raw = decodeTOML(c, data)
 	}
 	if raw == nil {
 		return nil, c.err()
 	}
+	o.apply(raw)
 	cfg := build(newTable("", raw, c))
-	cfg.File, cfg.lines = file, c.lines
+	cfg.File, cfg.BaseDir, cfg.lines, cfg.aliases = file, base, c.lines, c.aliases
 	if err := c.err(); err != nil {
 		return nil, err
 	}

@@ -54,9 +54,10 @@ const maxErrors = 20
 
 // collector gathers the FieldErrors of one parse and resolves lines.
 type collector struct {
-	file  string
-	lines lineIndex
-	errs  Errors
+	file    string
+	lines   lineIndex
+	aliases fieldAliases
+	errs    Errors
 }
 
 func (c *collector) add(field, format string, args ...any) {
@@ -66,7 +67,7 @@ func (c *collector) add(field, format string, args ...any) {
 	c.errs = append(c.errs, &FieldError{
 		File:  c.file,
 		Line:  c.lines.find(field),
-		Field: field,
+		Field: c.aliases.name(field),
 		Msg:   fmt.Sprintf(format, args...),
 	})
 }
@@ -76,4 +77,19 @@ func (c *collector) err() error {
 		return nil
 	}
 	return c.errs
+}
+
+// fieldAliases name fields as the file writes them when that differs from gobatch's path: an
+// ocf-data-sampler file's source[0].store is its input_data.satellite.zarr_path.
+type fieldAliases map[string]string
+
+// name is field's name in the file: its own alias, else its nearest aliased parent's with the
+// rest appended, else field.
+func (a fieldAliases) name(field string) string {
+	for f := field; f != ""; f = parentField(f) {
+		if n, ok := a[f]; ok {
+			return n + strings.TrimPrefix(field, f)
+		}
+	}
+	return field
 }

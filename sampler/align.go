@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	proj "github.com/twpayne/go-proj/v11"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gobatch/gobatch/config"
 )

@@ -14,6 +14,8 @@
 //
 //	store, variable                 the store (relative to the data root; or a URL, s3://,
 //	                                gs://, https://, readers/objstore) and its data array
+//	                                (default: the store's only data array, the one not named
+//	                                as a dimension or in a CF coordinates attribute)
 //	role                            "grid" (output [T, C, H, W]; default), "nwp" ([S, C, H, W])
 //	                                or "points" ([T, K]); see Dimensions below
 //	dims                            a table from a canonical axis to the store's dimension name,
@@ -87,9 +89,9 @@
 // int64; other strings are refused naming the coordinate. Each system's position comes from
 // the CF "coordinates" attribute of the data array (the names spelled as x and y; two unknown
 // names are taken as x then y), else from 1-D coordinates over the id dimension spelled as x
-// and y. Positions only in longitude/latitude are refused unless the anchor's axes are in
-// longitude/latitude too (anything else needs a projection); a points source with no positions
-// is refused, since nearest_k needs them.
+// and y. Positions in longitude/latitude are placed on an anchor in another crs through PROJ,
+// as grids are (align.go); a points source with no positions is refused, since nearest_k needs
+// them.
 //
 // # Examples
 //
@@ -103,7 +105,8 @@
 // use the coordinate nearest the centre's (ties to the lower index), start = nearest - size/2,
 // clamped into the grid; NWP takes the latest run old enough and the lead steps
 // floor((t0 + interval_start - init_time) / resolution) onwards; points take the nearest k
-// systems by euclidean distance (ties to the lower index) in ascending id order. The batch's
+// systems (ties to the lower index) in ascending id order: by euclidean distance in a
+// projection, by the chord on the WGS84 ellipsoid in longitude/latitude (distance.go). The batch's
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
 // then location_id when site-anchored.

@@ -302,16 +302,20 @@ func cropStart(near, n, length int) int {
 	return s
 }
 
-// nearestK writes into out (len k) the indices of the k points nearest (x, y) by euclidean
-// distance, in ascending index order. Equal distances prefer the lower index. Points with a NaN
-// coordinate are skipped. dist is scratch of len k. It returns false when fewer than k points
-// qualify.
-func nearestK(xs, ys []float64, x, y float64, out []int32, dist []float64) bool {
+// nearestK writes into out (len k) the indices of the k points nearest (x, y, z) by euclidean
+// distance, in ascending index order; zs nil: in the plane (x, y) (z is ignored). Equal
+// distances prefer the lower index. Points with a NaN coordinate are skipped. dist is scratch of
+// len k. It returns false when fewer than k points qualify.
+func nearestK(xs, ys, zs []float64, x, y, z float64, out []int32, dist []float64) bool {
 	k := len(out)
 	found := 0
 	for i := range xs {
 		dx, dy := xs[i]-x, ys[i]-y
 		d := dx*dx + dy*dy
+		if zs != nil {
+			dz := zs[i] - z
+			d += dz * dz
+		}
 		if d != d { // NaN
 			continue
 		}

@@ -156,7 +156,7 @@ func TestNearestK(t *testing.T) {
 	ys := []float64{0, 0, 4, 4, 5, 0, 0, 0}
 	out := make([]int32, 4)
 	dist := make([]float64, 4)
-	if !nearestK(xs, ys, 0, 0, out, dist) {
+	if !nearestK(xs, ys, nil, 0, 0, 0, out, dist) {
 		t.Fatal("not found")
 	}
 	// distances: 0:0, 1:10, 2:5, 3:5, 4:5, 5:5, 6:NaN, 7:1 -> 0, 7, then the ties 2, 3 (lower
@@ -178,7 +178,7 @@ func TestNearestK(t *testing.T) {
 		x, y := float64(q*2), float64(q*3%97)
 		k := 16
 		out, dist := make([]int32, k), make([]float64, k)
-		nearestK(xs, ys, x, y, out, dist)
+		nearestK(xs, ys, nil, x, y, 0, out, dist)
 		idx := make([]int, n)
 		for i := range idx {
 			idx[i] = i
@@ -193,7 +193,7 @@ func TestNearestK(t *testing.T) {
 			}
 		}
 	}
-	if nearestK([]float64{1}, []float64{1}, 0, 0, make([]int32, 2), make([]float64, 2)) {
+	if nearestK([]float64{1}, []float64{1}, nil, 0, 0, 0, make([]int32, 2), make([]float64, 2)) {
 		t.Error("k > points accepted")
 	}
 }

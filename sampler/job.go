@@ -32,6 +32,9 @@ type Options struct {
 // withDefaults fills the defaults in.
 func (o Options) withDefaults(cfg *config.Config) Options {
 	if o.DataRoot == "" {
+		o.DataRoot = cfg.BaseDir
+	}
+	if o.DataRoot == "" { // a Config made without Parse
 		o.DataRoot = filepath.Dir(cfg.File)
 	}
 	if o.Open == nil {

@@ -238,8 +238,9 @@ type pointSource struct {
 	c      *chunked
 	times  timeAxis
 	win    timeWindow
-	xs, ys []float64 // position of each system
-	xName  string    // the names of the positions' coordinates
+	xs, ys []float64     // position of each system, in its own coordinates
+	geo    *geoPositions // their geocentric positions when xs, ys are longitude/latitude (distance.go)
+	xName  string        // the names of the positions' coordinates
 	yName  string
 	at     *positions // the anchor pixels' positions in the systems' coordinates (align.go)
 	ids    []int64
@@ -277,7 +278,7 @@ func (p *pointSource) choose(rs *readerState, ex *example) error {
 	k := p.s.NearestK
 	rs.sel, rs.dist = rs.sel[:k], rs.dist[:k]
 	x, y := p.at.at(ex.cy, ex.cx)
-	if !nearestK(p.xs, p.ys, x, y, rs.sel, rs.dist) {
+	if !p.nearest(x, y, rs.sel, rs.dist) {
 		return fmt.Errorf("%s: fewer than %d systems have coordinates", p.c.what, k)
 	}
 	// nearestK sorted by index; ascending id is the order of rank (equal to index order

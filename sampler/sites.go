@@ -77,6 +77,13 @@ func readPositions(cfg *config.Config, p *pointSource, ds Dataset, arr Array, id
 		return err
 	}
 	p.xName, p.yName = xName, yName
+	geo, err := inDegrees(cfg, sp, xName, yName)
+	if err != nil {
+		return err
+	}
+	if geo {
+		p.geo = newGeoPositions(p.xs, p.ys)
+	}
 	p.at, err = placeOnAnchor(cfg, sp, p.anchor, xName, yName)
 	return err
 }
@@ -140,16 +147,14 @@ func orNone(names []string) string {
 }
 
 // sitePixels is the anchor pixel (row, column) nearest each system of p; -1, -1 for a system
-// without a position or outside the grid. With anchor_coords the pixel is the nearest by
-// euclidean distance in the systems' coordinates (ties to the lower row, then column);
-// otherwise the system's position is converted to the anchor's crs (when the two differ) and
-// the nearest coordinate taken along each axis, as for crops.
+// without a position or outside the grid. With anchor_coords the pixel is the nearest in the
+// systems' coordinates, by the distance nearest_k ranks systems with (distance.go; ties to the
+// lower row, then column); otherwise the system's position is converted to the anchor's crs
+// (when the two differ) and the nearest coordinate taken along each axis, as for crops.
 func (j *Job) sitePixels(p *pointSource) ([][2]int, error) {
 	out := make([][2]int, len(p.xs))
 	if len(p.s.AnchorCoords) > 0 {
-		for i := range out {
-			out[i] = nearestPixel(p.at, len(j.anchor.ys), len(j.anchor.xs), p.xs[i], p.ys[i])
-		}
+		nearestPixels(p.at, len(j.anchor.ys), len(j.anchor.xs), p.xs, p.ys, p.geo != nil, out)
 		return out, nil
 	}
 	xs, ys := p.xs, p.ys
@@ -190,18 +195,31 @@ func inside(c []float64, v float64) bool {
 	return v >= lo-half && v <= hi+half
 }
 
-// nearestPixel is the pixel of an h x w grid whose position is nearest (x, y) (the first in
-// row-major order on a tie); -1, -1 when no pixel has a position or (x, y) is NaN.
-func nearestPixel(pos *positions, h, w int, x, y float64) [2]int {
-	best, bestD := [2]int{-1, -1}, math.Inf(1)
+// nearestPixels writes into out[i] the pixel of an h x w grid whose position is nearest
+// system i at (xs[i], ys[i]) (the first in row-major order on a tie), by euclidean distance
+// in the plane, or between geocentric points when geo (positions in longitude/latitude);
+// -1, -1 when no pixel has a position or the system has none.
+func nearestPixels(pos *positions, h, w int, xs, ys []float64, geo bool, out [][2]int) {
+	px, py := make([]float64, h*w), make([]float64, h*w)
 	for cy := 0; cy < h; cy++ {
 		for cx := 0; cx < w; cx++ {
-			px, py := pos.at(cy, cx)
-			d := (px-x)*(px-x) + (py-y)*(py-y)
-			if d < bestD {
-				best, bestD = [2]int{cy, cx}, d
-			}
+			px[cy*w+cx], py[cy*w+cx] = pos.at(cy, cx)
 		}
 	}
-	return best
+	var pz []float64
+	if geo {
+		g := newGeoPositions(px, py)
+		px, py, pz = g.x, g.y, g.z
+	}
+	one, dist := make([]int32, 1), make([]float64, 1)
+	for i := range out {
+		x, y, z := xs[i], ys[i], 0.0
+		if geo {
+			x, y, z = geocentric(xs[i], ys[i])
+		}
+		out[i] = [2]int{-1, -1}
+		if nearestK(px, py, pz, x, y, z, one, dist) {
+			out[i] = [2]int{int(one[0]) / w, int(one[0]) % w}
+		}
+	}
 }

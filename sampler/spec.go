@@ -214,7 +214,7 @@ func (d *specDecoder) mustInt(key string, min, max int64) int64 {
 func (d *specDecoder) storeAndRole() {
 	s, t := d.s, d.t
 	s.Store = d.mustString("store", "a path to a Zarr store, relative to the data root")
-	s.Variable = d.mustString("variable", "the name of the data array in the store")
+	s.Variable = t.String("variable", "") // "": the store's only data array (stores.go)
 	s.Role = t.String("role", RoleGrid)
 	switch s.Role {
 	case RoleGrid, RoleNWP, RolePoints:

@@ -163,6 +163,13 @@ func cropTables(cfg *config.Config, sp *Spec, anchor *gridSource, ys, xs []float
 // openData opens the source's data array, maps its dimensions and sees it through the cache
 // in canonical order.
 func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, dimMap, *chunked, error) {
+	if sp.Variable == "" {
+		name, err := onlyDataArray(ds)
+		if err != nil {
+			return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "missing, and %v", err)
+		}
+		sp.Variable = name
+	}
 	arr, err := ds.Array(sp.Variable)
 	if err != nil {
 		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
@@ -385,4 +392,42 @@ func classifyPositions(names []string) (x, y string) {
 		}
 	}
 	return x, y
+}
+
+// onlyDataArray is the name of the store's only data array, for a source without a variable
+// key (as ocf-data-sampler opens a store: it must hold exactly one data variable). The
+// coordinates are the root arrays named as some array's dimension or in some array's CF
+// "coordinates" attribute; the data arrays are the other root arrays.
+func onlyDataArray(ds Dataset) (string, error) {
+	l, ok := ds.(interface{ ArrayNames() ([]string, error) })
+	if !ok {
+		return "", fmt.Errorf("%s cannot list its arrays; expected variable to name the data array", ds)
+	}
+	names, err := l.ArrayNames()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v; expected variable to name the data array", ds, err)
+	}
+	coords := map[string]bool{}
+	for _, n := range names {
+		a, err := ds.Array(n)
+		if err != nil {
+			return "", err
+		}
+		for _, d := range a.Dims() {
+			coords[d] = true
+		}
+		for _, c := range strings.Fields(a.Attr("coordinates")) {
+			coords[c] = true
+		}
+	}
+	var data []string
+	for _, n := range names {
+		if !coords[n] {
+			data = append(data, n)
+		}
+	}
+	if len(data) != 1 {
+		return "", fmt.Errorf("%s has %d data arrays [%s]; expected variable to name one", ds, len(data), strings.Join(data, ", "))
+	}
+	return data[0], nil
 }

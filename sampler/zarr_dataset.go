@@ -42,6 +42,20 @@ func (d *zarrDataset) String() string { return d.path }
 // remote reports whether the store is in object storage (chunk reads are I/O-bound).
 func (d *zarrDataset) remote() bool { return objstore.IsRemote(d.store) }
 
+// ArrayNames lists the arrays at the store's root (not in groups).
+func (d *zarrDataset) ArrayNames() ([]string, error) {
+	if d.h == nil {
+		return nil, errors.New("the store has neither consolidated metadata nor a listing")
+	}
+	var out []string
+	for _, p := range d.h.Arrays() {
+		if !strings.Contains(p, "/") {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func (d *zarrDataset) Array(name string) (Array, error) {
 	var a *zarr.Array
 	var err error

@@ -6,10 +6,12 @@
 // `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
 // list to the generated ones):
 //
-//	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--cache-mb N]
-//	    [--data-root ROOT] [--epoch E] [--join] [--log-format FORMAT] [--log-level LEVEL]
-//	    [--rank N] [--readers N] [--start K] [-v] [--world-size N]
-//	shmloader plan --config FILE [--cache-mb N] [--data-root ROOT] [--json] [--rank N] [--world-size N]
+//	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--batch-size N]
+//	    [--cache-mb N] [--data-root ROOT] [--epoch E] [--join] [--log-format FORMAT]
+//	    [--log-level LEVEL] [--order ORDER] [--rank N] [--readers N] [--seed N] [--start K]
+//	    [--t0-end END] [--t0-start START] [-v] [--world-size N]
+//	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--data-root ROOT] [--json]
+//	    [--order ORDER] [--rank N] [--seed N] [--t0-end END] [--t0-start START] [--world-size N]
 //	shmloader stat NAME [--allow-uid UID] [--interval D] [--json] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--once] [-v]
 //	shmloader gc [--allow-uid UID] [--dry-run] [--grace D] [--json] [--log-format FORMAT]
@@ -19,8 +21,9 @@
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
 //	shmloader version [--json]
 //	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
-//	    [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT] [--log-level LEVEL]
-//	    [--node-rank G] [--of-rank R] [--readers N] [-v] [--world-size N]
+//	    [--batch-size N] [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT]
+//	    [--log-level LEVEL] [--node-rank G] [--of-rank R] [--order ORDER] [--readers N] [--seed N]
+//	    [--t0-end END] [--t0-start START] [-v] [--world-size N]
 //
 // run produces batches into a new ring (or, with --join, into an existing named one); plan
 // is its dry run (the sources' stores, dimensions, windows, t0 candidates, sampling mode, batch

@@ -52,7 +52,7 @@ func cmdPlan(args []string) int {
 	if err != nil {
 		return usageError("plan", err)
 	}
-	cfg, err := loadConfig(*configPath, os.Stdin)
+	cfg, err := loadConfig(*configPath, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("plan", err)
 	}
@@ -77,15 +77,15 @@ const stdinConfigName = "<config dict>"
 
 // loadConfig loads the configuration at path; "-" reads a JSON document from stdin, which
 // errors name "<config dict>": the dict gobatch.Loader and gobatch.plan serialise there.
-func loadConfig(path string, stdin io.Reader) (*config.Config, error) {
+func loadConfig(path string, stdin io.Reader, o config.Overrides) (*config.Config, error) {
 	if path != "-" {
-		return config.Load(path)
+		return config.LoadWith(path, o)
 	}
 	data, err := io.ReadAll(stdin)
 	if err != nil {
 		return nil, fmt.Errorf("read config from stdin: %w", err)
 	}
-	return config.Parse(stdinConfigName, data, config.JSON)
+	return config.ParseWith(stdinConfigName, data, config.JSON, o)
 }
 
 // makePlan opens the sources and lays out the ring, as run does, without filling anything.

@@ -60,9 +60,11 @@ type sourceFlags struct {
 	rank     int
 	world    int
 	cacheMB  int64
+	batch    config.Overrides // --batch-size, --seed, --order, --t0-start, --t0-end
 }
 
 func addSourceFlags(fs *flagSet, f *sourceFlags) {
+	f.batch.AddFlags(fs.FlagSet)
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
 	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
@@ -139,7 +141,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	cfg, err := loadConfig(f.config, os.Stdin)
+	cfg, err := loadConfig(f.config, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("run", err)
 	}

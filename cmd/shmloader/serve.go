@@ -71,6 +71,7 @@ func cmdServe(args []string) int {
 	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
 	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
 	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB, shared by every rank (default: the anchor source's cache_mb)")
+	f.batch.AddFlags(fs.FlagSet)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -84,7 +85,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	cfg, digest, err := loadConfigDigest(f.config, os.Stdin)
+	cfg, digest, err := loadConfigDigest(f.config, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("serve", err)
 	}
@@ -186,20 +187,20 @@ func (f *serveFlags) listen() (*net.UnixListener, error) {
 
 // loadConfigDigest is loadConfig with the sha256 of the bytes read: each rank's request names
 // the digest of the configuration it was given, and a rank with another is refused.
-func loadConfigDigest(path string, stdin io.Reader) (*config.Config, string, error) {
+func loadConfigDigest(path string, stdin io.Reader, o config.Overrides) (*config.Config, string, error) {
 	var data []byte
 	var err error
 	if path == "-" {
 		if data, err = io.ReadAll(stdin); err != nil {
 			return nil, "", fmt.Errorf("read config from stdin: %w", err)
 		}
-		cfg, err := config.Parse(stdinConfigName, data, config.JSON)
+		cfg, err := config.ParseWith(stdinConfigName, data, config.JSON, o)
 		return cfg, digestOf(data), err
 	}
 	if data, err = os.ReadFile(path); err != nil {
 		return nil, "", fmt.Errorf("config %s: %w", path, err)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadWith(path, o)
 	return cfg, digestOf(data), err
 }
 

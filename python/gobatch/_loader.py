@@ -17,6 +17,7 @@ from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional,
 
 from . import _native, _node
 from . import _clib as _lib
+from ._batch_options import TimeLike, batch_flags
 from ._config import ConfigLike, json_config, stdin_pipe
 from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
 from ._supervise import RESTART_BACKOFF_S, RESTART_WINDOW_S, RESTARTS, Supervisor
@@ -196,7 +197,10 @@ class Loader(Ring):
     workers' batches, taken in turn as the DataLoader does, are the stream without duplicates.
 
     Args:
-        config: TOML path, or a dict with ``batch``, ``ring`` and ``source`` entries.
+        config: TOML path, an ocf-data-sampler YAML path (docs/OCF.md), or a dict with
+            ``batch``, ``ring`` and ``source`` entries.
+        batch_size, order, seed, t0_start, t0_end, cache_mb: replace the file's ``[batch]``
+            values and the cache budget (``--batch-size`` ...); a YAML file needs batch_size.
         framework: ``"numpy"`` (read-only arrays) or ``"torch"`` (tensors sharing that memory).
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
@@ -291,8 +295,12 @@ class Loader(Ring):
         node: Union[None, bool, str] = None,
         local_world_size: Optional[int] = None,
         node_rank: Optional[int] = None,
+        batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
+        t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
     ) -> None:
         _check_framework(framework)
+        options = dict(batch_size=batch_size, order=order, seed=seed, t0_start=t0_start, t0_end=t0_end, cache_mb=cache_mb)
+        flags = batch_flags(**options)
         if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
             raise ValueError(f"restarts must be an int >= 0, not {restarts!r}")
         for arg, value in (("restart_window_s", restart_window_s), ("restart_backoff_s", restart_backoff_s)):
@@ -315,14 +323,14 @@ class Loader(Ring):
             rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
             close_timeout=close_timeout, stall_warning_s=stall_warning_s, restarts=restarts,
             restart_window_s=restart_window_s, restart_backoff_s=restart_backoff_s, extra_args=tuple(extra_args), env=env,
-            node=node, local_world_size=local_world_size, node_rank=node_rank)
+            node=node, local_world_size=local_world_size, node_rank=node_rank, **options)
         worker = _dataloader_worker()
         if worker is not None:  # a DataLoader worker: its share of this rank's share
             worker_id, workers = worker
             rank, world_size = rank * workers + worker_id, world_size * workers
         self._rank, self._world_size = rank, world_size
         self._close_timeout = close_timeout
-        self._identity = _config_identity(config)
+        self._identity = _config_identity(config)._replace(**{k: v for k, v in (("seed", seed), ("order", order)) if v is not None})
         self._order = self._identity.order
         if epoch is not None:
             if self._order != ORDER_EPOCHS:
@@ -338,7 +346,7 @@ class Loader(Ring):
             node, rank=rank, world_size=world_size, local_world_size=local_world_size, node_rank=node_rank)
         if spec is not None:
             serve_args = ["--config", config_path] + (["--readers", str(readers)] if readers is not None else [])
-            serve_args += (["--data-root", os.fspath(data_root)] if data_root is not None else []) + list(extra_args)
+            serve_args += (["--data-root", os.fspath(data_root)] if data_root is not None else []) + flags + list(extra_args)
             self._attach_node(spec, binary, serve_args, config_json, framework=framework, start=start,
                               start_timeout=start_timeout, env=env)
             return
@@ -356,7 +364,7 @@ class Loader(Ring):
                 args += ["--data-root", os.fspath(data_root)]
             if world_size != 1:
                 args += ["--rank", str(rank), "--world-size", str(world_size)]
-            args += list(extra_args)
+            args += flags + list(extra_args)
             self._child = (binary, config_path, args, config_json, dict(env) if env is not None else None)
             self._stderr = tempfile.TemporaryFile(prefix="gobatch-shmloader-")
             self._spawn_child(fd, join=False)

@@ -7,6 +7,7 @@ import os
 import subprocess
 from typing import Any, Dict, Mapping, Optional
 
+from ._batch_options import TimeLike, batch_flags
 from ._config import ConfigLike, json_config
 from ._loader import shmloader_path
 from .errors import ConfigError, LoaderError
@@ -21,6 +22,8 @@ def plan(
     cache_mb: Optional[int] = None,
     shmloader: Optional[str] = None,
     timeout: float = 120.0,
+    batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
+    t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None,
 ) -> Dict[str, Any]:
     """What a configuration would do, without starting a ring or decoding a chunk.
 
@@ -31,6 +34,9 @@ def plan(
     times it rules out as t0 and why the ``first`` was; a ``batch`` entry for the times
     t0_start / t0_end leave out), ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
     ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
+
+    ``batch_size``, ``order``, ``seed``, ``t0_start``, ``t0_end`` replace the file's ``[batch]``
+    values, as for :class:`Loader` (an ocf-data-sampler YAML file needs ``batch_size``).
 
     Raises :class:`ConfigError` naming the field when the configuration or its stores are
     refused, :class:`LoaderError` when shmloader fails otherwise.
@@ -47,8 +53,7 @@ def plan(
         cmd += ["--config", path]
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
-    if cache_mb is not None:
-        cmd += ["--cache-mb", str(cache_mb)]
+    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)
     try:
         p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -16,8 +16,11 @@ The reference is computed here with xarray and pyproj and nothing of the sampler
 pixel is pyproj's (site to geostationary metres, nearest coordinate per axis, ties to the lower
 index), each NWP crop starts at the nearest coordinate to the centre's position in its own
 coordinates (x_osgb/y_osgb as stored, or pyproj's longitude/latitude of the centre), and the
-PV systems are the nearest by distance in degrees. Every tensor of every example is compared
-exactly (the stored values are float32 or int16 without CF packing).
+PV systems are the nearest by geodesic distance (``pyproj.Geod`` on WGS84) from the centre's
+longitude/latitude. Every tensor of every example is compared exactly (the stored values are
+float32 or int16 without CF packing). A second points store puts systems on a 0.1-degree grid,
+where the nearest in degrees and the nearest on the ground differ, and checks the ranking against
+both pyproj's geodesic and British National Grid (EPSG:27700) distances.
 """
 
 from __future__ import annotations
@@ -88,6 +91,27 @@ def crop_start(coords: np.ndarray, v: float, n: int) -> int:
     if not 0 <= s <= len(coords) - n:
         CLAMPED[0] += 1
     return int(np.clip(s, 0, len(coords) - n))
+
+
+GEOD = pyproj.Geod(ellps="WGS84")
+
+
+def geodesic(pts: xr.Dataset, lon: float, lat: float) -> np.ndarray:
+    """Metres from (lon, lat) to each system of pts on the WGS84 ellipsoid (inf without a position)."""
+    plon, plat = pts["longitude"].values, pts["latitude"].values
+    d = np.full(len(plon), np.inf)
+    ok = np.isfinite(plon) & np.isfinite(plat)
+    d[ok] = GEOD.inv(np.full(ok.sum(), lon), np.full(ok.sum(), lat), plon[ok], plat[ok])[2]
+    return d
+
+
+def nearest_systems(d: np.ndarray, k: int, tie_m: float = 0.01) -> np.ndarray | None:
+    """The k systems with the least distance d (store indices, ascending); None when the k-th
+    and the next are within tie_m metres (the ranking is then a matter of rounding)."""
+    order = np.argsort(d, kind="stable")
+    if len(d) > k and abs(d[order[k]] - d[order[k - 1]]) < tie_m:
+        return None
+    return np.sort(order[:k])
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -199,6 +223,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
     lon, lat = site_positions(rng, sat["x"].values, sat["y"].values)
     ids = write_pv(root, rng, lon, lat)
     write_pv(root, rng, lon, lat, positions=False, name="pv_nopos.zarr")
+    glon, glat = np.meshgrid(np.round(np.arange(-4.0, 1.0, 0.1), 6), np.round(np.arange(51.0, 55.0, 0.1), 6))
+    write_pv(root, rng, glon.ravel(), glat.ravel(), name="pv_grid.zarr")
     yield Stores(root, lon, lat, ids)
     shutil.rmtree(root, ignore_errors=True)
 
@@ -301,10 +327,8 @@ class Reference:
         want = self.nwp(self.ll, "ECMWF", ["tcc", "t2m"], t0, "latitude", "longitude", lat, lon, LL_CROP)
         assert np.array_equal(b["ecmwf"][i], want), f"ecmwf, {where}"
 
-        plon, plat = self.pv["longitude"].values, self.pv["latitude"].values
-        d = (plon - lon) ** 2 + (plat - lat) ** 2
-        d[np.isnan(d)] = np.inf
-        near = np.argsort(d, kind="stable")[:K]
+        near = nearest_systems(geodesic(self.pv, lon, lat), K)
+        assert near is not None, f"two systems at the k-th distance, {where}"
         ids = self.pv["location_id"].values
         near = near[np.argsort(ids[near], kind="stable")]
         assert np.array_equal(b["pv_system"][i], ids[near]), f"pv_system, {where}"
@@ -388,6 +412,48 @@ def test_random_pixels_are_aligned_across_projections(stores: Stores, ref: Refer
     assert len(columns) > 10, "centres drawn over the grid"
     assert CLAMPED[0] > 0, "no crop was clamped into its grid: the fixture misses the edge"
     assert "locations" not in ready_line(log)
+
+
+def test_nearest_k_in_lon_lat_ranks_by_distance_on_the_ground(stores: Stores, ref: Reference) -> None:
+    """Systems on a 0.1-degree grid (about 6.7 km east-west, 11.1 km north-south at 53N): the k
+    nearest are pyproj's geodesic nearest, and its British National Grid nearest, not the
+    nearest in degrees."""
+    cfg = copy.deepcopy(config(locations=False))
+    k = 6
+    cfg["source"][3].update(store="pv_grid.zarr", nearest_k=k)
+    batches, _ = take(cfg, stores.root, 4)
+    grid = xr.open_zarr(stores.root / "pv_grid.zarr", chunks=None)
+    ids = grid["location_id"].values
+    plon, plat = grid["longitude"].values, grid["latitude"].values
+    to_osgb = pyproj.Transformer.from_crs("EPSG:4326", "EPSG:27700", always_xy=True)
+    px, py = to_osgb.transform(plon, plat)
+    checked = by_degrees_differs = 0
+    for n, b in enumerate(batches):
+        for i in range(len(b["t0"])):
+            where = f"batch {n} example {i}"
+            lon, lat = geos_to("EPSG:4326").transform(float(b["x"][i]), float(b["y"][i]))
+            near = nearest_systems(geodesic(grid, lon, lat), k)
+            cx, cy = to_osgb.transform(lon, lat)
+            d_osgb = np.hypot(px - cx, py - cy)
+            near_osgb = nearest_systems(d_osgb, k, tie_m=float(np.sort(d_osgb)[k]) * 1e-3)
+            if near is None or near_osgb is None:
+                continue  # the k-th and the next are as far: either may be chosen
+            assert np.array_equal(near, near_osgb), f"pyproj's geodesic and OSGB rankings differ, {where}"
+            want = ids[near][np.argsort(ids[near], kind="stable")]
+            assert np.array_equal(b["pv_system"][i], want), \
+                f"pv_system {b['pv_system'][i]}, the geodesic nearest are {want}, {where}"
+            t0 = np.datetime64(int(b["t0"][i]), "s").astype("datetime64[m]")
+            ti = int(np.nonzero(ref.time == t0)[0][0])
+            pos = {int(v): j for j, v in enumerate(ids)}
+            cols = [pos[int(v)] for v in want]
+            pv = grid["generation"].isel(time=slice(ti - T_HIST, ti + T_HIST + 1), location_id=cols)
+            assert np.array_equal(b["pv"][i], pv.values.astype(np.float32), equal_nan=True), f"pv, {where}"
+            checked += 1
+            by_deg = np.sort(np.argsort(np.hypot(plon - lon, plat - lat), kind="stable")[:k])
+            by_degrees_differs += not np.array_equal(by_deg, near)
+    assert checked >= 56, f"only {checked} of 64 examples without a tie at the k-th system"
+    assert by_degrees_differs >= checked // 4, \
+        f"the nearest in degrees differ in only {by_degrees_differs} of {checked} examples: the test does not tell them apart"
 
 
 BAD = [

@@ -1,0 +1,183 @@
+package ocf
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) Env {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// The expected values are what pyaml_env 1.2.2 (over PyYAML 6.0) returned for the same
+// document with SATX=abc set and NOPE unset: only !ENV values are substituted, an unset
+// variable without a default is "N/A", and "${X:}" is not a reference.
+func TestEnvSubstitutionAsPyamlEnv(t *testing.T) {
+	doc := "a: ${SATX}/x\nb: !ENV ${SATX}/x\nc: !ENV '${NOPE}'\nd: !ENV ${NOPE:def}-${SATX}\ne: !ENV ${SATX:}\nf: !ENV 5\ng: \"${SATX}\"\n"
+	root, _, err := readYAML([]byte(doc), envOf(map[string]string{"SATX": "abc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "${SATX}/x", "b": "abc/x", "c": "N/A", "d": "def-abc", "e": "${SATX:}", "f": "5", "g": "${SATX}"}
+	for k, w := range want {
+		v, _ := root.get(k)
+		if v == nil || v.kind != kStr || v.s != w {
+			t.Errorf("%s: got %+v, want the string %q", k, v, w)
+		}
+	}
+}
+
+// YAML 1.1 scalars as PyYAML's SafeLoader resolves them (yaml.safe_load gave
+// {'a': '1e5', 'b': 100000.0, 'c': '0o17', 'd': 15, 'e': 90, 'f': date(2021, 1, 1), 'g': 0.5}).
+func TestScalarsAsPyYAML(t *testing.T) {
+	doc := "a: 1e5\nb: 1.0e+5\nc: 0o17\nd: 017\ne: 1:30\nf: 2021-01-01\ng: .5\nh: yes\ni: Off\nj: ~\nk: 0x1F\nl: -1_000\nm: .inf\n"
+	root, _, err := readYAML([]byte(doc), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(k string, want kind, ok func(*value) bool) {
+		v, _ := root.get(k)
+		if v == nil || v.kind != want || (ok != nil && !ok(v)) {
+			t.Errorf("%s: got %+v, want %s", k, v, want)
+		}
+	}
+	check("a", kStr, func(v *value) bool { return v.s == "1e5" })
+	check("b", kFloat, func(v *value) bool { return v.f == 1e5 })
+	check("c", kStr, nil)
+	check("d", kInt, func(v *value) bool { return v.i == 15 })
+	check("e", kInt, func(v *value) bool { return v.i == 90 })
+	check("f", kTime, nil)
+	check("g", kFloat, func(v *value) bool { return v.f == 0.5 })
+	check("h", kBool, func(v *value) bool { return v.b })
+	check("i", kBool, func(v *value) bool { return !v.b })
+	check("j", kNull, nil)
+	check("k", kInt, func(v *value) bool { return v.i == 31 })
+	check("l", kInt, func(v *value) bool { return v.i == -1000 })
+	check("m", kFloat, func(v *value) bool { return math.IsInf(v.f, 1) })
+}
+
+const base = `input_data:
+  satellite:
+    zarr_path: sat.zarr
+    time_resolution_minutes: 5
+    interval_start_minutes: -30
+    interval_end_minutes: 0
+    image_size_pixels_height: 8
+    image_size_pixels_width: 10
+    channels: [IR_016, VIS006]
+    normalisation_constants:
+      IR_016: {mean: 1.0, std: 2.0}
+      VIS006: {mean: 3.0, std: 4.0}
+  nwp:
+    ukv:
+      provider: ukv
+      zarr_path: ukv.zarr
+      time_resolution_minutes: 60
+      interval_start_minutes: -60
+      interval_end_minutes: 120
+      image_size_pixels_height: 4
+      image_size_pixels_width: 6
+      channels: [t, tp]
+      accum_channels: [tp]
+      normalisation_constants:
+        t: {mean: 280.0, std: 10.0}
+        diff_tp: {mean: 0.5, std: 2.0}
+  generation:
+    zarr_path: gen.zarr
+    time_resolution_minutes: 30
+    interval_start_minutes: -60
+    interval_end_minutes: 120
+`
+
+func TestProblemsNameLineAndKey(t *testing.T) {
+	for _, tc := range []struct {
+		old, new string
+		line     int
+		field    string
+	}{
+		{"    interval_start_minutes: -30", "    interval_start_minutes: -32", 5, "input_data.satellite.interval_start_minutes"},
+		{"        diff_tp: {mean: 0.5, std: 2.0}", "        tp: {mean: 0.5, std: 2.0}", 24, "input_data.nwp.ukv.normalisation_constants"},
+		{"      provider: ukv", "      provider: metoffice", 15, "input_data.nwp.ukv.provider"},
+		{"    zarr_path: gen.zarr", "    zarr_path: gen.zarr\n    capacity: 3", 29, "input_data.generation.capacity"},
+		{"      VIS006: {mean: 3.0, std: 4.0}", "      VIS006: {mean: 3.0, std: -4.0}", 12, "input_data.satellite.normalisation_constants.VIS006.std"},
+	} {
+		doc := strings.Replace(base, tc.old, tc.new, 1)
+		_, problems := Read([]byte(doc), envOf(nil))
+		if len(problems) != 1 || problems[0].Line != tc.line || problems[0].Field != tc.field {
+			t.Errorf("%q: got %+v, want one problem at line %d, %s", tc.new, problems, tc.line, tc.field)
+		}
+	}
+	if _, problems := Read([]byte(base), envOf(nil)); len(problems) != 0 {
+		t.Fatalf("base: %+v", problems)
+	}
+}
+
+func TestTranslateBase(t *testing.T) {
+	cfg, problems := Read([]byte(base), envOf(nil))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	tr, problems := Translate(cfg, cfg.Line)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	srcs := tr.Raw["source"].([]any)
+	if len(srcs) != 3 {
+		t.Fatalf("%d sources", len(srcs))
+	}
+	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
+	if sat["anchor"] != true || sat["locations"] != GenerationName || sat["store"] != "sat.zarr" {
+		t.Errorf("satellite: %v", sat)
+	}
+	if m := sat["normalise_mean"].([]any); m[0] != 1.0 || m[1] != 3.0 {
+		t.Errorf("satellite means %v", m)
+	}
+	// The accumulated channel takes its diff_ constants; the provider gives the crs.
+	if m, s := ukv["normalise_mean"].([]any), ukv["normalise_std"].([]any); m[1] != 0.5 || s[1] != 2.0 || ukv["crs"] != "EPSG:27700" || ukv["role"] != "nwp" {
+		t.Errorf("ukv: %v", ukv)
+	}
+	if gen["role"] != "points" || gen["variable"] != GenerationVariable || gen["nearest_k"] != int64(1) {
+		t.Errorf("generation: %v", gen)
+	}
+	if l := tr.Lines["source[1].channels"]; l != 22 {
+		t.Errorf("source[1].channels is at line %d, want 22", l)
+	}
+	if f := tr.Fields["source[0].store"]; f != "input_data.satellite.zarr_path" {
+		t.Errorf("source[0].store names %q", f)
+	}
+}
+
+func TestTranslateRefusesWhatGobatchCannotRun(t *testing.T) {
+	noSat := base[:strings.Index(base, "  satellite:")] + base[strings.Index(base, "  nwp:"):]
+	cfg, problems := Read([]byte(noSat), envOf(nil))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Field != "input_data.satellite" {
+		t.Errorf("no satellite: %+v", problems)
+	}
+	odd := strings.Replace(base, "image_size_pixels_width: 10", "image_size_pixels_width: 9", 1)
+	cfg, _ = Read([]byte(odd), envOf(nil))
+	if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Line != 8 {
+		t.Errorf("odd crop: %+v", problems)
+	}
+}
+
+// Read never panics, whatever the bytes; it accepts or lists problems.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte("input_data: {nwp: {x: {provider: !ENV ${P:ukv}}}}\n<<: *a"))
+	f.Add([]byte("a: &a {b: 1}\nc: {<<: *a, d: 0b_}\ne: [[\"\", cyclic]]"))
+	f.Add([]byte("a: &a {b: *a}\n")) // recursive aliases: refused, not a stack overflow
+	f.Add([]byte("a: &a {<<: *a}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, problems := Read(data, envOf(nil))
+		if cfg == nil && len(problems) == 0 {
+			t.Fatal("neither a configuration nor a problem")
+		}
+		if cfg != nil {
+			Translate(cfg, cfg.Line)
+		}
+	})
+}

@@ -1,0 +1,235 @@
+package ocf
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Read reads and validates an ocf-data-sampler configuration, as load_yaml_configuration
+// does. The problems are every reason the file is refused (a syntax error is one problem).
+func Read(data []byte, env Env) (*Config, []Problem) {
+	root, line, err := readYAML(data, env)
+	if err != nil {
+		return nil, []Problem{{Line: line, Msg: err.Error()}}
+	}
+	cfg, problems := check(root)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	cfg.lines = map[string]int{}
+	root.index("", cfg.lines)
+	return cfg, nil
+}
+
+// Line is the line a field ("input_data.nwp.ukv.channels") is written on, else its nearest
+// enclosing field's; 0 when none is.
+func (c *Config) Line(field string) int {
+	for f := field; ; {
+		if l, ok := c.lines[f]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			return 0
+		}
+		f = f[:i]
+	}
+}
+
+// index records the line of every key under path.
+func (v *value) index(path string, out map[string]int) {
+	switch v.kind {
+	case kMap:
+		for i, k := range v.keys {
+			p := k.s
+			if path != "" {
+				p = path + "." + k.s
+			}
+			out[p] = k.line
+			v.items[i].index(p, out)
+		}
+	case kSeq:
+		for i, e := range v.items {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			out[p] = e.line
+			e.index(p, out)
+		}
+	}
+}
+
+// Lines is where each gobatch field of a translation comes from in the YAML file
+// ("source[1].channels" -> the line of input_data.nwp.ukv.channels).
+type Lines map[string]int
+
+// Translation is a gobatch configuration made from an ocf-data-sampler one: Raw has the shape
+// a gobatch TOML file decodes to, without [batch] (gobatch's own options come from the command
+// line or the Loader's keywords).
+type Translation struct {
+	Raw   map[string]any
+	Lines Lines
+	// Fields names the YAML key each gobatch field comes from ("source[0].store" ->
+	// "input_data.satellite.zarr_path"), for messages.
+	Fields map[string]string
+}
+
+// Source names in the translation: the satellite, each NWP under its key, the generation.
+const (
+	SatelliteName  = "satellite"
+	GenerationName = "generation"
+	// GenerationVariable is the data array ocf-data-sampler reads from a generation store.
+	GenerationVariable = "generation_mw"
+)
+
+// nwpCRS is the coordinate reference system of each provider's grid, as ocf-data-sampler's
+// loaders name its dimensions: OSGB for ukv, longitude/latitude for the global models; the
+// geostationary cloudcasting grid has the satellite's projection.
+var nwpCRS = map[string]string{
+	"ukv": "EPSG:27700", "ecmwf": "EPSG:4326", "mo_global": "EPSG:4326", "gfs": "EPSG:4326",
+	"icon_eu": "EPSG:4326", "gencast": "EPSG:4326", "fgn": "EPSG:4326",
+}
+
+// Translate turns a validated configuration into gobatch sources (docs/OCF.md says what is
+// translated and what is not yet matched). It refuses what gobatch cannot run at all,
+// as Problems naming the key: no satellite (gobatch's examples are centred on an anchor
+// grid), a list of several zarr_paths, an odd or zero crop (ocf-data-sampler itself fails on
+// every sample with an odd one).
+func Translate(cfg *Config, lines func(field string) int) (*Translation, []Problem) {
+	t := &translator{lines: lines, out: Lines{}, names: map[string]string{}}
+	var sources []any
+	if cfg.Satellite == nil {
+		t.bad("input_data.satellite", "missing; gobatch centres its examples on an anchor grid, the satellite, so it needs one (docs/OCF.md)")
+	} else {
+		sources = append(sources, t.satellite(cfg.Satellite, cfg.Generation != nil, len(sources)))
+	}
+	for _, n := range cfg.NWP {
+		sources = append(sources, t.nwp(n, len(sources)))
+	}
+	if cfg.Generation != nil {
+		sources = append(sources, t.generation(cfg.Generation, len(sources)))
+	}
+	if len(t.problems) > 0 {
+		return nil, t.problems
+	}
+	return &Translation{Raw: map[string]any{"source": sources}, Lines: t.out, Fields: t.names}, nil
+}
+
+type translator struct {
+	lines    func(field string) int
+	out      Lines
+	names    map[string]string
+	problems []Problem
+}
+
+func (t *translator) bad(field, format string, args ...any) {
+	t.problems = append(t.problems, Problem{Line: t.lines(field), Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// set writes key into source i, remembering that it comes from YAML field from.
+func (t *translator) set(src map[string]any, i int, key string, v any, from string) {
+	switch l := v.(type) { // lists as the TOML decoder gives them
+	case []string:
+		v = anyList(l)
+	case []float64:
+		v = anyList(l)
+	case []int64:
+		v = anyList(l)
+	}
+	src[key] = v
+	field := fmt.Sprintf("source[%d].%s", i, key)
+	t.out[field], t.names[field] = t.lines(from), from
+}
+
+func (t *translator) window(src map[string]any, i int, w Window, path string) {
+	t.set(src, i, "time_resolution_minutes", w.Resolution, path+".time_resolution_minutes")
+	t.set(src, i, "interval_start_minutes", w.Start, path+".interval_start_minutes")
+	t.set(src, i, "interval_end_minutes", w.End, path+".interval_end_minutes")
+}
+
+// dropout translates a grid or generation dropout. gobatch draws one of the timedeltas
+// uniformly with the whole probability; a list of per-timedelta fractions becomes its sum.
+func (t *translator) dropout(src map[string]any, i int, d Dropout, path string) {
+	if len(d.Timedeltas) == 0 {
+		return
+	}
+	frac := 0.0
+	for _, f := range d.Fraction {
+		frac += f
+	}
+	t.set(src, i, "dropout_timedeltas_minutes", d.Timedeltas, path+".dropout_timedeltas_minutes")
+	t.set(src, i, "dropout_fraction", frac, path+".dropout_fraction")
+}
+
+func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum []string) {
+	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
+	if len(g.ZarrPaths) != 1 {
+		t.bad(path+".zarr_path", "%d paths; gobatch reads one store per source (ocf-data-sampler concatenates several along time)", len(g.ZarrPaths))
+	} else {
+		t.set(src, i, "store", g.ZarrPaths[0], path+".zarr_path")
+	}
+	t.window(src, i, g.Window, path)
+	for _, k := range []struct {
+		key string
+		v   int64
+	}{{"image_size_pixels_height", g.Height}, {"image_size_pixels_width", g.Width}} {
+		if k.v <= 0 || k.v%2 != 0 {
+			t.bad(path+"."+k.key, "%d; gobatch needs an even crop > 0 (ocf-data-sampler fails on every sample with an odd one)", k.v)
+		}
+		t.set(src, i, k.key, k.v, path+"."+k.key)
+	}
+	t.set(src, i, "channels", g.Channels, path+".channels")
+	mean, std := make([]float64, len(g.Channels)), make([]float64, len(g.Channels))
+	for j, c := range g.Channels {
+		name := c
+		if contains(accum, c) {
+			name = "diff_" + c
+		}
+		mean[j], std[j] = g.Norm[name].Mean, g.Norm[name].Std
+	}
+	if len(g.Channels) > 0 {
+		t.set(src, i, "normalise_mean", mean, path+".normalisation_constants")
+		t.set(src, i, "normalise_std", std, path+".normalisation_constants")
+	}
+}
+
+func (t *translator) satellite(s *Satellite, sites bool, i int) map[string]any {
+	const path = "input_data.satellite"
+	src := map[string]any{"name": SatelliteName, "kind": "zarr", "role": "grid", "anchor": true}
+	t.grid(src, i, s.Grid, path, nil)
+	t.dropout(src, i, s.Dropout, path)
+	if sites {
+		t.set(src, i, "locations", GenerationName, "input_data.generation")
+	}
+	return src
+}
+
+func (t *translator) nwp(n *NWP, i int) map[string]any {
+	path := "input_data.nwp." + n.Key
+	src := map[string]any{"name": n.Key, "kind": "zarr", "role": "nwp"}
+	t.grid(src, i, n.Grid, path, n.AccumChannels)
+	if crs := nwpCRS[strings.ToLower(n.Provider)]; crs != "" {
+		t.set(src, i, "crs", crs, path+".provider")
+	}
+	if n.MaxStaleness != nil && *n.MaxStaleness > 0 {
+		t.set(src, i, "max_staleness_minutes", *n.MaxStaleness, path+".max_staleness_minutes")
+	}
+	return src
+}
+
+func (t *translator) generation(g *Generation, i int) map[string]any {
+	const path = "input_data.generation"
+	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
+	src := map[string]any{"name": GenerationName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
+	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
+	t.set(src, i, "variable", GenerationVariable, path+".zarr_path")
+	t.window(src, i, g.Window, path)
+	t.dropout(src, i, g.Dropout, path)
+	return src
+}
+
+func anyList[T any](l []T) []any {
+	out := make([]any, len(l))
+	for i, x := range l {
+		out[i] = x
+	}
+	return out
+}

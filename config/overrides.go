@@ -1,0 +1,85 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"strconv"
+
+	"github.com/gobatch/gobatch/config/ocf"
+)
+
+// Overrides are gobatch's own [batch] options given outside the file: shmloader's flags
+// (--batch-size, --seed, --order, --t0-start, --t0-end) and gobatch.Loader's keywords. They
+// replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
+// loadable by ocf-data-sampler, which refuses unknown keys), so for one --batch-size is
+// required.
+type Overrides struct {
+	BatchSize int     // 0: the file's batch.size
+	Seed      *uint64 // nil: the file's batch.seed
+	Order     string  // "": the file's batch.order
+	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
+	T0End     string  // "": the file's batch.t0_end
+}
+
+// AddFlags registers the overrides' flags on fs.
+func (o *Overrides) AddFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.BatchSize, "batch-size", 0, "examples per batch (replaces the file's batch.size; required for an ocf-data-sampler YAML file)")
+	fs.Func("seed", "the stream's seed `N` (replaces the file's batch.seed)", func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		o.Seed = &v
+		return nil
+	})
+	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
+	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
+	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
+}
+
+// apply writes the overrides into the decoded file's [batch] table.
+func (o Overrides) apply(raw map[string]any) {
+	batch, ok := raw["batch"].(map[string]any)
+	set := func(k string, v any) {
+		if !ok {
+			batch, ok = map[string]any{}, true
+			raw["batch"] = batch
+		}
+		batch[k] = v
+	}
+	if o.BatchSize != 0 {
+		set("size", int64(o.BatchSize))
+	}
+	if o.Seed != nil {
+		set("seed", int64(*o.Seed))
+	}
+	if o.Order != "" {
+		set("order", o.Order)
+	}
+	if o.T0Start != "" {
+		set("t0_start", o.T0Start)
+	}
+	if o.T0End != "" {
+		set("t0_end", o.T0End)
+	}
+}
+
+// decodeOCF reads an ocf-data-sampler YAML configuration into gobatch's raw shape (package
+// config/ocf): its problems are the file's, with the line and the YAML key; the lines of the
+// gobatch fields point at the YAML keys they come from.
+func decodeOCF(c *collector, data []byte) map[string]any {
+	oc, problems := ocf.Read(data, os.LookupEnv)
+	if len(problems) == 0 {
+		var tr *ocf.Translation
+		if tr, problems = ocf.Translate(oc, oc.Line); len(problems) == 0 {
+			c.lines, c.aliases = lineIndex(tr.Lines), fieldAliases(tr.Fields)
+			return tr.Raw
+		}
+	}
+	for _, p := range problems {
+		if len(c.errs) < maxErrors {
+			c.errs = append(c.errs, &FieldError{File: c.file, Line: p.Line, Field: p.Field, Msg: p.Msg})
+		}
+	}
+	return nil
+}
