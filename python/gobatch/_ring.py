@@ -242,28 +242,6 @@ class Ring:
         pid, start = int(g.creator_pid), int(g.creator_starttime)
         self._creator_alive = lambda: _lib.process_alive(pid, start)
 
-    def _load_geometry(self) -> None:
-        L = _lib.lib()
-        g = _lib.Geometry()
-        L.gb_geometry_get(self._ptr, ctypes.byref(g))
-        self._geom = g
-        specs = []
-        for i in range(g.tensor_count):
-            t = _lib.Tensor()
-            L.gb_tensor_get(self._ptr, i, ctypes.byref(t))
-            specs.append(
-                TensorSpec(
-                    name=t.name.decode("ascii"),
-                    shape=tuple(int(t.shape[k]) for k in range(t.ndim)),
-                    dtype=_DTYPES[t.dtype],
-                    offset=int(t.offset),
-                    nbytes=int(t.nbytes),
-                )
-            )
-        self._specs = specs
-        pid, start = int(g.creator_pid), int(g.creator_starttime)
-        self._creator_alive = lambda: _lib.process_alive(pid, start)
-
     def _map_payload(self, fd: int) -> None:
         g = self._geom
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if self._framework == "torch" else 0)
