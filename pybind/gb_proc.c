@@ -63,7 +63,6 @@ int fail(gb_ring *r, int code, const char *fmt, ...) {
     return code;
 }
 
-
 /* ---- liveness (section 3.5) ---- */
 
 /* Reads /proc/<pid>/stat: its state (field 3) and starttime (field 22). 1 on success, -1 when

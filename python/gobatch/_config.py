@@ -132,8 +132,13 @@ def config_argument(config: ConfigLike) -> Tuple[str, Optional[bytes]]:
     if isinstance(config, Mapping):
         return "-", json_config(config)
     path = os.fspath(config)
-    if not os.path.isfile(path):
-        raise ConfigError(f"config file {path!r} does not exist")
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {path!r}: {e.strerror}") from None
     return os.path.abspath(path), None
 
 

@@ -180,11 +180,11 @@ class Loader:
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
                        restart_backoff_s=restart_backoff_s)
         self._stall_warning_s = _stall_seconds(stall_warning_s)
+        config_path, config_json = config_argument(config)
         where = placement(rank, world_size)
         self._rank, self._world_size = where.rank, where.world_size
         self._framework = framework
-        self._identity = config_identity(config)  # first: a file that cannot be read is named here
-        config_path, config_json = config_argument(config)
+        self._identity = config_identity(config)
         self._order = self._identity.order
         self._epoch = _first_epoch(epoch, self._order)
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached

@@ -100,9 +100,10 @@ class OwnChild:
             if ring is not None:
                 ring._close_ring()
             child.stop(self._close_timeout, graceful=False)
+            refused = child.config_error() if child.poll() == EXIT_USAGE and not isinstance(e, ConfigError) else None
             child.close()
-            if child.poll() == EXIT_USAGE and not isinstance(e, ConfigError):
-                raise child.config_error() from None
+            if refused is not None:
+                raise refused from None
             raise
         finally:
             os.close(fd)

@@ -15,6 +15,7 @@ import logging
 import math
 import mmap
 import os
+import sys
 import threading
 import time
 import warnings
@@ -408,7 +409,7 @@ class Ring:
                f"stall_warning_s={self._stall_warning_s:g}); {'; '.join(self._producers.states(self._mm))}; "
                "still waiting")
         _log.warning(msg)
-        warnings.warn(msg, GobatchWarning, stacklevel=4)  # at the caller's next() / for
+        warnings.warn(msg, GobatchWarning, stacklevel=_caller_level())  # at the caller's next() / for
 
     def _producer_states(self) -> List[str]:
         """One phrase per producer process and its state (the stall warning's)."""
@@ -652,6 +653,15 @@ def _job_figures(s: "_lib.Stats") -> Dict[str, Any]:
         # their fraction. A store cut short shows here instead of as silent NaN.
         **_chunk_counts(s),
     }
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of warnings.warn, called by this function's caller, that names the
+    first frame outside gobatch (the trainer's ``next()`` or ``for``), through Loader or not."""
+    frame, level = sys._getframe(2), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("gobatch."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _stall_seconds(value: float) -> float:
