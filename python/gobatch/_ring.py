@@ -161,7 +161,8 @@ class Ring:
         """Attach to the segment open as ``fd`` (borrowed: the caller closes it afterwards).
 
         ``timeout`` bounds the wait for the ring to become READY; ``_producers`` is asked about
-        every 100 ms while waiting (Loader uses it to watch its child). With ``sealed`` the
+        every 100 ms while waiting (Loader uses it to watch its child); a ``next()`` that waits
+        ``stall_warning_s`` seconds warns (see the class doc). With ``sealed`` the
         segment must be a memfd sealed against shrinking and growing (PROTOCOL.md 1), else
         :class:`RingTruncatedError`."""
         _check_framework(framework)
