@@ -11,9 +11,13 @@ ring of a standalone ``shmloader run --ring NAME``. The protocol is docs/PROTOCO
 
 from __future__ import annotations
 
-from ._loader import ORDER_EPOCHS, ORDER_STREAM, Loader, shmloader_path
+from ._child import shmloader_path
+from ._config import ORDER_EPOCHS, ORDER_STREAM
+from ._lease import Batch, TensorSpec
+from ._loader import Loader
+from ._named import attach
 from ._plan import plan
-from ._ring import Batch, Ring, TensorSpec, attach
+from ._ring import Ring
 from .errors import (
     ConfigError,
     GobatchError,

@@ -35,7 +35,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run_shmloader(args: List[str]) -> int:
-    from ._loader import shmloader_path
+    from ._child import shmloader_path
 
     binary = shmloader_path()
     env = _native.child_env(binary, None)

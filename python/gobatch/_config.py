@@ -9,19 +9,25 @@ naming the key path in the same form (``source[0].shape[1]``)."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import os
+import re
 import threading
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .errors import ConfigError
 
-__all__ = ["ConfigLike", "CONFIG_DICT_NAME", "json_config", "stdin_pipe"]
+__all__ = ["ConfigLike", "CONFIG_DICT_NAME", "ORDER_STREAM", "ORDER_EPOCHS", "Identity", "config_argument",
+           "config_identity", "json_config", "stdin_pipe"]
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 CONFIG_DICT_NAME = "<config dict>"  # what shmloader calls a configuration read from stdin
+
+ORDER_STREAM = "stream"  # [batch] order (config/config.go): the default, independent draws
+ORDER_EPOCHS = "epochs"  # a seeded permutation of the sample space per epoch
 
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux fcntl(2)
 
@@ -117,3 +123,80 @@ def _feed(w: int, rest: bytes) -> None:
         pass
     finally:
         os.close(w)
+
+
+def config_argument(config: ConfigLike) -> Tuple[str, Optional[bytes]]:
+    """shmloader's ``--config`` for a configuration, and the document for its stdin: ``("-",
+    JSON)`` for a dict (checked by :func:`json_config`), ``(absolute path, None)`` for a file,
+    which must exist."""
+    if isinstance(config, Mapping):
+        return "-", json_config(config)
+    path = os.fspath(config)
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {path!r}: {e.strerror}") from None
+    return os.path.abspath(path), None
+
+
+class Identity(NamedTuple):
+    """What a saved position belongs to, read from the configuration."""
+
+    seed: Optional[int]  # [batch] seed (None when it cannot be read here)
+    digest: str  # sha256 of the configuration's content
+    order: str  # [batch] order: ORDER_STREAM or ORDER_EPOCHS
+
+
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]")  # [table] or [[array]]
+_ORDER_RE = re.compile(r"""^\s*order\s*=\s*["']([^"']*)["']""")
+
+
+def _toml_order(text: str) -> Optional[str]:
+    """[batch] order of a TOML file, read line by line: for Pythons without tomllib (< 3.11)."""
+    table = ""
+    for line in text.splitlines():
+        header = _HEADER_RE.match(line)
+        if header:
+            table = header.group(2) if header.group(1) == "[" else ""
+        elif table == "batch" and (m := _ORDER_RE.match(line)):
+            return m.group(1)
+    return None
+
+
+def config_identity(config: ConfigLike) -> Identity:
+    """The seed, digest and batch order of a configuration (a dict, or a TOML or JSON file)."""
+    seed: Any = None
+    order: Any = None
+    if isinstance(config, Mapping):
+        text = json.dumps(config, sort_keys=True, default=str).encode()
+        batch = config.get("batch")
+        if isinstance(batch, Mapping):
+            seed, order = batch.get("seed", 0), batch.get("order")
+    else:
+        path = os.fspath(config)
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path!r} does not exist") from None
+        except OSError as e:
+            raise ConfigError(f"config file {path!r}: {e.strerror}") from None
+        try:
+            if path.endswith(".json"):
+                parsed = json.loads(text)
+            else:
+                try:
+                    import tomllib
+                except ImportError:  # Python < 3.11: the order is what the loader must know
+                    order = _toml_order(text.decode(errors="replace"))
+                    raise
+                parsed = tomllib.loads(text.decode())
+            batch = parsed.get("batch", {})
+            seed, order = batch.get("seed", 0), batch.get("order")
+        except Exception:  # shmloader reports a bad file with its line; the digest still works
+            pass
+    return Identity(seed if isinstance(seed, int) else None, hashlib.sha256(text).hexdigest(),
+                     order if isinstance(order, str) else ORDER_STREAM)

@@ -39,7 +39,7 @@ def package_version() -> str:
 def shmloader_info() -> Dict[str, Any]:
     """``shmloader version --json`` of the binary a Loader would run, plus its ``path``. Raises
     GobatchError (LoaderError) when there is none, OSError/ValueError when it does not run."""
-    from ._loader import shmloader_path
+    from ._child import shmloader_path
 
     path = shmloader_path()
     out = subprocess.run([path, "version", "--json"], env=_native.child_env(path, None),
@@ -104,7 +104,7 @@ def check_proj(v: Union[Dict[str, Any], Exception]) -> Check:
 
 
 def check_shm(path: Optional[str] = None) -> Check:
-    from ._ring import shm_dir
+    from ._named import shm_dir
 
     path = path or shm_dir()
     try:

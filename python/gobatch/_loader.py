@@ -1,167 +1,59 @@
-"""gobatch.Loader: start a ``shmloader`` child on a memfd ring and iterate its batches."""
+"""gobatch.Loader: batches from a ``shmloader`` producer, iterated over its ring.
+
+A Loader owns a :class:`gobatch.Ring` (the ring it reads now) and a producer strategy that makes
+each ring it reads: its own ``shmloader run`` child (``_own.OwnChild``) or, in node mode, the
+node loader's (``_node.NodeRings``). A new epoch, :meth:`Loader.set_epoch` and
+:meth:`Loader.load_state_dict` close the ring and ask the strategy for a new one."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import IO, Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import _native, _node
-from . import _clib as _lib
+from . import _ring
 from ._batch_options import TimeLike, batch_flags
-from ._config import ConfigLike, json_config, stdin_pipe
-from ._ring import STALL_WARNING_S, Batch, Ring, _check_framework, _stall_seconds, process_state
+from ._child import Command, shmloader_path
+from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, config_identity
+from ._lease import Batch, TensorSpec
+from ._node import NodeRings, node_spec
+from ._own import OwnChild, Restarts
+from ._ranks import placement
+from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
 from ._supervise import RESTART_BACKOFF_S, RESTART_WINDOW_S, RESTARTS, Supervisor
-from .errors import ConfigError, LoaderError, RingError, StreamEndedError
+from .errors import RingError, StreamEndedError
 
 __all__ = ["Loader", "shmloader_path", "ORDER_STREAM", "ORDER_EPOCHS"]
-
-EXIT_USAGE = 2  # shmloader: bad command line or configuration (cmd/shmloader/main.go)
-EXIT_CONSUMER_DIED = 3
-
-ORDER_STREAM = "stream"  # [batch] order (config/config.go): the default, independent draws
-ORDER_EPOCHS = "epochs"  # a seeded permutation of the sample space per epoch
-
-
-def shmloader_path(explicit: Optional[str] = None) -> str:
-    """The shmloader binary to run: ``explicit``, else ``$GOBATCH_SHMLOADER``, else the copy
-    built into the package (``gobatch/_bin/shmloader``), else ``shmloader`` on ``PATH``."""
-    for candidate in (explicit, os.environ.get("GOBATCH_SHMLOADER")):
-        if candidate:
-            if not os.access(candidate, os.X_OK):
-                raise LoaderError(f"shmloader binary {candidate!r} does not exist or is not executable")
-            return str(candidate)
-    packaged = Path(__file__).resolve().parent / "_bin" / "shmloader"
-    if os.access(packaged, os.X_OK):
-        return str(packaged)
-    found = shutil.which("shmloader")
-    if found:
-        return found
-    raise LoaderError(
-        f"no shmloader binary: not at {packaged} (install with `pip install ./python`), "
-        "not in $GOBATCH_SHMLOADER, not on PATH"
-    )
-
-
-def _tail(f: Optional[IO[bytes]], limit: int = 4000) -> str:
-    if f is None:
-        return ""
-    try:
-        f.flush()
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - limit))
-        data = f.read()
-    except (OSError, ValueError):
-        return ""
-    text = data.decode("utf-8", "replace")
-    if size > limit:
-        text = "..." + text[text.find("\n") + 1 :] if "\n" in text else "..." + text
-    return text
-
 
 _STATE_VERSION = 1
 
 
-def _dataloader_worker() -> Optional[Tuple[int, int]]:
-    """(worker id, number of workers) inside a torch DataLoader worker process, else None. Only
-    a process that has imported torch.utils.data can be one: nothing is imported here."""
-    data = sys.modules.get("torch.utils.data")
-    info = getattr(data, "get_worker_info", lambda: None)() if data is not None else None
-    if info is None:
-        return None
-    return int(info.id), int(info.num_workers)
+def _check_options(*, readers: Optional[int], start: Optional[int], restarts: int, restart_window_s: float,
+                   restart_backoff_s: float) -> None:
+    """Raises ValueError for a Loader argument out of its range, before any process starts."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise ValueError(f"restarts must be an int >= 0, not {restarts!r}")
+    for arg, value in (("restart_window_s", restart_window_s), ("restart_backoff_s", restart_backoff_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise ValueError(f"{arg} must be a finite number of seconds >= 0, not {value!r}")
+    if readers is not None and (not isinstance(readers, int) or readers < 1):
+        raise ValueError(f"readers must be a positive int, not {readers!r}")
+    if start is not None and (not isinstance(start, int) or start < 0):
+        raise ValueError(f"start must be an int >= 0, not {start!r}")
 
 
-def _how_exited(code: Optional[int]) -> str:
-    """A child's exit status in words: "exited with status 1", "was killed by SIGKILL"."""
-    if code is not None and code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
+def _first_epoch(epoch: Optional[int], order: str) -> int:
+    """The epoch= argument, checked against the configuration's order."""
+    if epoch is None:
+        return 0
+    if order != ORDER_EPOCHS:
+        raise ValueError(f"epoch={epoch!r} needs [batch] order = {ORDER_EPOCHS!r}; this "
+                         f"configuration's order is {order!r}")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
+    return epoch
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
-
-
-class _Identity(NamedTuple):
-    """What a saved position belongs to, read from the configuration."""
-
-    seed: Optional[int]  # [batch] seed (None when it cannot be read here)
-    digest: str  # sha256 of the configuration's content
-    order: str  # [batch] order: ORDER_STREAM or ORDER_EPOCHS
-
-
-_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]")  # [table] or [[array]]
-_ORDER_RE = re.compile(r"""^\s*order\s*=\s*["']([^"']*)["']""")
-
-
-def _toml_order(text: str) -> Optional[str]:
-    """[batch] order of a TOML file, read line by line: for Pythons without tomllib (< 3.11)."""
-    table = ""
-    for line in text.splitlines():
-        header = _HEADER_RE.match(line)
-        if header:
-            table = header.group(2) if header.group(1) == "[" else ""
-        elif table == "batch" and (m := _ORDER_RE.match(line)):
-            return m.group(1)
-    return None
-
-
-def _config_identity(config: "ConfigLike") -> _Identity:
-    """The seed, digest and batch order of a configuration (a dict, or a TOML or JSON file)."""
-    seed: Any = None
-    order: Any = None
-    if isinstance(config, Mapping):
-        text = json.dumps(config, sort_keys=True, default=str).encode()
-        batch = config.get("batch")
-        if isinstance(batch, Mapping):
-            seed, order = batch.get("seed", 0), batch.get("order")
-    else:
-        path = os.fspath(config)
-        try:
-            with open(path, "rb") as f:
-                text = f.read()
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path!r} does not exist") from None
-        except OSError as e:
-            raise ConfigError(f"config file {path!r}: {e.strerror}") from None
-        try:
-            if path.endswith(".json"):
-                parsed = json.loads(text)
-            else:
-                try:
-                    import tomllib
-                except ImportError:  # Python < 3.11: the order is what the loader must know
-                    order = _toml_order(text.decode(errors="replace"))
-                    raise
-                parsed = tomllib.loads(text.decode())
-            batch = parsed.get("batch", {})
-            seed, order = batch.get("seed", 0), batch.get("order")
-        except Exception:  # shmloader reports a bad file with its line; the digest still works
-            pass
-    return _Identity(seed if isinstance(seed, int) else None, hashlib.sha256(text).hexdigest(),
-                     order if isinstance(order, str) else ORDER_STREAM)
-
-
-class Loader(Ring):
+class Loader:
     """Batches from a ``shmloader`` child process, over a private shared-memory ring.
 
     ``config`` is a TOML file (docs/ARCHITECTURE.md) or a dict of the same shape. A dict is
@@ -261,16 +153,8 @@ class Loader(Ring):
     Epochs, :meth:`state_dict` and :meth:`load_state_dict` work per rank as above.
     """
 
-    _proc: Optional["subprocess.Popen[bytes]"] = None
-    _stderr: Optional[IO[bytes]] = None
-    _close_timeout = 5.0
-    _order = ORDER_STREAM
-    _epoch = 0
-    _epoch_batches = 0
-    _positioned_at = 0  # epochs: the stream batch the loader was last placed at
-    _began = False  # epochs: a ``for`` has begun at that place
-    _session: Optional[_node.NodeSession] = None  # node mode: this rank's connection to the node loader
-    _keep_session = False  # set while an epoch or a resume replaces the ring
+
+    _foreign = False
 
     def __init__(
         self,
@@ -299,313 +183,117 @@ class Loader(Ring):
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
     ) -> None:
         _check_framework(framework)
-        options = dict(batch_size=batch_size, order=order, seed=seed, t0_start=t0_start, t0_end=t0_end, cache_mb=cache_mb)
-        flags = batch_flags(**options)
-        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
-            raise ValueError(f"restarts must be an int >= 0, not {restarts!r}")
-        for arg, value in (("restart_window_s", restart_window_s), ("restart_backoff_s", restart_backoff_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-                raise ValueError(f"{arg} must be a finite number of seconds >= 0, not {value!r}")
+        _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
+                       restart_backoff_s=restart_backoff_s)
         self._stall_warning_s = _stall_seconds(stall_warning_s)
-        config_json = json_config(config) if isinstance(config, Mapping) else None
-        if readers is not None and (not isinstance(readers, int) or readers < 1):
-            raise ValueError(f"readers must be a positive int, not {readers!r}")
-        if start is not None and (not isinstance(start, int) or start < 0):
-            raise ValueError(f"start must be an int >= 0, not {start!r}")
-        rank = _env_int("RANK", 0) if rank is None else rank
-        world_size = _env_int("WORLD_SIZE", 1) if world_size is None else world_size
-        if not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"world_size must be a positive int, not {world_size!r}")
-        if not isinstance(rank, int) or not 0 <= rank < world_size:
-            raise ValueError(f"rank must be an int in [0, world_size={world_size}), not {rank!r}")
-        self._restart_args: Dict[str, Any] = dict(
-            config=config, framework=framework, data_root=data_root, readers=readers,
-            rank=rank, world_size=world_size, shmloader=shmloader, start_timeout=start_timeout,
-            close_timeout=close_timeout, stall_warning_s=stall_warning_s, restarts=restarts,
-            restart_window_s=restart_window_s, restart_backoff_s=restart_backoff_s, extra_args=tuple(extra_args), env=env,
-            node=node, local_world_size=local_world_size, node_rank=node_rank, **options)
-        worker = _dataloader_worker()
-        if worker is not None:  # a DataLoader worker: its share of this rank's share
-            worker_id, workers = worker
-            rank, world_size = rank * workers + worker_id, world_size * workers
-        self._rank, self._world_size = rank, world_size
-        self._close_timeout = close_timeout
-        self._identity = _config_identity(config)._replace(**{k: v for k, v in (("seed", seed), ("order", order)) if v is not None})
+        config_path, config_json = config_argument(config)
+        where = placement(rank, world_size)
+        self._rank, self._world_size = where.rank, where.world_size
+        self._framework = framework
+        overrides = {k: v for k, v in (("seed", seed), ("order", order)) if v is not None}
+        self._identity = config_identity(config)._replace(**overrides)
         self._order = self._identity.order
-        if epoch is not None:
-            if self._order != ORDER_EPOCHS:
-                raise ValueError(f"epoch={epoch!r} needs [batch] order = {ORDER_EPOCHS!r}; this "
-                                 f"configuration's order is {self._order!r}")
-            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
-        self._epoch = epoch or 0
+        self._epoch = _first_epoch(epoch, self._order)
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
-        binary = shmloader_path(shmloader)
-        config_path = "-" if config_json is not None else self._config_file(config)
-        spec = None if worker is not None else _node.node_spec(
-            node, rank=rank, world_size=world_size, local_world_size=local_world_size, node_rank=node_rank)
+        self._positioned_at = 0  # epochs: the stream batch the loader was last placed at
+        self._began = False  # epochs: a ``for`` has begun at that place
+        command = Command(shmloader_path(shmloader), config_path, config_json, readers,
+                          os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
+                          dict(env) if env is not None else None,
+                          tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)))
+        spec = None if where.in_worker else node_spec(
+            node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
+        self._producer: Union[OwnChild, NodeRings]
         if spec is not None:
-            serve_args = ["--config", config_path] + (["--readers", str(readers)] if readers is not None else [])
-            serve_args += (["--data-root", os.fspath(data_root)] if data_root is not None else []) + flags + list(extra_args)
-            self._attach_node(spec, binary, serve_args, config_json, framework=framework, start=start,
-                              start_timeout=start_timeout, env=env)
-            return
-        # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
-        fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            self._producer = NodeRings(spec, command, start_timeout=start_timeout)
+        else:
+            self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
+                                      start_timeout=start_timeout, close_timeout=close_timeout,
+                                      restarts=Restarts(restarts, float(restart_window_s), float(restart_backoff_s)))
+        self._ring: Ring = self._open(start)
+        _ring.track(self)
+
+    def _open(self, start: Optional[int]) -> Ring:
+        """A new ring from the producer strategy, from stream batch ``start`` (with epochs: of
+        the loader's epoch, whose length is read off it)."""
+        epochs = self._order == ORDER_EPOCHS
+        return self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
+                                   stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
+
+    def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
+        """Closes the ring, stops its producer and opens a new ring at stream batch ``start``
+        (of ``epoch``); in node mode the session to the node loader stays."""
+        ring, producer = self._ring, self._producer
         try:
-            args: List[str] = []
-            if readers is not None:
-                args += ["--readers", str(readers)]
-            if start is not None:
-                args += ["--start", str(int(start))]
-            if self._order == ORDER_EPOCHS:
-                args += ["--epoch", str(self._epoch)]  # one epoch per child: its ring ends there
-            if data_root is not None:
-                args += ["--data-root", os.fspath(data_root)]
-            if world_size != 1:
-                args += ["--rank", str(rank), "--world-size", str(world_size)]
-            args += flags + list(extra_args)
-            self._child = (binary, config_path, args, config_json, dict(env) if env is not None else None)
-            self._stderr = tempfile.TemporaryFile(prefix="gobatch-shmloader-")
-            self._spawn_child(fd, join=False)
-            assert self._proc is not None
-            label = f"shmloader pid {self._proc.pid}"
-            deadline = time.monotonic() + start_timeout
-            while os.fstat(fd).st_size == 0:  # the child fallocates before it writes anything
-                self._check_child()
-                if time.monotonic() >= deadline:
-                    raise LoaderError(f"{label} did not create its ring within {start_timeout:g} s",
-                                      stderr=_tail(self._stderr))
-                time.sleep(0.005)
-            super().__init__(
-                fd,
-                framework=framework,
-                label=label,
-                timeout=max(deadline - time.monotonic(), 0.1),
-                sealed=True,
-                _tick=self._check_child,
-            )
-            self._tick = self._watch_child
-            if self._order == ORDER_EPOCHS:
-                self._learn_epoch()
-            if restarts > 0:
-                self._supervise(fd, restarts, float(restart_window_s), float(restart_backoff_s), start_timeout)
-        except BaseException as e:
-            self._stop_child(graceful=False)
-            self._cleanup_files()
-            code = self._proc.returncode if self._proc is not None else None
-            if code == EXIT_USAGE and not isinstance(e, ConfigError):
-                raise self._config_error() from None
-            raise
+            ring.close()
         finally:
-            os.close(fd)
+            producer.stop()
+        self._epoch = epoch or 0
+        self._ring = self._open(start)
 
-    # ---- the child ----
+    # ---- the ring ----
 
-    def _attach_node(self, spec: _node.NodeSpec, binary: str, serve_args: List[str], config_json: Optional[bytes], *,
-                     framework: str, start: Optional[int], start_timeout: float,
-                     env: Optional[Mapping[str, str]]) -> None:
-        """Node mode: this rank's ring from the node's ``shmloader serve`` (started here when
-        this is the node's first Loader). The session outlives an epoch's or a resume's ring."""
-        if self._session is None or self._session.closed:
-            data = config_json if config_json is not None else Path(serve_args[1]).read_bytes()
-            self._session = _node.NodeSession(
-                spec, serve_args=serve_args, config_sha256=hashlib.sha256(data).hexdigest(), binary=binary,
-                config_stdin=(lambda: stdin_pipe(config_json)) if config_json is not None else None,
-                start_timeout=start_timeout, env=env)
-        session = self._session
-        deadline = time.monotonic() + start_timeout
-        try:
-            fd = session.open_ring(start=start, epoch=self._epoch if self._order == ORDER_EPOCHS else None,
-                                   timeout=start_timeout)
-            try:
-                super().__init__(fd, framework=framework, label=session.label,
-                                 timeout=max(deadline - time.monotonic(), 0.1), sealed=True, _tick=session.check)
-            finally:
-                os.close(fd)
-            if self._order == ORDER_EPOCHS:
-                self._learn_epoch()
-        except BaseException:
-            self._close_ring()
-            session.close()
-            raise
+    @property
+    def framework(self) -> str:
+        """``"numpy"`` or ``"torch"``."""
+        return self._framework
+
+    @property
+    def specs(self) -> Dict[str, TensorSpec]:
+        """The tensors of every batch, in table order."""
+        return self._ring.specs
+
+    @property
+    def slots(self) -> int:
+        """Batches in flight (the ring's slot count)."""
+        return self._ring.slots
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per batch, as the producer declared it."""
+        return self._ring.batch_size
+
+    @property
+    def start_batch(self) -> int:
+        """Stream index of the ring's first batch."""
+        return self._ring.start_batch
+
+    @property
+    def next_batch(self) -> int:
+        """Stream index of the batch the next request returns."""
+        return self._ring.next_batch
+
+    @property
+    def total_batches(self) -> Optional[int]:
+        """Batches in the ring's stream, ``None`` when unbounded."""
+        return self._ring.total_batches
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._ring.closed
+
+    def stats(self) -> Dict[str, Any]:
+        """The ring's counters: see :meth:`gobatch.Ring.stats`."""
+        return self._ring.stats()
+
+    def release(self) -> None:
+        """Hand the slot of the batch handed out last back to the producers now: see
+        :meth:`gobatch.Ring.release`."""
+        self._ring.release()
+
+    # ---- the producer ----
 
     @property
     def pid(self) -> Optional[int]:
         """The shmloader child's pid (None after a failed start); in node mode the node
         loader's."""
-        if self._session is not None:
-            return self._session.server_pid
-        return self._proc.pid if self._proc is not None else None
+        return self._producer.pid
 
-    @staticmethod
-    def _config_file(config: ConfigLike) -> str:
-        path = os.fspath(config)  # type: ignore[arg-type]  (a dict goes to stdin instead)
-        if not os.path.isfile(path):
-            raise ConfigError(f"config file {path!r} does not exist")
-        return os.path.abspath(path)
-
-    def _config_error(self) -> ConfigError:
-        tail = _tail(self._stderr)
-        return ConfigError(tail.strip() or "shmloader refused its configuration (exit status 2)", stderr=tail)
-
-    def _check_child(self) -> None:
-        """While starting: raises if the child has exited (called about every 100 ms)."""
-        proc = self._proc
-        if proc is None or proc.poll() is None:
-            return
-        raise self._exit_error(proc.returncode, "before its ring was ready")
-
-    def _watch_child(self) -> None:
-        """While iterating (about every 100 ms of waiting): reaps the child, restarts it if it
-        was killed (supervised), and raises if it failed. A child that exited 0 has finished
-        producing; the ring's own checks decide whether batches are missing."""
-        proc = self._proc
-        if proc is None or proc.poll() is None or proc.returncode == 0:
-            return
-        if self._supervisor is not None and self._failure is None and self._supervisor.restartable(proc.returncode):
-            self._restart_child()
-            return
-        if self._failure is None:
-            self._failure = self._exit_error(proc.returncode, "")
-        raise self._failure
-
-    def _exit_error(self, code: Optional[int], when: str) -> Union[LoaderError, ConfigError]:
-        if code == EXIT_USAGE:
-            return self._config_error()
-        pid = self._proc.pid if self._proc is not None else "?"
-        msg = f"shmloader pid {pid} {_how_exited(code)}" + (f" {when}" if when else "")
-        return LoaderError(msg, stderr=_tail(self._stderr), exit_code=code)
-
-    def _death_note(self) -> str:
-        return f"; {_node.UNSUPERVISED}" if self._session is not None else ""
-
-    def _producer_failure(self, cls: Type[LoaderError], message: str) -> BaseException:
-        proc = self._proc
-        code = None
-        if proc is not None:
-            try:
-                code = proc.wait(timeout=0.2)  # a failing child exits right after reporting
-            except subprocess.TimeoutExpired:
-                code = None
-        if code is not None and code != 0:
-            message += f" ({self._exit_error(code, '').message})"
-        return cls(message, stderr=_tail(self._stderr), exit_code=code)
-
-    # ---- supervision (_supervise.py) ----
-
-    _supervisor: Optional[Supervisor] = None
-    _ring_fd = -1  # the memfd, kept to hand to a restarted child
-
-    def _supervise(self, fd: int, restarts: int, window_s: float, backoff_s: float, start_timeout: float) -> None:
-        self._ring_fd = os.dup(fd)
-        start, world, rank = self.start_batch, self._world_size, self._rank
-
-        def batch_name(j: int) -> str:
-            k = start + j
-            return f"stream batch {k}" + (f" (global batch {k * world + rank})" if world > 1 else "")
-
-        self._supervisor = Supervisor(
-            restarts=restarts, window_s=window_s, backoff_s=backoff_s, start_timeout=start_timeout,
-            slots=self.slots, spawn=self._spawn_joiner, mm=lambda: self._mm, batch_name=batch_name)
-
-    def _spawn_joiner(self) -> int:
-        """Starts a child that joins this loader's ring (PROTOCOL.md 3.7.4) and returns its pid."""
-        return self._spawn_child(self._ring_fd, join=True)
-
-    def _spawn_child(self, fd: int, *, join: bool) -> int:
-        """Starts ``shmloader run`` on the memfd ring fd (creating it, or joining it) with the
-        command line in self._child, the config document on its stdin; returns its pid."""
-        binary, config_path, args, config_json, env = self._child
-        stdin = stdin_pipe(config_json) if config_json is not None else subprocess.DEVNULL
-        try:
-            self._proc = subprocess.Popen(
-                [binary, "run", "--config", config_path, "--memfd", str(fd)] + (["--join"] if join else []) + args,
-                pass_fds=(fd,), stdin=stdin, stdout=subprocess.DEVNULL, stderr=self._stderr, env=_native.child_env(binary, env),
-                # Its own session: a terminal's Ctrl-C reaches the trainer only, which then
-                # closes the loader; the child still dies with us (PDEATHSIG, 3.5 watchdog).
-                start_new_session=True)
-        finally:
-            if stdin != subprocess.DEVNULL:
-                os.close(stdin)  # the child has its copy
-        return self._proc.pid
-
-    def _restart_child(self) -> None:
-        proc, sup = self._proc, self._supervisor
-        assert proc is not None and sup is not None and proc.returncode is not None
-        try:
-            sup.restart(proc.pid, proc.returncode)
-        except LoaderError as e:
-            self._failure = LoaderError(f"{self._label}: {e.message}", stderr=_tail(self._stderr), exit_code=e.exit_code)
-            raise self._failure from None
-
-    def _recover(self, rc: int) -> bool:
-        """A producer death the C side reports (GB_EDEAD) while supervised: restart a child that
-        was killed, and wait out the start-up of a restarted one that has not registered yet."""
-        proc, sup = self._proc, self._supervisor
-        if rc != _lib.EDEAD or sup is None or proc is None or self._failure is not None:
-            return False
-        code = proc.poll()
-        if code is None:
-            if sup.starting() and not any(p[0] == proc.pid for p in self._live_producers()):
-                time.sleep(0.005)
-                return True
-            try:  # a killed child's threads may still be exiting (its main thread a zombie already)
-                code = proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                return False
-        if not sup.restartable(code):
-            return False
-        self._restart_child()
-        return True
-
-    def _stop_child(self, graceful: bool = True) -> None:
-        """Waits for the child to exit (graceful: it stops on seeing consumer_state CLOSED),
-        signalling it after ``close_timeout`` seconds; reaps it."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            if not graceful:
-                proc.kill()
-                proc.wait()
-                return
-            try:
-                proc.wait(timeout=self._close_timeout)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=2.0)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        except BaseException:
-            # Interrupted while waiting: do not leave the child behind.
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            raise
-
-    def _cleanup_files(self) -> None:
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-
-    def _producer_states(self) -> List[str]:
-        """For the stall warning: the ring's producers, the child named as such, and its exit
-        status once it has exited (reaped by the wait's checks, so no longer in /proc)."""
-        proc = self._proc
-        if proc is None:
-            return super()._producer_states()
-        mine = f"shmloader pid {proc.pid} (this loader's child)"
-        code = proc.poll()
-        if code is not None:
-            return [f"{mine} {_how_exited(code)}"]
-        live = [p for p in self._live_producers() if p[0] == proc.pid]
-        if not live:
-            return [f"{mine} {process_state(proc.pid)}, not registered in the ring"]
-        _, start, batches = live[0]
-        return [f"{mine} {process_state(proc.pid, start)}, {batches} batches written"]
+    @property
+    def exit_code(self) -> Optional[int]:
+        """The child's exit status once it has exited, else None."""
+        return self._producer.exit_code
 
     # ---- position ----
 
@@ -668,27 +356,17 @@ class Loader(Ring):
 
     # ---- epochs ----
 
-    def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
-        """Stops the child and starts a new one at stream batch ``start`` (of ``epoch``); in node
-        mode, closes the ring and asks the node loader for the new one."""
-        self._keep_session = True
-        try:
-            self.close()
-        finally:
-            self._keep_session = False
-        Loader.__init__(self, start=start, epoch=epoch, **self._restart_args)
-
-    def _learn_epoch(self) -> None:
-        """Reads this rank's batches per epoch off the ring: ``shmloader run --epoch E`` ends
+    def _learn_epoch(self, ring: Ring) -> None:
+        """Reads this rank's batches per epoch off a new ring: ``shmloader run --epoch E`` ends
         the ring's stream at the end of epoch E, stream index (E + 1) * batches per epoch."""
-        end = self.start_batch + (self.total_batches or 0)
+        end = ring.start_batch + (ring.total_batches or 0)
         n, rest = divmod(end, self._epoch + 1)
-        if rest or n == 0 or not self._epoch * n <= self.start_batch < end:
-            raise RingError(f"{self._label}: asked for epoch {self._epoch}, got stream batches "
-                            f"{self.start_batch} .. {end - 1}, which are not one epoch (is the shmloader "
+        if rest or n == 0 or not self._epoch * n <= ring.start_batch < end:
+            raise RingError(f"{ring._label}: asked for epoch {self._epoch}, got stream batches "
+                            f"{ring.start_batch} .. {end - 1}, which are not one epoch (is the shmloader "
                             "binary older than this gobatch?)")
         self._epoch_batches = n
-        self._positioned_at = self.start_batch  # a new child: the next ``for`` runs from here
+        self._positioned_at = ring.start_batch  # a new child: the next ``for`` runs from here
         self._began = False
 
     @property
@@ -710,7 +388,7 @@ class Loader(Ring):
         begun (a fresh loader, or one :meth:`load_state_dict` resumed inside that epoch) keeps
         that place. Raises ``ValueError`` unless ``[batch] order = "epochs"``."""
         if self._order != ORDER_EPOCHS:
-            raise ValueError(f"set_epoch({epoch!r}): {self._label} streams without epochs ([batch] order = "
+            raise ValueError(f"set_epoch({epoch!r}): {self._ring._label} streams without epochs ([batch] order = "
                              f"{self._order!r}); set [batch] order = {ORDER_EPOCHS!r} to iterate epochs")
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be an int >= 0, not {epoch!r}")
@@ -722,60 +400,106 @@ class Loader(Ring):
     def _check_open(self) -> None:
         """A closed (or foreign) loader is not restarted for another epoch."""
         if self._foreign:
-            raise self._foreign_error()
-        if self.closed:
-            raise self._closed_error()
+            raise self._ring._foreign_error()
+        if self._ring.closed:
+            raise self._ring._closed_error()
 
     def _unbegun(self) -> bool:
         """No ``for`` or ``next`` has taken a batch since the loader was placed."""
         return not self._began and self.next_batch == self._positioned_at
+
+    # ---- iteration ----
 
     def __len__(self) -> int:
         """With epochs: this rank's batches per epoch. Otherwise the ring's (bounded) stream
         length; ``TypeError`` for an unbounded stream."""
         if self._order == ORDER_EPOCHS:
             return self._epoch_batches
-        return super().__len__()
+        return len(self._ring)
 
     def __iter__(self) -> Iterator[Batch]:
-        """With epochs: the next epoch (see the class doc); the loader itself is the iterator.
-        Otherwise as :class:`gobatch.Ring`: raises :class:`StreamEndedError` on a bounded
-        stream read to its end."""
+        """The loader itself. With epochs: the next epoch (see the class doc). Otherwise as
+        :class:`gobatch.Ring`: raises :class:`StreamEndedError` on a bounded stream read to its
+        end."""
         if self._order != ORDER_EPOCHS:
-            return super().__iter__()
+            if self._ring._read_to_end():
+                raise StreamEndedError(self._ended_message())
+            return self
         self._check_open()
         if not self._unbegun():
             self._restart(start=None, epoch=self._epoch + 1)
         self._began = True
         return self
 
+    def __next__(self) -> Batch:
+        return self._ring.__next__()
+
     def _ended_message(self) -> str:
-        total = self.start_batch + int(self._geom.total_batches)
-        return (f"{self._label}: its stream of {total} batches ([batch] batches = {total}) has been read "
+        total = self.start_batch + int(self._ring._geom.total_batches)
+        return (f"{self._ring._label}: its stream of {total} batches ([batch] batches = {total}) has been read "
                 "to the end, so iterating it again would yield nothing; create a new Loader (or call "
                 "load_state_dict() with an earlier state) to read it again, or set [batch] order = "
                 f"{ORDER_EPOCHS!r} (leaving batches unset) to iterate epochs")
 
-    @property
-    def exit_code(self) -> Optional[int]:
-        """The child's exit status once it has exited, else None."""
-        return self._proc.poll() if self._proc is not None else None
+    # ---- closing ----
 
     def close(self) -> None:
         """Detach from the ring, stop the child (it exits on its own on seeing the consumer
         close; it is signalled after ``close_timeout`` seconds) and reap it. Idempotent."""
-        super().close()
-
-    def _after_close(self) -> None:
+        if self._foreign:
+            raise self._ring._foreign_error()
         try:
-            self._stop_child()
+            self._ring.close()
         finally:
-            self._cleanup_files()
-            if self._session is not None and not self._keep_session:
-                self._session.close()  # after the ring's close: the node loader sees a clean exit
-            if self._ring_fd >= 0:
-                os.close(self._ring_fd)
-                self._ring_fd = -1
+            self._producer.close()
 
     def __enter__(self) -> "Loader":
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if self._foreign or "_ring" not in self.__dict__:
+            return  # a fork child never touches the parent's child; a failed start cleaned up
+        try:
+            self._ring._close_ring()
+            self._producer.close()
+        except Exception:
+            pass
+
+    def __reduce__(self) -> Any:
+        return self._ring.__reduce__()
+
+    def __repr__(self) -> str:
+        return repr(self._ring)
+
+    # ---- for tests and tools: the ring's and the child's internals ----
+
+    @property
+    def _label(self) -> str:
+        return self._ring._label
+
+    @property
+    def _geom(self) -> Any:
+        return self._ring._geom
+
+    @property
+    def _mm(self) -> Any:
+        return self._ring._mm
+
+    def _producer_states(self) -> List[str]:
+        return self._ring._producer_states()
+
+    @property
+    def _proc(self) -> Any:
+        child = getattr(self._producer, "child", None)
+        return child.proc if child is not None else None
+
+    @property
+    def _stderr(self) -> Optional[IO[bytes]]:
+        return getattr(self._producer, "stderr", None)
+
+    @property
+    def _supervisor(self) -> Optional[Supervisor]:
+        return getattr(self._producer, "supervisor", None)

@@ -23,17 +23,19 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import mmap
 import os
 import socket
-import subprocess
-import tempfile
 import time
-from typing import IO, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Type, Union
 
-from . import _native
+from . import _clib as _lib
+from ._child import Child, Command
+from ._ranks import env_int
+from ._ring import Ring, producer_states
 from .errors import ConfigError, LoaderError, RingError
 
-__all__ = ["NodeSpec", "NodeSession", "node_spec"]
+__all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "UNSUPERVISED"]
 
 _MAX_REPLY = 65536
 _POLL_S = 0.1  # how often a wait checks the child and the deadline
@@ -77,19 +79,17 @@ def node_spec(
     when ``LOCAL_WORLD_SIZE > 1`` or ``GOBATCH_NODE`` names one), False (never), True (always),
     or the name of a node loader started by hand. ``local_world_size`` and ``node_rank``
     default to torchrun's ``LOCAL_WORLD_SIZE`` and ``GROUP_RANK``."""
-    from ._loader import _env_int  # (a cycle at import time: _loader imports this module)
-
     env = os.environ
     if node is False:
         return None
     if node is not None and not isinstance(node, (bool, str)):
         raise ValueError(f"node must be None, a bool or a node loader's socket name, not {node!r}")
     by_hand = isinstance(node, str) or (node is None and bool(env.get("GOBATCH_NODE")))
-    local = local_world_size if local_world_size is not None else _env_int("LOCAL_WORLD_SIZE", 0) or None
+    local = local_world_size if local_world_size is not None else env_int("LOCAL_WORLD_SIZE", 0) or None
     if node is None and not by_hand and (local is None or local <= 1):
         return None
     local = local if local is not None else 1
-    group = node_rank if node_rank is not None else _env_int("GROUP_RANK", -1)
+    group = node_rank if node_rank is not None else env_int("GROUP_RANK", -1)
     if group == -1:
         group = None  # the node loader this rank starts serves its node (sampler.NodeOf)
     if isinstance(local, bool) or not isinstance(local, int) or local < 1 or world_size % local:
@@ -112,30 +112,15 @@ class _Gone(Exception):
 class NodeSession:
     """A rank's connection to its node loader (starting it when this rank is the first)."""
 
-    def __init__(
-        self,
-        spec: NodeSpec,
-        *,
-        serve_args: Sequence[str],
-        config_stdin: Optional[Callable[[], int]],
-        config_sha256: str,
-        binary: str,
-        start_timeout: float,
-        env: Optional[Mapping[str, str]],
-    ) -> None:
-        """Connects to the node loader of ``spec``, or starts it: ``serve_args`` are the
-        ``shmloader serve`` arguments after the verb (without the rank flags and the socket),
-        ``config_stdin`` makes the child's stdin when the configuration is a dict."""
+    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float) -> None:
+        """Connects to the node loader of ``spec``, or starts it with ``command`` (``shmloader
+        serve`` with the command's options, and the rank flags and the socket)."""
         self.spec = spec
-        self._sha = config_sha256
-        self._serve_args = list(serve_args)
-        self._config_stdin = config_stdin
-        self._binary = binary
-        self._env = env
+        self._command = command
+        self._sha = hashlib.sha256(command.config_bytes()).hexdigest()
         self._timeout = start_timeout
         self._sock: Optional[socket.socket] = None
-        self.proc: Optional["subprocess.Popen[bytes]"] = None  # the node loader, when this rank started it
-        self._stderr: Optional[IO[bytes]] = None
+        self.child: Optional[Child] = None  # the node loader, when this rank started it
         self.server_pid: Optional[int] = None
         self._sock = self._rendezvous(time.monotonic() + start_timeout)
 
@@ -180,33 +165,25 @@ class NodeSession:
             time.sleep(0.01)
 
     def _start_server(self, listener: socket.socket) -> None:
-        """Starts ``shmloader serve`` on the bound socket. Its own session (a terminal's Ctrl-C
-        reaches the trainers, which close their loaders; it exits once they are gone) and no
-        parent-death tie: it serves the other ranks after this one is gone."""
-        spec = self.spec
+        """Starts ``shmloader serve`` on the bound socket, with no parent-death tie: it serves the
+        other ranks after this one is gone (and exits once they all are)."""
+        spec, cmd = self.spec, self._command
         node = ["--node-rank", str(spec.node_rank)] if spec.node_rank is not None else ["--of-rank", str(spec.rank)]
-        args = [self._binary, "serve", *self._serve_args, "--listen-fd", str(listener.fileno()),
+        args = [cmd.binary, "serve", *cmd.options(), "--listen-fd", str(listener.fileno()),
                 "--local-world-size", str(spec.local_world_size), *node,
                 "--world-size", str(spec.world_size), "--linger", f"{max(self._timeout, 1.0):g}s"]
-        stdin: Union[int, Any] = subprocess.DEVNULL
-        if self._config_stdin is not None:
-            stdin = self._config_stdin()
-        try:
-            self._stderr = tempfile.TemporaryFile(prefix="gobatch-serve-")
-            self.proc = subprocess.Popen(args, pass_fds=(listener.fileno(),), stdin=stdin,
-                                         stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                         env=_native.child_env(self._binary, dict(self._env) if self._env is not None else None),
-                                         start_new_session=True)
-        finally:
-            if stdin != subprocess.DEVNULL:
-                os.close(stdin)
+        self.child = Child("node loader", "shmloader serve refused its configuration (exit status 2)",
+                           prefix="gobatch-serve-")
+        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=cmd.env)
 
     # ---- rings ----
 
     @property
     def label(self) -> str:
-        pid = self.server_pid if self.server_pid is not None else (self.proc.pid if self.proc else "?")
-        return f"node loader pid {pid} (socket {self.spec.socket}), rank {self.spec.rank}"
+        pid = self.server_pid
+        if pid is None and self.child is not None:
+            pid = self.child.pid  # this rank started it, and it has not replied yet
+        return f"node loader pid {'?' if pid is None else pid} (socket {self.spec.socket}), rank {self.spec.rank}"
 
     def open_ring(self, *, start: Optional[int], epoch: Optional[int], timeout: float) -> int:
         """Asks for this rank's ring (from stream batch ``start``, of ``epoch``) and returns its
@@ -220,7 +197,7 @@ class NodeSession:
         try:
             msg, fds = self._ask(sock, req, deadline)
         except _Gone:
-            if self.proc is not None or self.spec.by_hand or self.server_pid is not None:
+            if self.child is not None or self.spec.by_hand or self.server_pid is not None:
                 raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
                                   stderr=self.stderr_tail()) from None
             # The node loader another rank started failed at start-up: start one here, whose
@@ -300,22 +277,15 @@ class NodeSession:
 
     def check(self) -> None:
         """Raises if the node loader this rank started has failed (about every 100 ms of a wait)."""
-        proc = self.proc
-        if proc is None or proc.poll() is None or proc.returncode == 0:
+        child = self.child
+        code = child.poll() if child is not None else None
+        if child is None or code is None or code == 0:
             return
-        from ._loader import EXIT_USAGE, _how_exited
-
-        tail = self.stderr_tail()
-        if proc.returncode == EXIT_USAGE:
-            raise ConfigError(tail.strip() or "shmloader serve refused its configuration (exit status 2)", stderr=tail)
-        raise LoaderError(f"node loader pid {proc.pid} {_how_exited(proc.returncode)}; {UNSUPERVISED}", stderr=tail,
-                          exit_code=proc.returncode)
+        raise child.exit_error(code, f"; {UNSUPERVISED}")
 
     def stderr_tail(self) -> str:
         """The end of the node loader's stderr, when this rank started it."""
-        from ._loader import _tail
-
-        return _tail(self._stderr)
+        return self.child.tail() if self.child is not None else ""
 
     @property
     def closed(self) -> bool:
@@ -328,8 +298,74 @@ class NodeSession:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
-        if self.proc is not None:
-            self.proc.poll()
-        if self._stderr is not None and self.proc is not None and self.proc.returncode is not None:
-            self._stderr.close()
-            self._stderr = None
+        if self.child is not None and self.child.poll() is not None:
+            self.child.close()
+
+
+class NodeRings:
+    """A Loader's producer strategy in node mode: each ring (an epoch, a resume) is asked of the
+    node loader over one session that outlives them; the ring's Producers calls watch the node
+    loader this rank started, and say with a producer's death that it is not supervised."""
+
+    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float) -> None:
+        self._spec = spec
+        self._command = command
+        self._start_timeout = start_timeout
+        self.session: Optional[NodeSession] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.session.server_pid if self.session is not None else None
+
+    exit_code = None  # the node loader is not this Loader's child
+
+    def open(self, *, start: Optional[int], epoch: Optional[int], framework: str, stall_warning_s: float,
+             check: Optional[Callable[[Ring], None]] = None) -> Ring:
+        """This rank's ring from the node's ``shmloader serve`` (started here when this is the
+        node's first Loader); ``check`` vets it before it is returned. A failure ends the
+        session."""
+        if self.session is None or self.session.closed:
+            self.session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
+        session = self.session
+        deadline = time.monotonic() + self._start_timeout
+        ring: Optional[Ring] = None
+        try:
+            fd = session.open_ring(start=start, epoch=epoch, timeout=self._start_timeout)
+            try:
+                ring = Ring(fd, framework=framework, label=session.label, timeout=max(deadline - time.monotonic(), 0.1),
+                            sealed=True, stall_warning_s=stall_warning_s, _producers=self)
+            finally:
+                os.close(fd)
+            if check is not None:
+                check(ring)
+            return ring
+        except BaseException:
+            if ring is not None:
+                ring._close_ring()
+            session.close()
+            raise
+
+    def stop(self) -> None:
+        """After a ring's close: the session stays for the next ring."""
+
+    def close(self) -> None:
+        """After the last ring's close: the node loader sees a clean exit."""
+        if self.session is not None:
+            self.session.close()
+
+    # ---- the ring's calls (_ring.Producers) ----
+
+    def tick(self) -> None:
+        if self.session is not None:
+            self.session.check()
+
+    def recover(self, rc: int) -> bool:
+        return False
+
+    def failure(self, rc: int, cls: Type[LoaderError], message: str) -> BaseException:
+        if rc == _lib.EDEAD:
+            message += f"; {UNSUPERVISED}"
+        return cls(message)
+
+    def states(self, mm: Optional[mmap.mmap]) -> List[str]:
+        return producer_states(mm)

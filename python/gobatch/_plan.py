@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Optional
 
 from ._batch_options import TimeLike, batch_flags
-from ._config import ConfigLike, json_config
-from ._loader import shmloader_path
+from ._child import shmloader_path
+from ._config import ConfigLike, config_argument
 from .errors import ConfigError, LoaderError
 
 
@@ -42,15 +42,8 @@ def plan(
     refused, :class:`LoaderError` when shmloader fails otherwise.
     """
     cmd = [shmloader_path(shmloader), "plan", "--json", "--rank", str(rank), "--world-size", str(world_size)]
-    stdin: Optional[bytes] = None
-    if isinstance(config, Mapping):
-        stdin = json_config(config)
-        cmd += ["--config", "-"]
-    else:
-        path = os.fspath(config)
-        if not os.path.isfile(path):
-            raise ConfigError(f"config file {path!r} does not exist")
-        cmd += ["--config", path]
+    config_path, stdin = config_argument(config)
+    cmd += ["--config", config_path]
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
     cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)

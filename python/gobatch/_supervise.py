@@ -15,6 +15,7 @@ from collections import deque
 from typing import Callable, Deque, List, Optional, Sequence, Set, Tuple
 
 from . import _protocol as _proto
+from . import _registry
 from .errors import GobatchWarning, LoaderError
 
 __all__ = ["Supervisor", "RESTARTS", "RESTART_WINDOW_S", "RESTART_BACKOFF_S", "held_batches"]
@@ -29,14 +30,9 @@ _log = logging.getLogger("gobatch")
 def _entry_of(mm: Sequence[int], pid: int) -> Optional[Tuple[int, int]]:
     """The registry index and generation of the ACTIVE or CLAIMING entry of process ``pid``
     (PROTOCOL.md 2.6)."""
-    f = _proto.REGISTRY_FIELDS
-    for e in range(_proto.MAX_PRODUCERS):
-        base = _proto.REGISTRY_BASE + e * _proto.REGISTRY_STRIDE
-        (state,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
-        (epid,) = struct.unpack_from(f["pid"][1], mm, base + f["pid"][0])
-        if epid == pid and state in (_proto.ENTRY_ACTIVE, _proto.ENTRY_CLAIMING):
-            (gen,) = struct.unpack_from(f["generation"][1], mm, base + f["generation"][0])
-            return e, int(gen)
+    for p in _registry.live(mm):
+        if p.pid == pid:
+            return p.entry, p.generation
     return None
 
 

@@ -266,7 +266,7 @@ def test_toml_order_without_tomllib() -> None:
     """The line reader Pythons before 3.11 use for [batch] order agrees with tomllib."""
     import tomllib
 
-    from gobatch._loader import _toml_order
+    from gobatch._config import _toml_order
 
     cases = [
         '[batch]\nsize = 4\norder = "epochs"\n',

@@ -9,7 +9,7 @@ import pytest
 
 import gobatch
 from gobatch import RingError
-from gobatch._ring import shm_dir
+from gobatch._named import shm_dir
 from fakering import FakeRing
 from synthetic import check_batch, config, run_shmloader, wait_for, write_config
 
