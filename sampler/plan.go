@@ -1,6 +1,10 @@
 package sampler
 
-import "github.com/gobatch/gobatch/config"
+import (
+	"math"
+
+	"github.com/gobatch/gobatch/config"
+)
 
 // Plan describes what a configuration's sources would do, found at start-up without filling a
 // batch or starting a ring: the dry run that `shmloader plan` prints and gobatch.plan returns.
@@ -30,6 +34,27 @@ type Plan struct {
 	Order        string `json:"order"`
 	Samples      uint64 `json:"samples,omitempty"`
 	EpochBatches uint64 `json:"epoch_batches,omitempty"`
+
+	// Why says how sampling "auto" chose, or how epochs larger than the cache are ordered, and
+	// what cache_mb would change it.
+	Why string `json:"sampling_why,omitempty"`
+	// Mixing describes how the time segments mix in a batch when the data is larger than the
+	// cache (locality sampling, or epochs' block shuffle); nil otherwise.
+	Mixing *MixingPlan `json:"mixing,omitempty"`
+}
+
+// MixingPlan is the mixing of a batch under locality sampling or the block shuffle.
+type MixingPlan struct {
+	Segments     int `json:"segments"`      // non-empty time segments
+	SegmentSteps int `json:"segment_steps"` // anchor time steps per segment
+	// ResidentSegments are the segments a batch draws from: the resident set (locality) or
+	// the group (block shuffle).
+	ResidentSegments int `json:"resident_segments"`
+	// SegmentsPerBatch is the expected number of distinct segments among a batch's examples.
+	SegmentsPerBatch float64 `json:"segments_per_batch"`
+	// Spearman is the rank correlation of epoch position and t0 over epoch 0 (block shuffle
+	// only; 0 would be a full permutation, 1 a scan in time order).
+	Spearman float64 `json:"spearman_position_t0"`
 }
 
 // TensorPlan is one tensor of a batch in a Plan.
@@ -102,6 +127,10 @@ func (j *Job) plan(p *Plan) {
 	if st := j.Stats(); st.Order == config.OrderEpochs {
 		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches
 	}
+	p.Why = j.why
+	if m := j.planMixing(); m.Segments > 0 {
+		p.Mixing = &m
+	}
 	for i, s := range j.srcs {
 		sp, c := s.spec(), s.data()
 		sp2 := SourcePlan{
@@ -128,4 +157,51 @@ func planChunks(sp *SourcePlan, arr Array) {
 	sp.ChunksListed, sp.ChunksStored, sp.ChunksTotal = true, stored, total
 	f := 1 - float64(min(stored, total))/float64(total)
 	sp.MissingChunkFraction = &f
+}
+
+// planMixing describes the mixing of segments (zero without locality or the block shuffle).
+func (j *Job) planMixing() MixingPlan {
+	var sizes []uint64 // samples of each segment in one resident set or group, in turn
+	var m MixingPlan
+	switch {
+	case j.epochs != nil && j.epochs.blocks != nil:
+		b := j.epochs.blocks
+		m = MixingPlan{Segments: len(b.lo), SegmentSteps: j.blockSteps, ResidentSegments: b.group, Spearman: b.spearman()}
+		v := b.layout(0)
+		var sum, weight float64
+		for k := 0; k < b.groups(); k++ {
+			sizes = sizes[:0]
+			for i := k * b.group; i < min((k+1)*b.group, len(v.order)); i++ {
+				sizes = append(sizes, b.n[v.order[i]])
+			}
+			from, to := b.groupPlaces(v, k)
+			sum += float64(to-from) * distinctExpected(sizes, j.size)
+			weight += float64(to - from)
+		}
+		m.SegmentsPerBatch = sum / max(weight, 1)
+	case j.loc != nil:
+		l := j.loc
+		m = MixingPlan{Segments: len(l.segs), SegmentSteps: l.steps, ResidentSegments: l.resident}
+		for i := 0; i < l.resident; i++ { // the first resident set stands for all
+			s := l.seq(uint64(i))
+			sizes = append(sizes, uint64(l.hi[s]-l.lo[s]))
+		}
+		m.SegmentsPerBatch = distinctExpected(sizes, j.size)
+	}
+	return m
+}
+
+// distinctExpected is the expected number of distinct segments among size draws from segments
+// of the given sizes, each draw of a sample uniform over all of them (with replacement: close
+// to the permutation's draws when a group holds many batches).
+func distinctExpected(sizes []uint64, size int) float64 {
+	var total float64
+	for _, n := range sizes {
+		total += float64(n)
+	}
+	var d float64
+	for _, n := range sizes {
+		d += 1 - math.Pow(1-float64(n)/max(total, 1), float64(size))
+	}
+	return d
 }
