@@ -233,8 +233,8 @@ func (j *Job) measureData() error {
 // site-anchored the locations among them.
 func (j *Job) placeCentres(a *Spec) error {
 	H, W := len(j.anchor.ys), len(j.anchor.xs)
-	j.cy0, j.ny = a.Height/2, H-2*(a.Height/2)
-	j.cx0, j.nx = a.Width/2, W-2*(a.Width/2)
+	j.cy0, j.ny = a.Height/2, centres(H, a.Height)
+	j.cx0, j.nx = a.Width/2, centres(W, a.Width)
 	if a.Height > H || j.ny < 1 {
 		return j.cfg.Errorf(a.Field+".image_size_pixels_height", "%d does not fit the anchor grid of %d rows", a.Height, H)
 	}
@@ -245,6 +245,17 @@ func (j *Job) placeCentres(a *Spec) error {
 		return j.placeSites(a) // the centres are the systems of a points source (sites.go)
 	}
 	return nil
+}
+
+// centres is the number of centre pixels along an axis of n pixels for a crop of size pixels:
+// the crop starts size/2 before its centre, and a margin of size/2 is kept on both sides (with
+// an even size the last start, n - size, is left out so that the centres stay symmetric),
+// except that a crop as large as the axis has its one centre, starting at 0.
+func centres(n, size int) int {
+	if size == n {
+		return 1
+	}
+	return n - 2*(size/2)
 }
 
 // Rejection is how many anchor times one source rules out as t0 (its window lacks a step
