@@ -195,7 +195,22 @@ func TestBlockEpochsMixAndKeepLocality(t *testing.T) {
 		t.Fatal("sampling = random uses the block shuffle")
 	}
 	fillInOrder(t, r, Stream{}, 0, B)
-	blockDec, randDec := st.ChunksDecoded[0], r.Stats().ChunksDecoded[0]
+	// The plan's traffic model agrees with the misses measured (all sources) within 30%.
+	var rplan Plan
+	r.plan(&rplan)
+	rst := r.Stats()
+	for _, c := range []struct {
+		name     string
+		planned  float64
+		measured float64
+	}{{"block shuffle", plan.Traffic.MissesPerBatch, float64(st.Cache.Misses) / float64(B)},
+		{"whole permutation", rplan.Traffic.MissesPerBatch, float64(rst.Cache.Misses) / float64(B)}} {
+		t.Logf("%s: %.1f misses per batch planned, %.1f measured; %s", c.name, c.planned, c.measured, strings.TrimSpace(rplan.SamplingText()))
+		if c.planned < c.measured*0.7 || c.planned > c.measured*1.3 {
+			t.Errorf("%s: %.1f misses per batch planned, %.1f measured", c.name, c.planned, c.measured)
+		}
+	}
+	blockDec, randDec := st.ChunksDecoded[0], rst.ChunksDecoded[0]
 	t.Logf("satellite chunks decoded over an epoch: block shuffle %d, whole permutation %d", blockDec, randDec)
 	if blockDec*2 > randDec {
 		t.Errorf("block shuffle decoded %d satellite chunks, a whole permutation %d: expected under half", blockDec, randDec)

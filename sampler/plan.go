@@ -1,7 +1,10 @@
 package sampler
 
 import (
+	"container/list"
+	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gobatch/gobatch/config"
 )
@@ -38,9 +41,33 @@ type Plan struct {
 	// Why says how sampling "auto" chose, or how epochs larger than the cache are ordered, and
 	// what cache_mb would change it.
 	Why string `json:"sampling_why,omitempty"`
+	// Traffic is what a batch costs the cache and the stores, from the chunk keys of the first
+	// batches run through a model of the cache; nil without zarr sources.
+	Traffic *TrafficPlan `json:"traffic,omitempty"`
 	// Mixing describes how the time segments mix in a batch when the data is larger than the
 	// cache (locality sampling, or epochs' block shuffle); nil otherwise.
 	Mixing *MixingPlan `json:"mixing,omitempty"`
+}
+
+// TrafficPlan is what batches cost the cache and the stores: the distinct chunks of the first
+// Batches batches of the rank's stream, listed as a Fill lists them (no chunk is read), run in
+// order through a least-recently-used cache of the job's budget.
+type TrafficPlan struct {
+	Batches int `json:"batches"` // batches simulated
+	// ChunksPerBatch are the distinct chunks a batch touches; ReadsPerBatch the store reads
+	// a cold batch makes (one per chunk).
+	ChunksPerBatch float64 `json:"chunks_per_batch"`
+	ReadsPerBatch  float64 `json:"reads_per_batch"`
+	// MissesPerBatch are the chunks a batch finds missing from the cache, over the second
+	// half of the simulated batches (the cache warm, or as full as it gets); FirstBatchMisses
+	// those of the first batch.
+	MissesPerBatch   float64 `json:"misses_per_batch"`
+	FirstBatchMisses int     `json:"first_batch_misses"`
+	// DecodedPerDelivered is the decoded bytes of those misses per byte of batch delivered:
+	// the bytes a store serves per byte delivered are this times the chunks' stored / decoded
+	// ratio (their compression). Remote is whether any store is in object storage.
+	DecodedPerDelivered float64 `json:"decoded_per_delivered"`
+	Remote              bool    `json:"remote,omitempty"`
 }
 
 // MixingPlan is the mixing of a batch under locality sampling or the block shuffle.
@@ -131,6 +158,8 @@ func (j *Job) plan(p *Plan) {
 	if m := j.planMixing(); m.Segments > 0 {
 		p.Mixing = &m
 	}
+	tr := j.planTraffic(planBatches)
+	p.Traffic = &tr
 	for i, s := range j.srcs {
 		sp, c := s.spec(), s.data()
 		sp2 := SourcePlan{
@@ -204,4 +233,90 @@ func distinctExpected(sizes []uint64, size int) float64 {
 		d += 1 - math.Pow(1-float64(n)/max(total, 1), float64(size))
 	}
 	return d
+}
+
+// planBatches is how many batches the plan's traffic model follows.
+const planBatches = 256
+
+// planTraffic runs the chunk keys of the first n batches of the rank's stream through a
+// least-recently-used cache of the job's budget (TrafficPlan).
+func (j *Job) planTraffic(n int) TrafficPlan {
+	tr := TrafficPlan{Batches: n}
+	var batchBytes int64
+	for _, t := range j.tensors {
+		batchBytes += t.NBytes()
+	}
+	for _, s := range j.srcs {
+		tr.Remote = tr.Remote || s.data().remote
+	}
+	s := j.ahead.stream
+	if j.epochs != nil {
+		n = min(n, int(j.epochs.perRank)*2) // two epochs at most
+		tr.Batches = n
+	}
+	rs := j.state()
+	defer j.putState(rs)
+	lru := list.New()
+	at := map[uint64]*list.Element{}
+	var held, missBytes int64
+	var chunks, misses int
+	for k := 0; k < n; k++ {
+		keys := j.batchKeys(s.Global(uint64(k)), rs)
+		chunks += len(keys)
+		for _, key := range keys {
+			if e, ok := at[key]; ok {
+				lru.MoveToFront(e)
+				continue
+			}
+			size := j.srcs[key>>keyShift].data().chunkBytes()
+			if k == 0 {
+				tr.FirstBatchMisses++
+			}
+			if k >= n/2 {
+				misses++
+				missBytes += size
+			}
+			at[key] = lru.PushFront(key)
+			held += size
+			for held > j.cache.Budget() && lru.Len() > 1 {
+				old := lru.Remove(lru.Back()).(uint64)
+				delete(at, old)
+				held -= j.srcs[old>>keyShift].data().chunkBytes()
+			}
+		}
+	}
+	if n > 0 {
+		tr.ChunksPerBatch = float64(chunks) / float64(n)
+		tr.ReadsPerBatch = tr.ChunksPerBatch
+		half := float64(n - n/2)
+		tr.MissesPerBatch = float64(misses) / half
+		tr.DecodedPerDelivered = float64(missBytes) / half / float64(max(batchBytes, 1))
+	}
+	return tr
+}
+
+// SamplingText is the plan's sampling choice, mixing and traffic as indented lines for
+// `shmloader plan`; "" without zarr sources.
+func (p Plan) SamplingText() string {
+	var b strings.Builder
+	if p.Why != "" {
+		fmt.Fprintf(&b, "  %s\n", p.Why)
+	}
+	if m := p.Mixing; m != nil {
+		fmt.Fprintf(&b, "  mixing: %d segments of %d steps, %d at a time; %.1f segments per batch expected",
+			m.Segments, m.SegmentSteps, m.ResidentSegments, m.SegmentsPerBatch)
+		if p.Order == config.OrderEpochs {
+			fmt.Fprintf(&b, ", Spearman(position, t0) %.3f over an epoch", m.Spearman)
+		}
+		b.WriteString("\n")
+	}
+	if t := p.Traffic; t != nil {
+		fmt.Fprintf(&b, "  traffic (first %d batches through the cache): %.1f chunks per batch, first batch %d reads, then %.1f misses per batch, %.2f decoded bytes per byte delivered",
+			t.Batches, t.ChunksPerBatch, t.FirstBatchMisses, t.MissesPerBatch, t.DecodedPerDelivered)
+		if t.Remote {
+			b.WriteString(" (object storage: times the stored / decoded ratio fetched)")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
