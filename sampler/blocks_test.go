@@ -248,3 +248,30 @@ func TestBlocksAreABijection(t *testing.T) {
 		}
 	}
 }
+
+// Fetching ahead with the block shuffle: a Fill prefetches up to the end of the next group, so
+// the batches up to there find their chunks cached; the batches are the same.
+func TestBlockEpochsFetchTheNextGroupAhead(t *testing.T) {
+	ref := blockJob(t, bigPixels, "", 2, Stream{})
+	j := blockJob(t, bigPixels, "", 2, Stream{})
+	j.ahead = newAheadFetcher(1, Stream{})
+	limit := j.epochs.nextGroupEnd(0)
+	if limit < 2 || limit > j.epochs.global {
+		t.Fatalf("the next group ends at batch %d", limit)
+	}
+	first := fillInOrder(t, j, Stream{}, 0, 1)
+	j.waitAhead()
+	j.ahead.batches = 0 // no more prefetches: the misses below are the Fills' own
+	before := j.Cache().Stats().Misses
+	rest := fillInOrder(t, j, Stream{}, 1, limit)
+	if m := j.Cache().Stats().Misses - before; m != 0 {
+		t.Errorf("batches 1..%d missed %d chunks after the prefetch of the next group", limit-1, m)
+	}
+	want := fillInOrder(t, ref, Stream{}, 0, limit)
+	for k, b := range append(first, rest...) {
+		if !bytes.Equal(b, want[k]) {
+			t.Fatalf("batch %d differs when fetched ahead", k)
+		}
+	}
+	t.Logf("batches 0..%d (this group and the next) prefetched by the first Fill", limit-1)
+}
