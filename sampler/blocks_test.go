@@ -239,7 +239,7 @@ func TestBlocksAreABijection(t *testing.T) {
 		for epoch := uint64(0); epoch < 3; epoch++ {
 			seen := map[uint64]bool{}
 			for p := uint64(0); p < 90; p++ {
-				s, seg := b.at(5, epoch, p)
+				s, seg := b.at(epoch, p)
 				if s >= 90 || seen[s] || s < b.lo[seg] || s >= b.lo[seg]+b.n[seg] {
 					t.Fatalf("group %d epoch %d: place %d -> sample %d (segment %d), seen %v", group, epoch, p, s, seg, seen[s])
 				}
@@ -274,4 +274,12 @@ func TestBlockEpochsFetchTheNextGroupAhead(t *testing.T) {
 		}
 	}
 	t.Logf("batches 0..%d (this group and the next) prefetched by the first Fill", limit-1)
+}
+
+func TestBlockEpochsFillAllocatesNothingWhenWarm(t *testing.T) {
+	j := blockJob(t, bigPixels, "", 64, Stream{}) // the data in the cache: warm after one pass
+	j.epochs.blocks = newBlocks(segmentsOf(j, j.anchor.s, 12), 1, 4, j.seed)
+	if allocs := warmFillAllocs(t, j); allocs > 0.1 {
+		t.Errorf("block shuffle: %.2f allocations per warm Fill", allocs)
+	}
 }

@@ -55,7 +55,7 @@ func (ep *epochs) sampleSeg(seed, g, e uint64) (epoch, sample uint64, seg int) {
 	epoch = g / ep.global
 	place := (g%ep.global)*ep.size + e
 	if ep.blocks != nil {
-		sample, seg = ep.blocks.at(seed, epoch, place)
+		sample, seg = ep.blocks.at(epoch, place)
 		return epoch, sample, seg
 	}
 	return epoch, newPermutation(ep.samples, seed, epoch).at(place), -1
@@ -190,7 +190,7 @@ func (b *blocks) layout(epoch uint64) *blockLayout {
 	return v
 }
 
-// groupOf returns the places [from, to) of group k of a layout (clamped to the last group).
+// groupPlaces returns the places [from, to) of group k of a layout (clamped to the last group).
 func (b *blocks) groupPlaces(v *blockLayout, k int) (from, to uint64) {
 	n := len(v.order)
 	first := min(k*b.group, n)
@@ -208,7 +208,8 @@ func (b *blocks) groupAt(v *blockLayout, p uint64) int {
 }
 
 // at returns the sample at place p (< N) of epoch epoch, and its segment.
-func (b *blocks) at(seed, epoch, p uint64) (sample uint64, seg int) {
+func (b *blocks) at(epoch, p uint64) (sample uint64, seg int) {
+	seed := b.seed
 	v := b.layout(epoch)
 	k := b.groupAt(v, p)
 	from, to := b.groupPlaces(v, k)

@@ -425,10 +425,10 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	fits := j.dataBytes <= j.cache.Budget()*9/10
 	need := j.dataBytes*10/9>>20 + 1 // cache_mb that holds everything, with 10% headroom
 	if j.mode == SampleAuto {
-		j.mode = SampleRandom
-		j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
-		if !fits {
-			j.mode = SampleLocality
+		j.mode = SampleLocality // why: below, once locality is known to fit
+		if fits {
+			j.mode = SampleRandom
+			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
 	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
@@ -487,7 +487,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	j.epochs.blocks = newBlocks(l, locations, group, j.seed)
 	j.blockSteps, j.blockBytes = l.steps, l.segBytes
-	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; cache_mb >= %d would hold everything and permute the whole epoch",
+	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
 		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, j.dataBytes*10/9>>20+1)
 	return nil
 }
