@@ -66,14 +66,22 @@ func (w *readWindow) release(took time.Duration, failed, sample bool) {
 	if w.hold > 0 {
 		w.hold--
 	}
+	was := int(w.win)
 	switch {
 	case failed:
 		w.shrink(windowFail)
 	case sample:
 		w.observe(took)
 	}
+	grew := int(w.win) > was
 	w.mu.Unlock()
-	w.cond.Broadcast()
+	// One place freed: wake one waiter (waking all of dozens of prefetch goroutines per read
+	// costs more CPU than the reads); a window that grew may let several go.
+	if grew {
+		w.cond.Broadcast()
+	} else {
+		w.cond.Signal()
+	}
 }
 
 // observe adapts the window to one read's latency.

