@@ -311,12 +311,10 @@ func (p Plan) SamplingText() string {
 		b.WriteString("\n")
 	}
 	if t := p.Traffic; t != nil {
-		fmt.Fprintf(&b, "  traffic (first %d batches through the cache): %.1f chunks per batch, first batch %d reads, then %.1f misses per batch, %.2f decoded bytes per byte delivered",
+		// The same words for a store on disk and in object storage (where the bytes fetched
+		// are the decoded bytes times the chunks' stored / decoded ratio).
+		fmt.Fprintf(&b, "  traffic (first %d batches through the cache): %.1f chunks per batch, first batch %d reads, then %.1f misses per batch, %.2f decoded bytes per byte delivered\n",
 			t.Batches, t.ChunksPerBatch, t.FirstBatchMisses, t.MissesPerBatch, t.DecodedPerDelivered)
-		if t.Remote {
-			b.WriteString(" (object storage: times the stored / decoded ratio fetched)")
-		}
-		b.WriteString("\n")
 	}
 	return b.String()
 }
