@@ -6,12 +6,14 @@ are read by ``gobatch.Loader`` over presets/nowcast.toml in four ways, in one ru
 
 - from local disk (the baseline);
 - through S3: versitygw (a real S3 server, SigV4) on 127.0.0.1 serving the same directory,
-  stores as ``s3://nowcast/...``, with the default fetch_depth (8) and with 2 (one per core
-  here: without latency, more reads in flight only cost the server, which shares the cores);
+  stores as ``s3://nowcast/...``, with the default settings (each source's reads in flight
+  adapted below fetch_depth's default bound, sampler/window.go) and with fetch_depth 2 (one per
+  core here: without latency, more reads in flight only cost the server, which shares the cores);
 - through S3 behind internal/faultproxy (cmd/faultproxy) adding no delay, which counts the
   requests and the bytes the loader fetched;
-- through S3 behind the proxy adding ``--latency-ms`` (30) to every request, at several
-  ``fetch_depth`` values (the chunk reads each source keeps in flight).
+- through S3 behind the proxy adding ``--latency-ms`` (30) to every request, with the default
+  settings and at several ``fetch_depth`` values (the bound on the chunk reads each source keeps
+  in flight).
 
 For each: batches/s, time to the first batch (from constructing the Loader: opening the
 stores, reading metadata and coordinates count), CPU seconds per batch (the trainer and its
@@ -167,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-mb", type=int, help="cache budget (default 1024; 256 with --quick, so that 1 day is larger)")
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--latency-ms", type=float, default=30.0)
-    ap.add_argument("--depths", default="2,8,32", help="fetch_depth values under latency")
+    ap.add_argument("--depths", default="default,2,8,32",
+                    help="fetch_depth values under latency ('default': not set, the adaptive window)")
     ap.add_argument("--rounds", type=int, help="rounds alternating the methods (default 3; 1 with --quick)")
     ap.add_argument("--batches", type=int, help="max batches per measurement (default 300)")
     ap.add_argument("--seconds", type=float, help="max seconds per measurement (default 15)")
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args.cache_mb = args.cache_mb or (256 if q else 1024)
     args.batches = args.batches or (60 if q else 300)
     args.seconds = args.seconds or (5.0 if q else 15.0)
-    depths = [int(d) for d in args.depths.split(",")]
+    depths = [None if d == "default" else int(d) for d in args.depths.split(",")]
 
     print(f"objstore_bench: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
           f"{' (quick)' if q else ''}", flush=True)
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             ("S3 loopback via proxy, 0 ms", config(args.cache_mb, args.seed, None), f"s3://{BUCKET}", True, 0.0),
         ]
         for depth in depths:
-            methods.append((f"S3 + {args.latency_ms:g} ms/request, fetch_depth {depth}",
+            methods.append((f"S3 + {args.latency_ms:g} ms/request, fetch_depth {depth or 'default'}",
                             config(args.cache_mb, args.seed, depth), f"s3://{BUCKET}", True, args.latency_ms))
         for k in range(args.rounds):
             for name, cfg, root, remote, delay in methods:

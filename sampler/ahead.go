@@ -20,6 +20,7 @@ type aheadFetcher struct {
 	batches uint64 // how far ahead (0: off)
 	stream  Stream
 	busy    atomic.Bool
+	next    atomic.Uint64 // block shuffle: the next global batch to prefetch (0: none yet)
 	wg      sync.WaitGroup
 	ctx     context.Context // cancelled by Close
 	stop    context.CancelFunc
@@ -37,12 +38,34 @@ func (j *Job) fetchAhead(g uint64) {
 	if a == nil || a.batches == 0 || !a.busy.CompareAndSwap(false, true) {
 		return
 	}
+	if j.epochs != nil && j.epochs.blocks != nil {
+		j.fetchGroupsAhead(g)
+		return
+	}
 	target := a.stream.Ahead(g, a.batches)
 	a.wg.Go(func() {
 		defer a.busy.Store(false)
 		rs := j.state()
 		defer j.putState(rs)
 		j.prefetchBatch(a.ctx, target, rs, 1)
+	})
+}
+
+// fetchGroupsAhead prefetches, in the background, this rank's batches after g up to the end
+// of the group after g's (the caller holds a.busy).
+func (j *Job) fetchGroupsAhead(g uint64) {
+	a := j.ahead
+	limit := j.epochs.nextGroupEnd(g)
+	from := max(a.next.Load(), a.stream.Ahead(g, 1))
+	step := max(a.stream.WorldSize, 1)
+	a.wg.Go(func() {
+		defer a.busy.Store(false)
+		rs := j.state()
+		defer j.putState(rs)
+		for b := from; b < limit && a.ctx.Err() == nil; b += step {
+			j.prefetchBatch(a.ctx, b, rs, 1)
+			a.next.Store(b + step)
+		}
 	})
 }
 

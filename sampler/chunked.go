@@ -68,10 +68,12 @@ type chunked struct {
 	refuseMissing    bool
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
-	// Loads (fetch.go): at most depth reads in flight (reads; nil: no bound), their buffers
-	// (rawBufs), the job's decode slots (decodes), and whether the store is in object storage.
+	// Loads (fetch.go): at most depth reads in flight (reads; nil: no bound), for a remote
+	// store fewer as its window adapts (window.go), their buffers (rawBufs), the job's decode
+	// slots (decodes), and whether the store is in object storage.
 	depth   int
 	reads   chan struct{}
+	window  *readWindow // remote stores; nil: local
 	rawBufs chan []byte
 	decodes chan struct{}
 	remote  bool

@@ -138,8 +138,12 @@
 // memory (epochs.go). Global batch g lies in epoch g / B, where B is floor(samples / size)
 // rounded down to a multiple of the world size (drop-last, [Stream.Epoch]), so rank r's
 // stream batch k is in epoch k / (B / world_size) on every rank and the ranks see disjoint
-// samples of each epoch. Epochs need the decoded data in the cache: they are refused with
-// locality sampling, naming the anchor's sampling or cache_mb key.
+// samples of each epoch. With the decoded data larger than the cache (locality sampling) the
+// permutation is a block shuffle instead: a seeded order of time segments, cut into groups
+// sized for two to fit in the cache, each group's samples permuted among themselves, so that
+// consecutive batches share chunks; with object storage the next group is fetched while the
+// current one drains (ahead.go). [Set.Plan]'s mixing reports the segments per batch and the
+// rank correlation of position and t0.
 //
 // # Cache and sampling modes
 //

@@ -204,22 +204,6 @@ func TestEpochsCentresAndExactResume(t *testing.T) {
 }
 
 func TestEpochsAreRefusedWhereTheyCannotWork(t *testing.T) {
-	// Locality sampling (data larger than the cache), asked for or chosen by auto.
-	big := memParams{T: 600, P: 64, S: 23, satChunkT: 12, satChunkP: 32}
-	for _, c := range []struct{ extra, want string }{
-		{"sampling = \"locality\"\nsegment_steps = 24", `source[0].sampling: "locality" cannot be combined with [batch] order = "epochs"`},
-		{"", "source[0].cache_mb: 16 MB holds less than the"},
-	} {
-		cfg, err := parseCfg(t, epochsConfig(c.extra))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = NewJob(cfg, Options{Open: memOpen(newMemNowcast(big)), CacheMB: 16})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Fatalf("locality %q: %v", c.extra, err)
-		}
-		t.Log(err)
-	}
 	// A sample space smaller than one batch per rank.
 	cfg, err := parseCfg(t, strings.Replace(epochsConfig(""), "size = 4", "size = 64", 1))
 	if err != nil {

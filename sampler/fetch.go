@@ -2,13 +2,13 @@ package sampler
 
 import (
 	"runtime"
-
-	"github.com/gobatch/gobatch/readers/objstore"
+	"time"
 )
 
 // Chunk reads in flight. Decoding a chunk from a local disk is CPU-bound: a prefetch runs one
 // read per core. Reading one from object storage is I/O-bound (tens of milliseconds per
-// request, little CPU): a prefetch keeps fetch_depth reads in flight, far more than the cores.
+// request, little CPU): a prefetch keeps many reads in flight, far more than the cores, their
+// number adapted to the store (window.go) below fetch_depth.
 // A chunk load is therefore two steps with separate bounds: fetching its stored bytes
 // (FetchChunk; at most fetch_depth per source, each into a buffer of the source's free list,
 // within fetch_buffer_mb), then decoding them (DecodeFetched; at most GOMAXPROCS at once in
@@ -25,15 +25,19 @@ func isRemote(ds Dataset) bool {
 	return ok && r.remote()
 }
 
+// DefaultRemoteDepth is the default upper bound on a remote source's reads in flight; the
+// window (window.go) finds the number the store wants below it.
+const DefaultRemoteDepth = 64
+
 // fetchDepth is source sp's bound on chunk reads in flight: fetch_depth, else
-// objstore.DefaultInFlight for a remote store and GOMAXPROCS for a local one; at most as many
-// as fetch_buffer_mb holds, at least one.
+// DefaultRemoteDepth for a remote store and GOMAXPROCS for a local one; at most as many as
+// fetch_buffer_mb holds, at least one.
 func fetchDepth(sp *Spec, remote bool, nativeChunkBytes int64) int {
 	depth := sp.FetchDepth
 	if depth == 0 {
 		depth = runtime.GOMAXPROCS(0)
 		if remote {
-			depth = objstore.DefaultInFlight
+			depth = DefaultRemoteDepth
 		}
 	}
 	if perRead := 2 * max(nativeChunkBytes, 1); int64(depth)*perRead > sp.FetchBufferMB<<20 {
@@ -50,11 +54,15 @@ type fetchingArray interface {
 	rawChunkBytes() int
 }
 
-// limitReads bounds the source's chunk reads in flight to depth.
+// limitReads bounds the source's chunk reads in flight to depth; a remote source's reads go
+// through an adaptive window below it.
 func (c *chunked) limitReads(depth int) {
 	c.depth = depth
 	c.reads = make(chan struct{}, depth)
 	c.rawBufs = make(chan []byte, depth)
+	if c.remote {
+		c.window = newReadWindow(depth)
+	}
 }
 
 // shareDecodes gives every source the job's decode slots: one per core; and sets the places
@@ -86,7 +94,14 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	default:
 		buf = make([]byte, 0, f.rawChunkBytes())
 	}
+	if c.window != nil {
+		c.window.acquire()
+	}
+	start := time.Now()
 	raw, found, err := f.FetchChunk(sidx, buf)
+	if c.window != nil {
+		c.window.release(time.Since(start), err != nil, found)
+	}
 	done()
 	if err == nil {
 		done = slot(c.decodes)

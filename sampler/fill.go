@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
@@ -20,7 +21,7 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	ue := uint64(e)
 	switch {
 	case j.epochs != nil:
-		j.drawEpochs(g, ue, ex)
+		j.drawEpochs(g, ue, ex, rs)
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
 		j.drawCentre(g, ue, ex)
@@ -46,8 +47,11 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 // candidate, and a centre drawn from (epoch, sample), so that the same sample has a new
 // centre in every epoch whatever batch it falls in. (With site-anchored examples the sample's
 // location, s mod locations, will name the site and replace the drawn centre.)
-func (j *Job) drawEpochs(g, e uint64, ex *example) {
-	epoch, s := j.epochs.sample(j.seed, g, e)
+func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
+	epoch, s, seg := j.epochs.sampleSeg(j.seed, g, e)
+	if rs != nil && seg >= 0 && !slices.Contains(rs.segs, seg) {
+		rs.segs = append(rs.segs, seg) // the batch's segments (Stats.SegmentsPerBatch)
+	}
 	ex.ti = int(j.cands[s/j.epochs.locations])
 	if j.sites != nil { // the sample is a (t0, site) pair
 		ex.site = int(s % j.epochs.locations)

@@ -75,6 +75,9 @@ type Job struct {
 	maxK           int
 	batches, exmpl uint64
 	segSum         uint64
+	why            string // how the sampling was chosen (Why)
+	blockSteps     int    // epochs' block shuffle: segment length and decoded bytes
+	blockBytes     int64
 }
 
 // NewJob opens the stores of cfg (metadata and coordinates only) and prepares the sampling:
@@ -233,8 +236,8 @@ func (j *Job) measureData() error {
 // site-anchored the locations among them.
 func (j *Job) placeCentres(a *Spec) error {
 	H, W := len(j.anchor.ys), len(j.anchor.xs)
-	j.cy0, j.ny = a.Height/2, H-2*(a.Height/2)
-	j.cx0, j.nx = a.Width/2, W-2*(a.Width/2)
+	j.cy0, j.ny = a.Height/2, centres(H, a.Height)
+	j.cx0, j.nx = a.Width/2, centres(W, a.Width)
 	if a.Height > H || j.ny < 1 {
 		return j.cfg.Errorf(a.Field+".image_size_pixels_height", "%d does not fit the anchor grid of %d rows", a.Height, H)
 	}
@@ -245,6 +248,17 @@ func (j *Job) placeCentres(a *Spec) error {
 		return j.placeSites(a) // the centres are the systems of a points source (sites.go)
 	}
 	return nil
+}
+
+// centres is the number of centre pixels along an axis of n pixels for a crop of size pixels:
+// the crop starts size/2 before its centre, and a margin of size/2 is kept on both sides (with
+// an even size the last start, n - size, is left out so that the centres stay symmetric),
+// except that a crop as large as the axis has its one centre, starting at 0.
+func centres(n, size int) int {
+	if size == n {
+		return 1
+	}
+	return n - 2*(size/2)
 }
 
 // Rejection is how many anchor times one source rules out as t0 (its window lacks a step
@@ -432,7 +446,10 @@ func (j *Job) layTensors() error {
 }
 
 // chooseMode makes the cache (the anchor's cache_mb unless cacheMB overrides it) and picks the
-// sampling mode: random when the decoded data fits in the cache, else locality.
+// sampling mode: random when the decoded data fits in the cache, else locality. Sampling
+// "auto" never refuses a cache that random sampling can run with: when locality sampling does
+// not fit either, it draws at random and lets the cache evict (j.why says so, with the
+// cache_mb that would make it faster). With epochs, locality is the block shuffle (chooseOrder).
 func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	mb := a.CacheMB
 	if cacheMB > 0 {
@@ -440,34 +457,51 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	}
 	j.cache = NewCache(mb << 20)
 	j.mode = a.Sampling
+	fits := j.dataBytes <= j.cache.Budget()*9/10
+	need := j.dataBytes*10/9>>20 + 1 // cache_mb that holds everything, with 10% headroom
 	if j.mode == SampleAuto {
-		j.mode = SampleRandom
-		if j.dataBytes > j.cache.Budget()*9/10 {
-			j.mode = SampleLocality
+		j.mode = SampleLocality // why: below, once locality is known to fit
+		if fits {
+			j.mode = SampleRandom
+			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
 	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
-		return nil // epochs refuse locality (chooseOrder): say that, not how small the cache is
+		return nil
 	}
 	var err error
 	j.loc, err = newLocality(j, a)
+	if err != nil && a.Sampling == SampleAuto {
+		// Too small even for locality: random draws with evictions still run, each batch
+		// mostly from chunks it decodes itself.
+		j.mode, j.loc = SampleRandom, nil
+		j.why = fmt.Sprintf("auto chose random with evictions: cache_mb %d holds %.0f%% of the %.0f MB of decoded data, too little for locality sampling (two time segments); cache_mb >= %d would allow locality sampling, >= %d would hold everything",
+			mb, 100*float64(j.cache.Budget())/float64(max(j.dataBytes, 1)), float64(j.dataBytes)/(1<<20), j.localityNeedMB(a), need)
+		return nil
+	}
+	if err == nil && a.Sampling == SampleAuto {
+		j.why = fmt.Sprintf("auto chose locality: the %.0f MB of decoded data exceed cache_mb %d (%d segments of %d steps resident); cache_mb >= %d would hold everything and sample at random",
+			float64(j.dataBytes)/(1<<20), mb, j.loc.resident, j.loc.steps, need)
+	}
 	return err
 }
 
-// chooseOrder sets up epochs when [batch] order asks for them. Locality sampling draws each
-// batch from the segments resident at the time, which a permutation of the whole sample space
-// does not respect, so epochs are refused when the data does not fit in the cache.
+// localityNeedMB is the smallest cache_mb that locality sampling accepts (two segments of the
+// shortest length, with 10% headroom).
+func (j *Job) localityNeedMB(a *Spec) int64 {
+	steps := a.SegmentSteps
+	if steps <= 0 {
+		steps = j.anchor.c.chunks[0]
+	}
+	return 2*segmentsOf(j, a, steps).segBytes*10/9>>20 + 1
+}
+
+// chooseOrder sets up epochs when [batch] order asks for them. With the data in the cache an
+// epoch is one permutation of the sample space; with locality sampling (data larger than the
+// cache) it is the block shuffle (epochs.go), which keeps chunk locality.
 func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	if j.cfg.Batch.Order != config.OrderEpochs {
 		return nil
-	}
-	if j.mode == SampleLocality {
-		if a.Sampling == SampleLocality {
-			return j.cfg.Errorf(a.Field+".sampling", "%q cannot be combined with [batch] order = %q (an epoch permutes the whole sample space; locality draws from the resident time segments); expected sampling = %q or order = %q",
-				SampleLocality, config.OrderEpochs, SampleRandom, config.OrderStream)
-		}
-		return j.cfg.Errorf(a.Field+".cache_mb", "%d MB holds less than the %.0f MB of decoded data (with 10%% headroom), which means locality sampling, and [batch] order = %q needs all of it in the cache; expected cache_mb >= %d (or --cache-mb), or order = %q",
-			j.cache.Budget()>>20, float64(j.dataBytes)/(1<<20), config.OrderEpochs, j.dataBytes*10/9>>20+1, config.OrderStream)
 	}
 	var err error
 	locations := uint64(1) // a drawn centre per t0
@@ -475,8 +509,31 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 		locations = uint64(j.sites.n())
 	}
 	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), locations, j.size, s)
-	return err
+	if err != nil || j.mode != SampleLocality {
+		return err
+	}
+	fit := func(segBytes int64) int { // this group and the next fit
+		return int(j.cache.Budget()*9/10/max(segBytes, 1)) / 2
+	}
+	l := pickSegments(j, a, fit, groupMix)
+	group := a.ResidentSegments
+	if group <= 0 {
+		group = fit(l.segBytes)
+	}
+	j.epochs.blocks = newBlocks(l, locations, group, j.seed)
+	j.blockSteps, j.blockBytes = l.steps, l.segBytes
+	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
+		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, j.dataBytes*10/9>>20+1)
+	return nil
 }
+
+// groupMix is the number of segments per group the block shuffle prefers: shorter segments
+// than locality sampling's when needed, so that a batch mixes several.
+const groupMix = 4
+
+// Why says how the sampling was chosen (for the start-up log and the plan); "" when the
+// configuration named it.
+func (j *Job) Why() string { return j.why }
 
 func fmtTime(unix int64) string { return time.Unix(unix, 0).UTC().Format("2006-01-02T15:04") }
 
@@ -505,18 +562,21 @@ func (j *Job) Close() {
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {
 	j.mu.Lock()
-	s := Stats{Mode: j.mode, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream,
+	s := Stats{Mode: j.mode, Why: j.why, Batches: j.batches, Candidates: len(j.cands), DataBytes: j.dataBytes, Order: config.OrderStream,
 		Locations: j.Locations(), LocationsDropped: j.LocationsDropped()}
 	if j.epochs != nil {
 		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
 	}
-	if j.batches > 0 && j.loc != nil {
+	if j.batches > 0 && (j.loc != nil || j.epochs != nil && j.epochs.blocks != nil) {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)
 		s.SegmentsSum = j.segSum
 	}
 	j.mu.Unlock()
 	if j.loc != nil {
 		s.ResidentSegments = j.loc.resident
+	}
+	if j.epochs != nil && j.epochs.blocks != nil {
+		s.ResidentSegments = j.epochs.blocks.group
 	}
 	s.Cache = j.cache.Stats()
 	for _, src := range j.srcs {

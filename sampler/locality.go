@@ -34,26 +34,7 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 	fit := func(segBytes int64) int { // resident segments the budget holds, one spare for rotation
 		return int(budget*9/10/max(segBytes, 1)) - 1
 	}
-	tc := j.anchor.c.chunks[0]
-	var l *locality
-	if a.SegmentSteps > 0 {
-		l = segmentsOf(j, a, a.SegmentSteps)
-	} else {
-		// Choose the segment length (1 to 8 anchor time chunks) that keeps the most t0
-		// candidates resident (R x L); on a tie the shorter, which mixes more segments.
-		best := -1
-		for m := 1; m <= 8; m++ {
-			c := segmentsOf(j, a, m*tc)
-			r := fit(c.segBytes)
-			if a.ResidentSegments > 0 {
-				r = min(r, a.ResidentSegments)
-			}
-			score := max(r, 0) * c.steps
-			if score > best {
-				l, best = c, score
-			}
-		}
-	}
+	l := pickSegments(j, a, fit, 0)
 	r := a.ResidentSegments
 	if r == 0 {
 		r = fit(l.segBytes)
@@ -65,6 +46,35 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 	}
 	l.resident = min(r, len(l.segs))
 	return l, nil
+}
+
+// pickSegments cuts the anchor's time axis into segments of segment_steps, or when it is not
+// set, of the length (1 to 8 anchor time chunks) that keeps the most t0 candidates resident
+// (fit(bytes of a segment) segments, at most resident_segments, of that many steps); on a tie
+// the shorter, which mixes more segments. A length that keeps at least mix segments resident
+// is preferred to any that keeps fewer (0: no preference).
+func pickSegments(j *Job, a *Spec, fit func(segBytes int64) int, mix int) *locality {
+	if a.SegmentSteps > 0 {
+		return segmentsOf(j, a, a.SegmentSteps)
+	}
+	tc := j.anchor.c.chunks[0]
+	var l *locality
+	best := -1
+	for m := 1; m <= 8; m++ {
+		c := segmentsOf(j, a, m*tc)
+		r := fit(c.segBytes)
+		if a.ResidentSegments > 0 {
+			r = min(r, a.ResidentSegments)
+		}
+		score := max(r, 0) * c.steps
+		if mix > 0 && r >= mix {
+			score += 1 << 40
+		}
+		if score > best {
+			l, best = c, score
+		}
+	}
+	return l
 }
 
 // segmentsOf cuts the anchor's time axis into segments of steps time indices.

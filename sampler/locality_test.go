@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -107,6 +108,44 @@ func TestAutoModeAndTooSmallCache(t *testing.T) {
 		t.Fatalf("tiny cache: %v", err)
 	}
 	t.Log(err)
+
+	// The same with sampling = "auto": random draws with evictions, the same batches as random
+	// sampling with a cache that holds everything, and the reason in Why, with numbers.
+	cfg, err = parseCfg(t, memConfigFmt("segment_steps = 240"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err = NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 4})
+	if err != nil {
+		t.Fatalf("auto with a tiny cache: %v", err)
+	}
+	defer j.Close()
+	why := j.Why()
+	t.Log(why)
+	if j.Mode() != SampleRandom || !strings.Contains(why, "auto chose random with evictions: cache_mb 4 holds 20% of the 20 MB") ||
+		!regexp.MustCompile(`cache_mb >= \d+ would allow locality sampling, >= \d+ would hold everything`).MatchString(why) {
+		t.Fatalf("mode %s, why %q", j.Mode(), why)
+	}
+	if st := j.Stats(); st.Why != why {
+		t.Fatalf("Stats().Why %q", st.Why)
+	}
+	big, err := NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	if big.Mode() != SampleRandom || !strings.Contains(big.Why(), "auto chose random: the") {
+		t.Fatalf("1 GB cache: mode %s, why %q", big.Mode(), big.Why())
+	}
+	a, b := fillRange(t, j, 0, 20, 2), fillRange(t, big, 0, 20, 2)
+	for k := range a {
+		if !bytes.Equal(a[k], b[k]) {
+			t.Fatalf("batch %d differs from random sampling with the data in the cache", k)
+		}
+	}
+	if st := j.Cache().Stats(); st.Evictions == 0 {
+		t.Fatal("no evictions: the cache was not tiny")
+	}
 }
 
 func TestLocalityChoosesSegmentLength(t *testing.T) {

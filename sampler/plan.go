@@ -1,6 +1,13 @@
 package sampler
 
-import "github.com/gobatch/gobatch/config"
+import (
+	"container/list"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gobatch/gobatch/config"
+)
 
 // Plan describes what a configuration's sources would do, found at start-up without filling a
 // batch or starting a ring: the dry run that `shmloader plan` prints and gobatch.plan returns.
@@ -30,6 +37,51 @@ type Plan struct {
 	Order        string `json:"order"`
 	Samples      uint64 `json:"samples,omitempty"`
 	EpochBatches uint64 `json:"epoch_batches,omitempty"`
+
+	// Why says how sampling "auto" chose, or how epochs larger than the cache are ordered, and
+	// what cache_mb would change it.
+	Why string `json:"sampling_why,omitempty"`
+	// Traffic is what a batch costs the cache and the stores, from the chunk keys of the first
+	// batches run through a model of the cache; nil without zarr sources.
+	Traffic *TrafficPlan `json:"traffic,omitempty"`
+	// Mixing describes how the time segments mix in a batch when the data is larger than the
+	// cache (locality sampling, or epochs' block shuffle); nil otherwise.
+	Mixing *MixingPlan `json:"mixing,omitempty"`
+}
+
+// TrafficPlan is what batches cost the cache and the stores: the distinct chunks of the first
+// Batches batches of the rank's stream, listed as a Fill lists them (no chunk is read), run in
+// order through a least-recently-used cache of the job's budget.
+type TrafficPlan struct {
+	Batches int `json:"batches"` // batches simulated
+	// ChunksPerBatch are the distinct chunks a batch touches; ReadsPerBatch the store reads
+	// a cold batch makes (one per chunk).
+	ChunksPerBatch float64 `json:"chunks_per_batch"`
+	ReadsPerBatch  float64 `json:"reads_per_batch"`
+	// MissesPerBatch are the chunks a batch finds missing from the cache, over the second
+	// half of the simulated batches (the cache warm, or as full as it gets); FirstBatchMisses
+	// those of the first batch.
+	MissesPerBatch   float64 `json:"misses_per_batch"`
+	FirstBatchMisses int     `json:"first_batch_misses"`
+	// DecodedPerDelivered is the decoded bytes of those misses per byte of batch delivered:
+	// the bytes a store serves per byte delivered are this times the chunks' stored / decoded
+	// ratio (their compression). Remote is whether any store is in object storage.
+	DecodedPerDelivered float64 `json:"decoded_per_delivered"`
+	Remote              bool    `json:"remote,omitempty"`
+}
+
+// MixingPlan is the mixing of a batch under locality sampling or the block shuffle.
+type MixingPlan struct {
+	Segments     int `json:"segments"`      // non-empty time segments
+	SegmentSteps int `json:"segment_steps"` // anchor time steps per segment
+	// ResidentSegments are the segments a batch draws from: the resident set (locality) or
+	// the group (block shuffle).
+	ResidentSegments int `json:"resident_segments"`
+	// SegmentsPerBatch is the expected number of distinct segments among a batch's examples.
+	SegmentsPerBatch float64 `json:"segments_per_batch"`
+	// Spearman is the rank correlation of epoch position and t0 over epoch 0 (block shuffle
+	// only; 0 would be a full permutation, 1 a scan in time order).
+	Spearman float64 `json:"spearman_position_t0"`
 }
 
 // TensorPlan is one tensor of a batch in a Plan.
@@ -102,6 +154,12 @@ func (j *Job) plan(p *Plan) {
 	if st := j.Stats(); st.Order == config.OrderEpochs {
 		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches
 	}
+	p.Why = j.why
+	if m := j.planMixing(); m.Segments > 0 {
+		p.Mixing = &m
+	}
+	tr := j.planTraffic(planBatches)
+	p.Traffic = &tr
 	for i, s := range j.srcs {
 		sp, c := s.spec(), s.data()
 		sp2 := SourcePlan{
@@ -128,4 +186,135 @@ func planChunks(sp *SourcePlan, arr Array) {
 	sp.ChunksListed, sp.ChunksStored, sp.ChunksTotal = true, stored, total
 	f := 1 - float64(min(stored, total))/float64(total)
 	sp.MissingChunkFraction = &f
+}
+
+// planMixing describes the mixing of segments (zero without locality or the block shuffle).
+func (j *Job) planMixing() MixingPlan {
+	var sizes []uint64 // samples of each segment in one resident set or group, in turn
+	var m MixingPlan
+	switch {
+	case j.epochs != nil && j.epochs.blocks != nil:
+		b := j.epochs.blocks
+		m = MixingPlan{Segments: len(b.lo), SegmentSteps: j.blockSteps, ResidentSegments: b.group, Spearman: b.spearman()}
+		v := b.layout(0)
+		var sum, weight float64
+		for k := 0; k < b.groups(); k++ {
+			sizes = sizes[:0]
+			for i := k * b.group; i < min((k+1)*b.group, len(v.order)); i++ {
+				sizes = append(sizes, b.n[v.order[i]])
+			}
+			from, to := b.groupPlaces(v, k)
+			sum += float64(to-from) * distinctExpected(sizes, j.size)
+			weight += float64(to - from)
+		}
+		m.SegmentsPerBatch = sum / max(weight, 1)
+	case j.loc != nil:
+		l := j.loc
+		m = MixingPlan{Segments: len(l.segs), SegmentSteps: l.steps, ResidentSegments: l.resident}
+		for i := 0; i < l.resident; i++ { // the first resident set stands for all
+			s := l.seq(uint64(i))
+			sizes = append(sizes, uint64(l.hi[s]-l.lo[s]))
+		}
+		m.SegmentsPerBatch = distinctExpected(sizes, j.size)
+	}
+	return m
+}
+
+// distinctExpected is the expected number of distinct segments among size draws from segments
+// of the given sizes, each draw of a sample uniform over all of them (with replacement: close
+// to the permutation's draws when a group holds many batches).
+func distinctExpected(sizes []uint64, size int) float64 {
+	var total float64
+	for _, n := range sizes {
+		total += float64(n)
+	}
+	var d float64
+	for _, n := range sizes {
+		d += 1 - math.Pow(1-float64(n)/max(total, 1), float64(size))
+	}
+	return d
+}
+
+// planBatches is how many batches the plan's traffic model follows.
+const planBatches = 256
+
+// planTraffic runs the chunk keys of the first n batches of the rank's stream through a
+// least-recently-used cache of the job's budget (TrafficPlan).
+func (j *Job) planTraffic(n int) TrafficPlan {
+	tr := TrafficPlan{Batches: n}
+	var batchBytes int64
+	for _, t := range j.tensors {
+		batchBytes += t.NBytes()
+	}
+	for _, s := range j.srcs {
+		tr.Remote = tr.Remote || s.data().remote
+	}
+	s := j.ahead.stream
+	if j.epochs != nil {
+		n = min(n, int(j.epochs.perRank)*2) // two epochs at most
+		tr.Batches = n
+	}
+	rs := j.state()
+	defer j.putState(rs)
+	lru := list.New()
+	at := map[uint64]*list.Element{}
+	var held, missBytes int64
+	var chunks, misses int
+	for k := 0; k < n; k++ {
+		keys := j.batchKeys(s.Global(uint64(k)), rs)
+		chunks += len(keys)
+		for _, key := range keys {
+			if e, ok := at[key]; ok {
+				lru.MoveToFront(e)
+				continue
+			}
+			size := j.srcs[key>>keyShift].data().chunkBytes()
+			if k == 0 {
+				tr.FirstBatchMisses++
+			}
+			if k >= n/2 {
+				misses++
+				missBytes += size
+			}
+			at[key] = lru.PushFront(key)
+			held += size
+			for held > j.cache.Budget() && lru.Len() > 1 {
+				old := lru.Remove(lru.Back()).(uint64)
+				delete(at, old)
+				held -= j.srcs[old>>keyShift].data().chunkBytes()
+			}
+		}
+	}
+	if n > 0 {
+		tr.ChunksPerBatch = float64(chunks) / float64(n)
+		tr.ReadsPerBatch = tr.ChunksPerBatch
+		half := float64(n - n/2)
+		tr.MissesPerBatch = float64(misses) / half
+		tr.DecodedPerDelivered = float64(missBytes) / half / float64(max(batchBytes, 1))
+	}
+	return tr
+}
+
+// SamplingText is the plan's sampling choice, mixing and traffic as indented lines for
+// `shmloader plan`; "" without zarr sources.
+func (p Plan) SamplingText() string {
+	var b strings.Builder
+	if p.Why != "" {
+		fmt.Fprintf(&b, "  %s\n", p.Why)
+	}
+	if m := p.Mixing; m != nil {
+		fmt.Fprintf(&b, "  mixing: %d segments of %d steps, %d at a time; %.1f segments per batch expected",
+			m.Segments, m.SegmentSteps, m.ResidentSegments, m.SegmentsPerBatch)
+		if p.Order == config.OrderEpochs {
+			fmt.Fprintf(&b, ", Spearman(position, t0) %.3f over an epoch", m.Spearman)
+		}
+		b.WriteString("\n")
+	}
+	if t := p.Traffic; t != nil {
+		// The same words for a store on disk and in object storage (where the bytes fetched
+		// are the decoded bytes times the chunks' stored / decoded ratio).
+		fmt.Fprintf(&b, "  traffic (first %d batches through the cache): %.1f chunks per batch, first batch %d reads, then %.1f misses per batch, %.2f decoded bytes per byte delivered\n",
+			t.Batches, t.ChunksPerBatch, t.FirstBatchMisses, t.MissesPerBatch, t.DecodedPerDelivered)
+	}
+	return b.String()
 }

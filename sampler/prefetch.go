@@ -184,6 +184,27 @@ func (j *Job) prefetch(ctx context.Context, g uint64, rs *readerState) {
 // prefetchBatch is prefetch for at least minChunks missing chunks (one when fetching ahead,
 // where even one chunk's request is worth starting early).
 func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minChunks int) {
+	keys := j.batchKeys(g, rs)
+	missing := keys[:0] // in place: rs.keys is scratch
+	var bytes int64
+	for _, k := range keys {
+		if !j.cache.has(k) {
+			missing = append(missing, k)
+			bytes += j.srcs[k>>keyShift].data().chunkBytes()
+		}
+	}
+	workers := min(j.prefetchWorkers(), len(missing))
+	// Only when it helps (several chunks, or any ahead) and fits (loading more than the cache
+	// holds would evict what this very batch needs).
+	if len(missing) < minChunks || workers < 1 || bytes > j.cache.Budget()/2 {
+		return
+	}
+	j.loadParallel(ctx, g, missing, workers)
+}
+
+// batchKeys lists the cache keys of the chunks global batch g's examples touch (grid and NWP
+// windows, the points' nearest systems), sorted and distinct, in rs.keys.
+func (j *Job) batchKeys(g uint64, rs *readerState) []uint64 {
 	keys := rs.keys[:0]
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
@@ -206,22 +227,8 @@ func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minC
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	missing := keys[:0]
-	var bytes int64
-	for _, k := range keys {
-		if !j.cache.has(k) {
-			missing = append(missing, k)
-			bytes += j.srcs[k>>keyShift].data().chunkBytes()
-		}
-	}
 	rs.keys = keys
-	workers := min(j.prefetchWorkers(), len(missing))
-	// Only when it helps (several chunks, or any ahead) and fits (loading more than the cache
-	// holds would evict what this very batch needs).
-	if len(missing) < minChunks || workers < 1 || bytes > j.cache.Budget()/2 {
-		return
-	}
-	j.loadParallel(ctx, g, missing, workers)
+	return keys
 }
 
 // loadParallel decodes the chunks of keys (batch g's) into the cache with workers goroutines,

@@ -56,9 +56,32 @@ func TestRemoteStoresEqualDisk(t *testing.T) {
 			st.MaxInFlight, runtime.GOMAXPROCS(0), depth, len(remote.srcs))
 	}
 	t.Logf("%d requests (%d bytes), at most %d in flight", st.Requests, st.Bytes, st.MaxInFlight)
+
+	// The default: each source's window adapts below DefaultRemoteDepth, through the same
+	// delay and 503s; the batches are the same.
+	auto, err := NewJob(loadPreset(t, nil), Options{DataRoot: "s3://nowcast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auto.Close()
+	got = fillRange(t, auto, 0, 4, 2)
+	for b := range want {
+		if !bytes.Equal(got[b], want[b]) {
+			t.Fatalf("batch %d through S3 with the adaptive window differs from the batch from disk", b)
+		}
+	}
+	for _, s := range auto.srcs {
+		// The bound: DefaultRemoteDepth, or what fetch_buffer_mb holds of large chunks.
+		if c := s.data(); c.window == nil || c.window.bound != c.depth || c.depth <= depth || c.depth > DefaultRemoteDepth {
+			t.Fatalf("%s: no adaptive window below %d (depth %d)", s.spec().Field, DefaultRemoteDepth, c.depth)
+		}
+	}
+	if st2 := p.Stats(); st2.Faults == st.Faults || st2.MaxInFlight > int64(DefaultRemoteDepth*len(auto.srcs)) {
+		t.Fatalf("adaptive: %d 503s injected, at most %d in flight (bound %d x %d sources)", st2.Faults-st.Faults, st2.MaxInFlight, DefaultRemoteDepth, len(auto.srcs))
+	}
 }
 
-// TestFetchDepth: fetch_depth as given, else objstore's default for a remote store and one
+// TestFetchDepth: fetch_depth as given, else DefaultRemoteDepth for a remote store and one
 // read per core for a local one; fetch_buffer_mb caps it for large chunks.
 func TestFetchDepth(t *testing.T) {
 	if isRemote(&zarrDataset{store: mustStore(t, t.TempDir())}) {
@@ -72,7 +95,7 @@ func TestFetchDepth(t *testing.T) {
 		want     int
 	}{
 		{0, 256, false, 1 << 20, runtime.GOMAXPROCS(0)},
-		{0, 256, true, 1 << 20, 8},
+		{0, 256, true, 1 << 20, DefaultRemoteDepth},
 		{10, 256, true, 1 << 20, 10},
 		{32, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
 		{0, 1, true, 32 << 20, 1},

@@ -7,14 +7,16 @@ import "math/bits"
 
 // Purposes of the draws (the first counter after the seed), so that draws never collide.
 const (
-	drawT0      = 1
-	drawY       = 2
-	drawX       = 3
-	drawDropout = 4    // + 2*source: whether; + 2*source + 1: which timedelta
-	drawSegment = 1001 // locality: the permutation of segments of a pass
-	drawEpoch   = 2001 // epochs: the round keys of an epoch's permutation (epoch, round)
-	drawEpochY  = 2002 // epochs: the centre of a sample without sites (epoch, sample)
-	drawEpochX  = 2003
+	drawT0         = 1
+	drawY          = 2
+	drawX          = 3
+	drawDropout    = 4    // + 2*source: whether; + 2*source + 1: which timedelta
+	drawSegment    = 1001 // locality: the permutation of segments of a pass
+	drawEpoch      = 2001 // epochs: the round keys of an epoch's permutation (epoch, round)
+	drawEpochY     = 2002 // epochs: the centre of a sample without sites (epoch, sample)
+	drawEpochX     = 2003
+	drawEpochSegs  = 2004 // epochs larger than the cache: the order of the time segments (epoch, place)
+	drawEpochGroup = 2005 // ... and the keys of the permutation inside a group (epoch, group, round)
 )
 
 // mix64 is a strong 64-bit finaliser (the SplitMix64 / "mix13" constants).

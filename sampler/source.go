@@ -35,6 +35,7 @@ type Source interface {
 // leave those fields zero.
 type Stats struct {
 	Mode       string // sampling mode (SampleRandom or SampleLocality)
+	Why        string // how sampling "auto" chose, or how epochs larger than the cache are ordered (Job.Why)
 	Batches    uint64 // batches filled
 	Candidates int    // valid t0 (anchor time indices)
 	DataBytes  int64  // decoded (float32) size of every data array: what the cache would need to hold everything

@@ -78,7 +78,7 @@ type Spec struct {
 	NaNPolicy     string
 	MissingChunks string    // MissingFill or MissingError
 	ChunkDeadline float64   // seconds a chunk read may take (0: no deadline)
-	FetchDepth    int       // chunk reads in flight at once (0: DefaultInFlight remote, GOMAXPROCS local)
+	FetchDepth    int       // bound on chunk reads in flight (0: DefaultRemoteDepth remote, adapted below it; GOMAXPROCS local)
 	FetchBufferMB int64     // bound on the bytes those reads hold (compressed and decoded)
 	NormaliseMean []float64 // per channel (or one value for points); empty = none
 	NormaliseStd  []float64

@@ -138,6 +138,7 @@ func (r *planReport) text() string {
 			fmt.Fprintf(&b, "    %s\n", rej)
 		}
 		fmt.Fprintf(&b, "  decoded data %s against a cache of %s: %s sampling\n", bytesText(r.DecodedBytes), bytesText(r.CacheBytes), r.Mode)
+		b.WriteString(r.SamplingText())
 	}
 	if r.Order == config.OrderEpochs {
 		fmt.Fprintf(&b, "  order epochs: %d samples per epoch, %d batches per epoch for this rank\n", r.Samples, r.EpochBatches)

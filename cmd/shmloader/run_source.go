@@ -63,7 +63,7 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 		Dur("open", time.Since(t)).Dur("since_exec", time.Since(processStart))
 	if st.Mode != "" {
 		ev = ev.Str("mode", st.Mode).Int("t0_candidates", st.Candidates).Int64("decoded_mb", st.DataBytes>>20).
-			Int64("cache_mb", st.Cache.BudgetBytes>>20)
+			Int64("cache_mb", st.Cache.BudgetBytes>>20).Str("sampling_why", st.Why)
 		if st.ResidentSegments > 0 {
 			ev = ev.Int("resident_segments", st.ResidentSegments)
 		}

@@ -13,6 +13,9 @@ identified from each batch's own ``t0``/``x``/``y`` tensors. Checked:
 - ``set_epoch`` and ``loader.epoch``; a ``for`` left early skips to the next epoch;
 - ``state_dict``/``load_state_dict`` mid-epoch continue exactly as an uninterrupted run;
 - 2 ranks (with 1 and 2 readers) are disjoint and together complete;
+- an epoch over data 5x the cache (the block shuffle): every candidate once per epoch, 1 and 2
+  ranks, resumed mid-epoch equal to uninterrupted, two epochs differ, examples equal to the
+  reference, and the mixing (segments per batch, Spearman(position, t0)) as planned;
 - a finished bounded stream raises ``StreamEndedError`` when iterated again (Loader and
   attach), and epoch misuse is refused clearly.
 """
@@ -184,10 +187,6 @@ def test_two_ranks_disjoint_and_complete(data: Path, candidates: set[int], reade
 def test_epoch_misuse_is_refused(data: Path) -> None:
     with pytest.raises(gobatch.ConfigError, match="batch.batches"):
         gobatch.Loader(epochs_cfg(batches=5), data_root=data)
-    small = epochs_cfg()
-    source(small, "satellite")["cache_mb"] = 16  # 113 MB of decoded data: locality sampling
-    with pytest.raises(gobatch.ConfigError, match=r"source\[0\]\.cache_mb.*order = \"epochs\""):
-        gobatch.Loader(small, data_root=data)
     with pytest.raises(gobatch.ConfigError, match="--start 0 is not in --epoch 1"):
         gobatch.Loader(epochs_cfg(), data_root=data, start=0, epoch=1)
     with pytest.raises(ValueError, match="needs \\[batch\\] order = 'epochs'"):
@@ -277,3 +276,70 @@ def test_toml_order_without_tomllib() -> None:
     ]
     for text in cases:
         assert _toml_order(text) == tomllib.loads(text).get("batch", {}).get("order"), text
+
+
+def spearman(values: list[int]) -> float:
+    """Rank correlation of position and value (ties share their mean rank)."""
+    v = np.asarray(values, dtype=np.float64)
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v), dtype=np.float64)
+    for u in np.unique(v):  # ties: the mean rank
+        at = v == u
+        ranks[at] = ranks[at].mean()
+    return float(np.corrcoef(np.arange(len(v), dtype=np.float64), ranks)[0, 1])
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Six days, 64 px (chunks of 12 steps x 128 px decoded whole): over 10x a cache of 48 MB."""
+    with generated_nowcast(tmp_path_factory.mktemp("nowcast"), "epochs-big", days=6, pixels=64, seed=6) as out:
+        yield out
+
+
+def test_epochs_larger_than_the_cache(big: Path) -> None:
+    data = big
+    cfg0 = preset()
+    ref = NowcastReference(data, sat_channels=source(cfg0, "satellite").get("channels"),
+                           nwp_variables=source(cfg0, "nwp").get("channels"))
+    candidates = {int(v) for v in ref.sat_time[ref.valid_t0_indices()].astype("datetime64[s]").astype(np.int64)}
+    cfg = epochs_cfg()
+    # A group of 4 segments of one time chunk (the automatic group is what the cache holds
+    # twice: 1 here, where a time chunk of the whole field is 4.7 MB decoded).
+    source(cfg, "satellite").update(cache_mb=48, segment_steps=12, resident_segments=4)
+    plan = gobatch.plan(cfg, data_root=str(data))
+    assert plan["decoded_bytes"] >= 5 * plan["cache_bytes"], (plan["decoded_bytes"], plan["cache_bytes"])
+    assert "block shuffle" in plan["sampling_why"], plan["sampling_why"]
+    mixing = plan["mixing"]
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        n = len(loader)
+        assert n == len(candidates) // SIZE
+        first, second = run_epoch(loader), run_epoch(loader)
+        stats = loader.stats()
+    for e, epoch in enumerate((first, second)):
+        check_once([s[0] for s in samples(epoch)], candidates, n, 1, f"epoch {e} over 5x the cache")
+    assert [s[0] for s in samples(first)] != [s[0] for s in samples(second)], "two epochs in the same order"
+    check_examples(ref, first[:2] + second[-1:])
+    rho = spearman([s[0] for s in samples(first)])
+    assert abs(rho) < 0.2 and abs(mixing["spearman_position_t0"]) < 0.2, (rho, mixing)
+    assert stats["segments_per_batch"] >= 2 and stats["segments_per_batch"] >= mixing["segments_per_batch"] - 0.5, \
+        (stats["segments_per_batch"], mixing)
+    # Resumed after 4 batches of epoch 1: the rest of the uninterrupted epoch.
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        run_epoch(loader)
+        it = iter(loader)
+        for _ in range(4):
+            next(it)
+        state = loader.state_dict()
+    with gobatch.Loader(cfg, data_root=data) as loader:
+        loader.load_state_dict(copy.deepcopy(state))
+        loader.set_epoch(1)
+        assert same(run_epoch(loader), second[4:]), "the resumed epoch is not the rest of the uninterrupted one"
+    # 2 ranks: disjoint, together complete.
+    t0: list[list[int]] = []
+    for rank in range(2):
+        with gobatch.Loader(cfg, data_root=data, rank=rank, world_size=2) as loader:
+            t0.append([s[0] for s in samples(run_epoch(loader))])
+            per = len(loader)
+    assert not set(t0[0]) & set(t0[1]), "ranks 0 and 1 share samples"
+    check_once(t0[0] + t0[1], candidates, per, 2, "2 ranks over 5x the cache")

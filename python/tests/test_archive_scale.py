@@ -1,0 +1,126 @@
+"""Data larger than the cache, and crops as large as the grid, through real ``gobatch.Loader`` /
+``shmloader`` processes on Zarr stores written here with xarray.
+
+- a crop as large as the whole anchor grid (even and odd sizes): every example is the whole
+  field of its window, equal to xarray's;
+- ``sampling = "auto"`` with a cache too small even for locality sampling runs (random draws
+  with evictions) and says why in the start-up log and the plan, with the ``cache_mb`` that
+  would change it; explicit ``sampling = "locality"`` keeps its refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import gobatch
+
+pytestmark = pytest.mark.timeout(180)
+
+EPOCH = "minutes since 2021-01-01"
+N_TIME = 48
+CHANNELS = ["a", "b"]
+
+
+def write_field(root: Path, name: str, h: int, w: int, chunk: tuple[int, int, int, int], n_time: int = N_TIME) -> None:
+    rng = np.random.default_rng(h * 1000 + w)
+    time = np.datetime64("2021-03-01T06:00") + np.arange(n_time) * np.timedelta64(5, "m")
+    data = rng.integers(0, 1000, size=(n_time, len(CHANNELS), h, w), dtype=np.int16)
+    ds = xr.Dataset({"data": (("time", "channel", "y", "x"), data)},
+                    coords={"time": time, "channel": CHANNELS,
+                            "y": np.arange(h, dtype=np.float64) * 1000.0, "x": np.arange(w, dtype=np.float64) * 1000.0})
+    ds.to_zarr(root / name, zarr_format=2, consolidated=True,
+               encoding={"time": {"units": EPOCH, "dtype": "int64"}, "data": {"chunks": chunk}})
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("archive")
+    write_field(root, "even.zarr", 24, 36, (8, 2, 24, 36))
+    write_field(root, "odd.zarr", 23, 35, (8, 1, 12, 20))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def config(store: str, h: int, w: int, **sat: Any) -> dict[str, Any]:
+    return {
+        "batch": {"size": 4, "seed": 11},
+        "ring": {"slots": 2},
+        "source": [dict({
+            "name": "satellite", "kind": "zarr", "store": store, "variable": "data", "anchor": True,
+            "time_resolution_minutes": 5, "interval_start_minutes": -10, "interval_end_minutes": 10,
+            "image_size_pixels_height": h, "image_size_pixels_width": w, "channels": CHANNELS}, **sat)],
+    }
+
+
+def take(cfg: dict[str, Any], root: Path, n: int, **kw: Any) -> tuple[list[dict[str, np.ndarray]], str]:
+    """The first n batches, and shmloader's log (-v)."""
+    out: list[dict[str, np.ndarray]] = []
+    with gobatch.Loader(cfg, framework="numpy", data_root=root, extra_args=("-v",), **kw) as loader:
+        for batch in loader:
+            out.append({k: np.array(v) for k, v in batch.items()})
+            if len(out) == n:
+                break
+        log = loader._stderr
+        assert log is not None
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+    assert len(out) == n
+    return out, text
+
+
+def ready_line(log: str) -> dict[str, Any]:
+    for line in log.splitlines():
+        if '"sources ready"' in line:
+            return dict(json.loads(line))
+    raise AssertionError(f"no 'sources ready' line in shmloader's log:\n{log}")
+
+
+@pytest.mark.parametrize("store,h,w", [("even.zarr", 24, 36), ("odd.zarr", 23, 35)])
+def test_crop_of_the_whole_grid_equals_xarray(root: Path, store: str, h: int, w: int) -> None:
+    batches, _ = take(config(store, h, w), root, 3)
+    ds = xr.open_zarr(root / store)
+    times = ds["time"].values.astype("datetime64[s]").astype(np.int64)
+    for b in batches:
+        assert b["satellite"].shape == (4, 5, len(CHANNELS), h, w)
+        for e, t0 in enumerate(b["t0"]):
+            i = int(np.nonzero(times == t0)[0][0])
+            want = ds["data"].isel(time=slice(i - 2, i + 3)).sel(channel=CHANNELS).values.astype(np.float32)
+            np.testing.assert_array_equal(b["satellite"][e], want)
+            assert b["x"][e] == ds["x"].values[w // 2] and b["y"][e] == ds["y"].values[h // 2]
+
+
+def test_auto_with_a_tiny_cache_runs_and_says_why(root: Path) -> None:
+    big = "big.zarr"
+    if not (root / big).exists():  # 200 steps of 2 x 256 x 256 int16: 52 MB decoded
+        write_field(root, big, 256, 256, (4, 2, 256, 256), n_time=200)
+    cfg = config(big, 32, 32, cache_mb=16, segment_steps=96)  # a segment needs about 28 MB
+    batches, log = take(cfg, root, 6)
+    ready = ready_line(log)
+    assert ready["mode"] == "random", ready
+    why = ready["sampling_why"]
+    assert why.startswith("auto chose random with evictions: cache_mb 16 holds"), why
+    assert "would allow locality sampling" in why and "would hold everything" in why, why
+    plan = gobatch.plan(cfg, data_root=str(root))
+    assert plan["mode"] == "random" and plan["sampling_why"] == why
+    assert plan["traffic"]["misses_per_batch"] > 0 and plan["traffic"]["chunks_per_batch"] > 0, plan["traffic"]
+    # The examples are the store's, by xarray.
+    ds = xr.open_zarr(root / big)
+    times = ds["time"].values.astype("datetime64[s]").astype(np.int64)
+    for b in batches[:2]:
+        for e, t0 in enumerate(b["t0"]):
+            i = int(np.nonzero(times == t0)[0][0])
+            cy = int(np.nonzero(ds["y"].values == b["y"][e])[0][0])
+            cx = int(np.nonzero(ds["x"].values == b["x"][e])[0][0])
+            want = ds["data"].isel(time=slice(i - 2, i + 3), y=slice(cy - 16, cy + 16),
+                                   x=slice(cx - 16, cx + 16)).values.astype(np.float32)
+            np.testing.assert_array_equal(b["satellite"][e], want)
+    # Asked for by name, locality with that cache is refused, naming the key.
+    with pytest.raises(gobatch.ConfigError, match=r"source\[0\]\.cache_mb.*too small for locality sampling"):
+        take(config(big, 32, 32, cache_mb=16, segment_steps=96, sampling="locality"), root, 1)
