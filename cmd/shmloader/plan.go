@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/sampler"
 )
 
@@ -95,7 +96,7 @@ func makePlan(cfg *config.Config, f sourceFlags, stream sampler.Stream) (*planRe
 		return nil, err
 	}
 	defer src.Close()
-	layout, err := layoutFor(cfg, src.Tensors(), 0)
+	layout, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}

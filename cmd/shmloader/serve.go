@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
@@ -92,7 +93,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	if _, err := layoutFor(cfg, src.Tensors(), 0); err != nil {
+	if _, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats()); err != nil {
 		return usageError("serve", fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	ln, err := f.listen()
@@ -216,7 +217,7 @@ type nodeServer struct {
 	digest  string
 	src     *runSource
 	streams []sampler.Stream // by local rank
-	work    chan fillJob     // claimed slots of every ring, for the reader pool
+	pool    *feed.Pool       // fills the claimed slots of every ring
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -228,7 +229,7 @@ type nodeServer struct {
 
 func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, digest string, src *runSource, streams []sampler.Stream) *nodeServer {
 	return &nodeServer{log: log, flags: f, cfg: cfg, digest: digest, src: src, streams: streams,
-		work: make(chan fillJob), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
+		sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
 		changed: make(chan struct{}, 1)}
 }
 
@@ -257,13 +258,7 @@ func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
 		Uint64("world_size", s.streams[0].WorldSize).Int("readers", s.flags.readers).
 		Str("on_rank_death", s.cfg.Node.OnRankDeath).Str("addr", ln.Addr().String()).
 		Dur("since_exec", time.Since(processStart)).Msg("serving")
-	var readers sync.WaitGroup
-	for range s.flags.readers {
-		readers.Go(s.readLoop)
-	}
-	publishDone := make(chan struct{})
-	stopPublish := make(chan struct{})
-	go func() { defer close(publishDone); s.publishUntil(stopPublish) }()
+	s.pool = feed.NewPool(s.src, s.flags.readers)
 	go s.accept(ln)
 
 	code := s.waitDone(sigc)
@@ -274,10 +269,7 @@ func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
 	s.mu.Unlock()
 	ln.Close()
 	s.closeAll()
-	close(stopPublish)
-	<-publishDone
-	close(s.work) // every ring is closed: no claimer sends any more
-	readers.Wait()
+	s.pool.Close() // every ring is closed: no claimer hands out slots any more
 	s.log.Info().Int("exit", code).Msg("stopped")
 	return code
 }
@@ -374,7 +366,7 @@ func (s *nodeServer) stopAll(err error) {
 	}
 	rings := s.openRings()
 	for _, r := range rings {
-		r.p.Fail(err) // under s.mu: no ring is unmapped meanwhile
+		r.ring.P.Fail(err) // under s.mu: no ring is unmapped meanwhile
 	}
 	s.mu.Unlock()
 	for _, r := range rings {
@@ -401,24 +393,5 @@ func (s *nodeServer) closeAll() {
 	s.mu.Unlock()
 	for _, r := range rings {
 		r.close()
-	}
-}
-
-// publishUntil publishes the source's counters to every open ring every publishEvery: each
-// rank's stats() shows the node's cache (one cache, its misses counted once).
-func (s *nodeServer) publishUntil(stop <-chan struct{}) {
-	t := time.NewTicker(publishEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		for _, r := range s.openRings() {
-			r.publish()
-		}
-		s.mu.Unlock()
 	}
 }
