@@ -2,9 +2,12 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,7 +23,10 @@ import (
 
 // Config is a validated configuration.
 type Config struct {
-	File    string // the file it was read from
+	File string // the file it was read from
+	// SHA256 is the hex sha256 of the bytes parsed: a node loader refuses a rank whose
+	// configuration's differs.
+	SHA256  string
 	Batch   Batch
 	Ring    Ring
 	Node    Node
@@ -92,13 +98,13 @@ type Source struct {
 type Spec interface {
 	// Example is the shape of one example and its element type; the source's tensor in a batch
 	// has shape [batch.size, shape...].
-	Example() (shape []int, dtype DType)
+	Example() (shape []int, dtype ring.DType)
 }
 
 // Tensor is the tensor a source contributes to each batch.
 type Tensor struct {
 	Name  string
-	DType DType
+	DType ring.DType
 	Shape []int // [batch.size, example shape...]
 }
 
@@ -178,6 +184,23 @@ func FormatOf(path string) Format {
 	return TOML
 }
 
+// StdinName names a configuration read from stdin in errors: the dict gobatch.Loader and
+// gobatch.plan serialise there.
+const StdinName = "<config dict>"
+
+// Read loads the configuration at path, or with path "-" the JSON document read from stdin
+// (named StdinName in errors): shmloader's --config.
+func Read(path string, stdin io.Reader) (*Config, error) {
+	if path != "-" {
+		return Load(path)
+	}
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read config from stdin: %w", err)
+	}
+	return Parse(StdinName, data, JSON)
+}
+
 // Load reads and validates the configuration file at path. A problem with the contents is
 // returned as Errors; a file that cannot be read as a *os.PathError.
 func Load(path string) (*Config, error) {
@@ -202,7 +225,8 @@ func Parse(file string, data []byte, format Format) (*Config, error) {
 		return nil, c.err()
 	}
 	cfg := build(newTable("", raw, c))
-	cfg.File, cfg.lines = file, c.lines
+	sum := sha256.Sum256(data)
+	cfg.File, cfg.SHA256, cfg.lines = file, hex.EncodeToString(sum[:]), c.lines
 	if err := c.err(); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func TestWindowEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tensors := []config.Tensor{{Name: "x", DType: config.Int32, Shape: []int{2, 3}}}
+	tensors := []config.Tensor{{Name: "x", DType: ring.Int32, Shape: []int{2, 3}}}
 	st := sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7}
 	for _, c := range []struct {
 		f            Window

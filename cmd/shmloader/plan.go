@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -53,7 +52,7 @@ func cmdPlan(args []string) int {
 	if err != nil {
 		return usageError("plan", err)
 	}
-	cfg, err := loadConfig(*configPath, os.Stdin)
+	cfg, err := config.Read(*configPath, os.Stdin)
 	if err != nil {
 		return usageError("plan", err)
 	}
@@ -71,22 +70,6 @@ func cmdPlan(args []string) int {
 	}
 	fmt.Print(rep.text())
 	return exitOK
-}
-
-// stdinConfigName names a configuration read from stdin in errors.
-const stdinConfigName = "<config dict>"
-
-// loadConfig loads the configuration at path; "-" reads a JSON document from stdin, which
-// errors name "<config dict>": the dict gobatch.Loader and gobatch.plan serialise there.
-func loadConfig(path string, stdin io.Reader) (*config.Config, error) {
-	if path != "-" {
-		return config.Load(path)
-	}
-	data, err := io.ReadAll(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("read config from stdin: %w", err)
-	}
-	return config.Parse(stdinConfigName, data, config.JSON)
 }
 
 // makePlan opens the sources and lays out the ring, as run does, without filling anything.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
@@ -48,33 +49,6 @@ type runFlags struct {
 	join     bool
 	allowUID *int // --allow-uid, with --join
 	sourceFlags
-}
-
-// sourceFlags are the flags that say how the configured sources open: shared by run and plan.
-type sourceFlags struct {
-	dataRoot string
-	rank     int
-	world    int
-	cacheMB  int64
-}
-
-func addSourceFlags(fs *flagSet, f *sourceFlags) {
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
-	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
-	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
-}
-
-// check validates the source flags and returns the rank's stream.
-func (f *sourceFlags) check() (sampler.Stream, error) {
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
-	}
-	s, err := sampler.NewStream(f.rank, f.world)
-	if err != nil {
-		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
-	}
-	return s, nil
 }
 
 func cmdRun(args []string) int {
@@ -135,7 +109,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	cfg, err := loadConfig(f.config, os.Stdin)
+	cfg, err := config.Read(f.config, os.Stdin)
 	if err != nil {
 		return usageError("run", err)
 	}

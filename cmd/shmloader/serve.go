@@ -1,11 +1,8 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -70,8 +67,7 @@ func cmdServe(args []string) int {
 	fs.IntVar(&f.world, "world-size", 0, "number of data-parallel ranks in all (default: --local-world-size, one node)")
 	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling the batches of every rank")
 	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB, shared by every rank (default: the anchor source's cache_mb)")
+	addDataFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -85,7 +81,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	cfg, digest, err := loadConfigDigest(f.config, os.Stdin)
+	cfg, err := config.Read(f.config, os.Stdin)
 	if err != nil {
 		return usageError("serve", err)
 	}
@@ -101,7 +97,7 @@ func cmdServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
 		return exitFailure
 	}
-	srv := newNodeServer(log, f, cfg, digest, src, streams)
+	srv := newNodeServer(log, f, cfg, src, streams)
 	code = srv.run(ln, sigc)
 	src.logStats()
 	return code
@@ -136,8 +132,8 @@ func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 			return nil, fmt.Errorf("--socket: %w", err)
 		}
 	}
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return nil, fmt.Errorf("--cache-mb: %w", err)
+	if err := f.checkData(); err != nil {
+		return nil, err
 	}
 	if f.world == 0 {
 		f.world = f.localWorld
@@ -185,36 +181,11 @@ func (f *serveFlags) listen() (*net.UnixListener, error) {
 	return ul, nil
 }
 
-// loadConfigDigest is loadConfig with the sha256 of the bytes read: each rank's request names
-// the digest of the configuration it was given, and a rank with another is refused.
-func loadConfigDigest(path string, stdin io.Reader) (*config.Config, string, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		if data, err = io.ReadAll(stdin); err != nil {
-			return nil, "", fmt.Errorf("read config from stdin: %w", err)
-		}
-		cfg, err := config.Parse(stdinConfigName, data, config.JSON)
-		return cfg, digestOf(data), err
-	}
-	if data, err = os.ReadFile(path); err != nil {
-		return nil, "", fmt.Errorf("config %s: %w", path, err)
-	}
-	cfg, err := config.Load(path)
-	return cfg, digestOf(data), err
-}
-
-func digestOf(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
 // nodeServer is one `shmloader serve` process.
 type nodeServer struct {
 	log     zerolog.Logger
 	flags   serveFlags
 	cfg     *config.Config
-	digest  string
 	src     *runSource
 	streams []sampler.Stream // by local rank
 	pool    *feed.Pool       // fills the claimed slots of every ring
@@ -227,8 +198,8 @@ type nodeServer struct {
 	changed  chan struct{}
 }
 
-func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, digest string, src *runSource, streams []sampler.Stream) *nodeServer {
-	return &nodeServer{log: log, flags: f, cfg: cfg, digest: digest, src: src, streams: streams,
+func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, src *runSource, streams []sampler.Stream) *nodeServer {
+	return &nodeServer{log: log, flags: f, cfg: cfg, src: src, streams: streams,
 		sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
 		changed: make(chan struct{}, 1)}
 }

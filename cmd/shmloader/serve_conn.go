@@ -108,8 +108,8 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		return refuse(true, "request without a rank")
 	case req.WorldSize != s.streams[0].WorldSize:
 		return refuse(true, "rank %d asks for world size %d; this node loader serves world size %d", *req.Rank, req.WorldSize, s.streams[0].WorldSize)
-	case req.ConfigSHA256 != s.digest:
-		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.digest)
+	case req.ConfigSHA256 != s.cfg.SHA256:
+		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.cfg.SHA256)
 	case sess != nil && sess.rank != *req.Rank:
 		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, *req.Rank)
 	}
