@@ -155,7 +155,15 @@ const (
 	maxSteps   = 1 << 16
 )
 
-func init() { config.RegisterKind("zarr", decodeSpec) }
+func init() {
+	registerKind("zarr", decodeSpec, func(cfg *config.Config, opt Options) ([]Source, error) {
+		j, err := NewJob(cfg, opt) // every zarr source: they share each example's t0 and place
+		if err != nil {
+			return nil, err
+		}
+		return []Source{j}, nil
+	})
+}
 
 func decodeSpec(t *config.Table) config.Spec {
 	d := &specDecoder{t: t, s: &Spec{Field: t.Path()}, ok: true}

@@ -34,7 +34,7 @@ const MaxDelayMS = 3_600_000
 // Example implements config.Spec.
 func (s *Synthetic) Example() ([]int, ring.DType) { return s.Shape, s.DType }
 
-func init() { config.RegisterKind("synthetic", decodeSynthetic) }
+func init() { registerKind("synthetic", decodeSynthetic, openSynthetic) }
 
 func decodeSynthetic(t *config.Table) config.Spec {
 	s := &Synthetic{Field: t.Path()}
@@ -62,6 +62,23 @@ func decodeSynthetic(t *config.Table) config.Spec {
 		return nil
 	}
 	return s
+}
+
+// openSynthetic opens the configuration's synthetic sources, one part each. A zarr source
+// beside them is refused by the zarr opener.
+func openSynthetic(cfg *config.Config, _ Options) ([]Source, error) {
+	if cfg.Batch.Order == config.OrderEpochs {
+		return nil, cfg.Errorf("batch.order", "%q needs a sample space (the t0 candidates of zarr sources); synthetic sources have none; expected order = %q",
+			config.OrderEpochs, config.OrderStream)
+	}
+	var parts []Source
+	for _, s := range cfg.Sources {
+		if sp, ok := s.Spec.(*Synthetic); ok {
+			sp.Name = s.Name
+			parts = append(parts, newSynthetic(sp, cfg.Batch.Size))
+		}
+	}
+	return parts, nil
 }
 
 // synthetic is the Source of one synthetic table: one tensor per batch.

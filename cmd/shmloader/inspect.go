@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gobatch/gobatch/internal/npy"
 	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
 )
@@ -200,7 +201,7 @@ func typeName(d zarr.DType) string {
 	case zarr.KindComplex:
 		return fmt.Sprintf("complex%d", 8*d.Size)
 	case zarr.KindDatetime, zarr.KindTimedelta:
-		s := nativeDescr(d) // <M8[ns]
+		s := npy.Descr(d) // <M8[ns]
 		name := "datetime64"
 		if d.Kind == zarr.KindTimedelta {
 			name = "timedelta64"
@@ -214,5 +215,5 @@ func typeName(d zarr.DType) string {
 	case zarr.KindVarBytes:
 		return "bytes (variable length)"
 	}
-	return nativeDescr(d)
+	return npy.Descr(d)
 }

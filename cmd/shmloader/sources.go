@@ -13,8 +13,8 @@ import (
 	"github.com/gobatch/gobatch/sampler"
 )
 
-// The source side of `shmloader run`: the configured sources as one sampler.Source, with the
-// process's logging around it (start-up facts, the first fills' timings at debug level,
+// The source side of `shmloader run` and `serve`: the configured sources as one
+// sampler.Source, with the process's logging around it (start-up facts, the first fills' timings at debug level,
 // progress with -v). Package feed publishes its counters to the ring.
 
 // heapLimit is the Go heap's soft limit. The decoded-chunk cache lives outside the Go heap
