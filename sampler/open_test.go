@@ -13,7 +13,9 @@ type noOpener struct{}
 
 func (noOpener) Example() ([]int, ring.DType) { return []int{1}, ring.Float32 }
 
-func init() { config.RegisterKind("test-no-opener", func(*config.Table) config.Spec { return noOpener{} }) }
+func init() {
+	config.RegisterKind("test-no-opener", func(*config.Table) config.Spec { return noOpener{} })
+}
 
 // Open looks each kind's opener up: a kind without one is named at its source, and the zarr
 // opener refuses another kind beside it.
