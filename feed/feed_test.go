@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/internal/synthcheck"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
@@ -60,14 +59,7 @@ func consume(r *ring.Ring, s sampler.Stream) ([]uint64, error) {
 // consumer gets the source's text, the feed keeps the source's error, not the
 // *ring.ProducerError the claimer then meets), and the other ring is whole.
 func TestPoolFeedsRings(t *testing.T) {
-	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(oneSource, 6)), config.TOML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := sampler.Open(cfg, sampler.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, set := openOneSource(t, 6)
 	src := failAt{set, 4} // global batch 4: rank 0's stream batch 2
 	pool := NewPool(src, 3)
 	l, err := (Window{}).Layout(cfg, src.Tensors(), src.Stats())

@@ -25,9 +25,6 @@ type Ring struct {
 	label   string // the ring in messages: its name and path, or its memfd
 }
 
-// Label names the ring in messages: "NAME (PATH)" or "memfd FD".
-func (r *Ring) Label() string { return r.label }
-
 // Layout is the layout the ring carries (a joiner's is the ring's own).
 func (r *Ring) Layout() ring.Layout { return r.R.Layout() }
 

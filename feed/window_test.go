@@ -12,8 +12,10 @@ import (
 
 const oneSource = "[batch]\nsize = 2\nbatches = %d\n[ring]\nslots = 2\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [3]\ndtype = \"int32\"\n"
 
-func TestWindowStart(t *testing.T) {
-	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(oneSource, 10)), config.TOML)
+// openOneSource opens oneSource with a stream of batches batches.
+func openOneSource(t *testing.T, batches int) (*config.Config, *sampler.Set) {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(oneSource, batches)), config.TOML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,6 +23,11 @@ func TestWindowStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, set
+}
+
+func TestWindowStart(t *testing.T) {
+	cfg, set := openOneSource(t, 10)
 	l, err := (Window{Start: 4, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats())
 	if err != nil || l.StartBatch != 4 || l.TotalBatches != 6 || l.Slots != 2 || l.BatchSize != 2 ||
 		len(l.Tensors) != 1 || l.Tensors[0].DType != ring.Int32 || fmt.Sprint(l.Tensors[0].Shape) != "[2 3]" {
