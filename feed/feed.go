@@ -80,8 +80,9 @@ type Feed struct {
 // Start feeds r, rank stream's ring, from the pool until the stream ends, something fails it,
 // or Stop. opt is the watchdog's (a parent to watch).
 func (p *Pool) Start(r *Ring, stream sampler.Stream, opt ring.WatchOptions) *Feed {
-	f := &Feed{r: r, stream: stream, pool: p, claims: make(chan struct{}, p.readers), claimed: make(chan struct{}), done: make(chan struct{}),
-		watched: make(chan struct{}), stopPub: make(chan struct{}), pubDone: make(chan struct{})}
+	f := &Feed{r: r, stream: stream, pool: p, claims: make(chan struct{}, p.readers),
+		claimed: make(chan struct{}), done: make(chan struct{}), watched: make(chan struct{}),
+		stopPub: make(chan struct{}), pubDone: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	go func() { defer close(f.claimed); f.claim() }()
 	go func() { <-f.claimed; f.inflight.Wait(); close(f.done) }()
