@@ -7,10 +7,11 @@
 //   - [Ring]: a ring this process produces into, made ([CreateNamed], [CreateInFD],
 //     [CreateMemfd]) or joined ([JoinNamed], [JoinFD]) with this process's producer entry
 //     registered, undone on every failure; its fault guard ([Ring.Guard], [CutError]).
-//   - [Pool] and [Feed]: one pool of reader goroutines fills the rings of any number of
-//     feeds from one sampler.Source. Each batch takes one way: a feed's claimer claims the
-//     slot, a reader fills it and publishes it, or abandons it with the error for the
-//     consumer, under the fault guard; the feed's error is the first, by one precedence.
+//   - [Pool] and [Feed]: one pool of readers fills the rings of any number of feeds from one
+//     sampler.Source. Each batch takes one way, in one of a feed's claim loops: claim the
+//     slot, take one of the pool's fill permits, fill it and publish it, or abandon it with
+//     the error for the consumer, under the fault guard; the feed's error is the first, by
+//     one precedence.
 //   - [Counters]: the source's statistics as the ring's job counters (PROTOCOL.md 2.5a),
 //     which each feed publishes.
 //

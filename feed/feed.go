@@ -11,52 +11,28 @@ import (
 	"github.com/gobatch/gobatch/sampler"
 )
 
-// Pool is one set of reader goroutines that fill the claimed slots of any number of rings
-// from one source: `shmloader run` feeds its one ring through a pool, `shmloader serve` one
-// ring per local rank, so that there is one fill path.
+// Pool is the readers of one source shared by any number of rings: `shmloader run` feeds its
+// one ring from a pool, `shmloader serve` one ring per local rank, so that there is one fill
+// path. Each feed runs as many claim loops as the pool has readers, and at most that many
+// fills run at once across every feed of the pool (the pool's permits): a loop that waits for
+// its ring's consumer holds no permit, so a rank that stops reading never holds up the others.
 type Pool struct {
 	src     sampler.Source
 	readers int
-	work    chan job // claimed slots of every ring
-	wg      sync.WaitGroup
+	permits chan struct{} // one per fill running
 }
 
-// job is a claimed slot for the pool.
-type job struct {
-	f *Feed
-	w *ring.WriteSlot
-}
-
-// NewPool starts readers goroutines filling from src.
+// NewPool makes the pool of readers fill permits for src.
 func NewPool(src sampler.Source, readers int) *Pool {
-	p := &Pool{src: src, readers: readers, work: make(chan job)}
-	for range readers {
-		p.wg.Go(p.read)
-	}
-	return p
+	return &Pool{src: src, readers: readers, permits: make(chan struct{}, readers)}
 }
 
-// read is one reader: it fills claimed slots of any ring.
-func (p *Pool) read() {
-	batch := make([][]byte, len(p.src.Tensors())) // the slot's tensors
-	for j := range p.work {
-		j.f.fill(j.w, batch)
-	}
-}
-
-// Close ends the readers and waits for them. Call it once every Feed of the pool has
-// stopped: no claimer hands out slots any more.
-func (p *Pool) Close() {
-	close(p.work)
-	p.wg.Wait()
-}
-
-// Feed is one ring being fed by a pool: a claimer goroutine claims the ring's batches in
-// stream order (at most the ring's slots ahead of its consumer: Claim waits for a free slot)
-// and hands them to the pool's readers; the watchdog (ring.Producer.Watch, and a check that
-// the ring's file was not cut) runs beside it; a publisher adds the source's counters to the
-// ring's job counters. Every goroutine that touches the mapping belongs to the Feed, so once
-// Stop reports the readers finished the caller may unmap the ring.
+// Feed is one ring being fed from a pool: the pool's number of claim loops, each claiming the
+// ring's next batch (Claim waits for a free slot: at most the ring's slots ahead of its
+// consumer), filling it and publishing it; the watchdog (ring.Producer.Watch, and a check
+// that the ring's file was not cut) beside them; a publisher that adds the source's counters
+// to the ring's job counters. Every goroutine that touches the mapping belongs to the Feed, so
+// once Stop reports the loops finished the caller may unmap the ring.
 type Feed struct {
 	r      *Ring
 	stream sampler.Stream
@@ -64,13 +40,10 @@ type Feed struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	inflight sync.WaitGroup // slots handed to the pool
-	claims   chan struct{}  // one token per claim not yet filled: at most the pool's readers
-	claimed  chan struct{}  // closed when the claimer returns
-	done     chan struct{}  // closed once the claimer returned and every slot it handed out is done
-	watched  chan struct{}  // closed when the watchdog returns
-	stopPub  chan struct{}  // closed by Stop: the publisher publishes once more and returns
-	pubDone  chan struct{}
+	done    chan struct{} // closed once every claim loop returned
+	watched chan struct{} // closed when the watchdog returns
+	stopPub chan struct{} // closed by Stop: the publisher publishes once more and returns
+	pubDone chan struct{}
 
 	mu       sync.Mutex
 	err      error // the feed's first error, by the precedence of record
@@ -80,12 +53,14 @@ type Feed struct {
 // Start feeds r, rank stream's ring, from the pool until the stream ends, something fails it,
 // or Stop. opt is the watchdog's (a parent to watch).
 func (p *Pool) Start(r *Ring, stream sampler.Stream, opt ring.WatchOptions) *Feed {
-	f := &Feed{r: r, stream: stream, pool: p, claims: make(chan struct{}, p.readers),
-		claimed: make(chan struct{}), done: make(chan struct{}), watched: make(chan struct{}),
+	f := &Feed{r: r, stream: stream, pool: p, done: make(chan struct{}), watched: make(chan struct{}),
 		stopPub: make(chan struct{}), pubDone: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	go func() { defer close(f.claimed); f.claim() }()
-	go func() { <-f.claimed; f.inflight.Wait(); close(f.done) }()
+	var loops sync.WaitGroup
+	for range p.readers {
+		loops.Go(f.loop)
+	}
+	go func() { loops.Wait(); close(f.done) }()
 	go f.watch(opt)
 	go f.publish()
 	return f
@@ -120,14 +95,13 @@ func (f *Feed) WatchErr() error {
 	return f.watchErr
 }
 
-// Stop stops the feed: the claimer, the watchdog and the publisher at once (the publisher
-// publishes a last time; the claimer and the watchdog return within a wait slice), and the
-// readers' slots of this ring within grace (a reader may be inside a slow read). It reports
-// whether they finished: only then may the caller unmap the ring. Call it once.
+// Stop stops the feed: the watchdog and the publisher at once (the publisher publishes a last
+// time), and the claim loops within grace (a loop waiting for a slot or a permit returns
+// within a wait slice; one inside a fill may be in a slow read). It reports whether the loops
+// finished: only then may the caller unmap the ring. Call it once.
 func (f *Feed) Stop(grace time.Duration) (finished bool) {
 	f.cancel()
 	<-f.watched
-	<-f.claimed
 	select {
 	case <-f.done:
 		finished = true
@@ -138,18 +112,14 @@ func (f *Feed) Stop(grace time.Duration) (finished bool) {
 	return finished
 }
 
-// claim claims the ring's batches in order and hands them to the pool, until the stream ends
-// or the feed stops or fails. It holds at most as many claims as the pool has readers, each
-// being filled or about to be: a process that dies holds no more batches than it was filling,
-// which is what a supervisor that restarts it is told it held.
-func (f *Feed) claim() {
+// loop claims, fills and publishes the ring's batches until the stream ends or the feed
+// stops or fails. Each loop holds one claim at a time, the one it is filling: a process that
+// dies holds no more batches than it has readers, which is what a supervisor that restarts it
+// is told it held.
+func (f *Feed) loop() {
+	batch := make([][]byte, len(f.pool.src.Tensors())) // the slot's tensors
 	f.record(f.r.Guard(func() error {
 		for {
-			select {
-			case f.claims <- struct{}{}:
-			case <-f.ctx.Done():
-				return f.ctx.Err()
-			}
 			w, err := f.r.P.Claim(f.ctx)
 			if err == io.EOF {
 				return nil
@@ -157,35 +127,34 @@ func (f *Feed) claim() {
 			if err != nil {
 				return err
 			}
-			f.inflight.Add(1)
-			select {
-			case f.pool.work <- job{f, w}:
-			case <-f.ctx.Done():
-				f.inflight.Done()
-				return f.ctx.Err()
+			if err := f.fill(w, batch); err != nil {
+				return err
 			}
 		}
 	}))
 }
 
-// fill is the one step of every batch: fill the claimed slot's tensors from the source and
-// publish it, or give the slot up with the error for the consumer to raise. A fill cut short
-// by Stop records nothing in the ring: its owner is ending it for a reason of its own.
-func (f *Feed) fill(w *ring.WriteSlot, batch [][]byte) {
-	defer f.inflight.Done()
-	defer func() { <-f.claims }()
-	f.record(f.r.Guard(func() error {
-		for i := range batch {
-			batch[i] = w.Tensor(i)
+// fill is the one step of every batch, once the pool gives a permit: fill the claimed slot's
+// tensors from the source and publish it, or give the slot up with the error for the consumer
+// to raise. A fill cut short by Stop records nothing in the ring: its owner is ending it for a
+// reason of its own.
+func (f *Feed) fill(w *ring.WriteSlot, batch [][]byte) error {
+	select {
+	case f.pool.permits <- struct{}{}:
+	case <-f.ctx.Done():
+		return f.ctx.Err()
+	}
+	defer func() { <-f.pool.permits }()
+	for i := range batch {
+		batch[i] = w.Tensor(i)
+	}
+	if err := f.pool.src.Fill(f.ctx, f.stream.Global(w.Seq()), batch); err != nil {
+		if f.ctx.Err() == nil {
+			w.Abandon(err) // the consumer gets the text
 		}
-		if err := f.pool.src.Fill(f.ctx, f.stream.Global(w.Seq()), batch); err != nil {
-			if f.ctx.Err() == nil {
-				w.Abandon(err) // the consumer gets the text
-			}
-			return err
-		}
-		return w.Publish()
-	}))
+		return err
+	}
+	return w.Publish()
 }
 
 // record keeps the feed's first error. A failed fill records its error in the ring, which

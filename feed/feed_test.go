@@ -102,5 +102,38 @@ func TestPoolFeedsRings(t *testing.T) {
 			t.Error("readers still busy after Stop")
 		}
 	}
-	pool.Close()
+}
+
+// A ring whose consumer stops reading holds up no other ring of the pool, even with one
+// reader: its claim loop waits for a slot without a fill permit (a rank in a collective that
+// waits for another rank's batch must not starve it).
+func TestPoolStalledRingHoldsNoReader(t *testing.T) {
+	cfg, set := openOneSource(t, 8)
+	pool := NewPool(set, 1)
+	l, err := (Window{}).Layout(cfg, set.Tensors(), set.Stats())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var feeds []*Feed
+	for rank := range 2 {
+		r, err := CreateMemfd(fmt.Sprintf("feed-test-%d", rank), l, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		feeds = append(feeds, pool.Start(r, sampler.Stream{Rank: uint64(rank), WorldSize: 2}, ring.WatchOptions{}))
+	}
+	// Rank 0 never reads (its ring fills up: 2 slots of 8 batches); rank 1 reads its stream.
+	got, err := consume(feeds[1].Ring().R, sampler.Stream{Rank: 1, WorldSize: 2})
+	if err != io.EOF || fmt.Sprint(got) != "[0 1 2 3 4 5 6 7]" {
+		t.Fatalf("rank 1: %v after %v", err, got)
+	}
+	if st := feeds[0].Ring().R.Stats(); st.BatchesWritten != 2 {
+		t.Errorf("rank 0's ring: %d batches written, want its 2 slots", st.BatchesWritten)
+	}
+	for _, f := range feeds {
+		if !f.Stop(time.Second) {
+			t.Error("loops still busy after Stop")
+		}
+	}
 }

@@ -184,9 +184,7 @@ wait:
 			}
 		}
 	}
-	if readersDone = f.Stop(stopGrace); readersDone {
-		pool.Close()
-	} else {
+	if readersDone = f.Stop(stopGrace); !readersDone {
 		pr.log.Warn().Dur("after", stopGrace).Msg("readers still busy at exit")
 	}
 	return cause, readersDone

@@ -21,7 +21,7 @@ import (
 )
 
 // `shmloader serve`: one loader process per node. It opens the configured sources once (one
-// sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of reader goroutines,
+// sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of readers (package feed),
 // and gives each local rank a ring of its own: a memfd that it sends over a Unix socket to
 // the rank's gobatch.Loader (serve_conn.go), whose stream is exactly `run --rank R
 // --world-size W`'s (serve_ring.go). The ranks it serves are sampler.NodeStreams' for
@@ -188,7 +188,7 @@ type nodeServer struct {
 	cfg     *config.Config
 	src     *runSource
 	streams []sampler.Stream // by local rank
-	pool    *feed.Pool       // fills the claimed slots of every ring
+	pool    *feed.Pool       // the readers of every ring
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -240,7 +240,6 @@ func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
 	s.mu.Unlock()
 	ln.Close()
 	s.closeAll()
-	s.pool.Close() // every ring is closed: no claimer hands out slots any more
 	s.log.Info().Int("exit", code).Msg("stopped")
 	return code
 }
