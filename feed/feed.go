@@ -140,9 +140,13 @@ func (f *Feed) loop() {
 // reason of its own.
 func (f *Feed) fill(w *ring.WriteSlot, batch [][]byte) error {
 	select {
-	case f.pool.permits <- struct{}{}:
-	case <-f.ctx.Done():
-		return f.ctx.Err()
+	case f.pool.permits <- struct{}{}: // a free permit: the usual case, without the wait below
+	default:
+		select {
+		case f.pool.permits <- struct{}{}:
+		case <-f.ctx.Done():
+			return f.ctx.Err()
+		}
 	}
 	defer func() { <-f.pool.permits }()
 	for i := range batch {
