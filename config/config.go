@@ -2,9 +2,12 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,6 +28,9 @@ type Config struct {
 	// the file's directory, or for an ocf-data-sampler YAML file the working directory, as
 	// ocf-data-sampler resolves them.
 	BaseDir string
+	// SHA256 is the hex sha256 of the bytes parsed: a node loader refuses a rank whose
+	// configuration's differs.
+	SHA256  string
 	Batch   Batch
 	Ring    Ring
 	Node    Node
@@ -97,13 +103,13 @@ type Source struct {
 type Spec interface {
 	// Example is the shape of one example and its element type; the source's tensor in a batch
 	// has shape [batch.size, shape...].
-	Example() (shape []int, dtype DType)
+	Example() (shape []int, dtype ring.DType)
 }
 
 // Tensor is the tensor a source contributes to each batch.
 type Tensor struct {
 	Name  string
-	DType DType
+	DType ring.DType
 	Shape []int // [batch.size, example shape...]
 }
 
@@ -189,6 +195,24 @@ func FormatOf(path string) Format {
 	return TOML
 }
 
+// StdinName names a configuration read from stdin in errors: the dict gobatch.Loader and
+// gobatch.plan serialise there.
+const StdinName = "<config dict>"
+
+// Read loads the configuration at path, or with path "-" the JSON document read from stdin
+// (named StdinName in errors), with gobatch's options o given outside the file: shmloader's
+// --config and its batch flags.
+func Read(path string, stdin io.Reader, o Overrides) (*Config, error) {
+	if path != "-" {
+		return LoadWith(path, o)
+	}
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read config from stdin: %w", err)
+	}
+	return ParseWith(StdinName, data, JSON, o)
+}
+
 // Load reads and validates the configuration file at path. A problem with the contents is
 // returned as Errors; a file that cannot be read as a *os.PathError.
 func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
@@ -232,7 +256,8 @@ func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, e
 	}
 	o.apply(raw)
 	cfg := build(newTable("", raw, c))
-	cfg.File, cfg.BaseDir, cfg.lines, cfg.aliases = file, base, c.lines, c.aliases
+	sum := sha256.Sum256(data)
+	cfg.File, cfg.BaseDir, cfg.SHA256, cfg.lines, cfg.aliases = file, base, hex.EncodeToString(sum[:]), c.lines, c.aliases
 	if err := c.err(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@
 package config_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	. "github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 )
 
@@ -67,16 +70,16 @@ func TestParseGood(t *testing.T) {
 			}
 			x := cfg.Sources[0].Spec.(*sampler.Synthetic)
 			if cfg.Sources[0].Name != "x" || cfg.Sources[0].Kind != "synthetic" ||
-				!reflect.DeepEqual(x.Shape, []int{19, 12, 32, 32}) || x.DType != Float32 || x.Delay != 5*time.Millisecond {
+				!reflect.DeepEqual(x.Shape, []int{19, 12, 32, 32}) || x.DType != ring.Float32 || x.Delay != 5*time.Millisecond {
 				t.Fatalf("source 0: %+v %+v", cfg.Sources[0], x)
 			}
 			y := cfg.Sources[1].Spec.(*sampler.Synthetic)
-			if len(y.Shape) != 0 || y.DType != Uint8 || y.Delay != 0 || cfg.Sources[1].Index != 1 {
+			if len(y.Shape) != 0 || y.DType != ring.Uint8 || y.Delay != 0 || cfg.Sources[1].Index != 1 {
 				t.Fatalf("source 1: %+v", y)
 			}
 			want := []Tensor{
-				{Name: "x", DType: Float32, Shape: []int{8, 19, 12, 32, 32}},
-				{Name: "y", DType: Uint8, Shape: []int{8}},
+				{Name: "x", DType: ring.Float32, Shape: []int{8, 19, 12, 32, 32}},
+				{Name: "y", DType: ring.Uint8, Shape: []int{8}},
 			}
 			if got := cfg.Tensors(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("tensors %+v, want %+v", got, want)
@@ -296,7 +299,7 @@ func TestAllErrorsReported(t *testing.T) {
 // A later kind registers itself and reads keys through a Table, including nested tables.
 type fakeSpec struct{ path string }
 
-func (f *fakeSpec) Example() ([]int, DType) { return []int{2}, Float64 }
+func (f *fakeSpec) Example() ([]int, ring.DType) { return []int{2}, ring.Float64 }
 
 // registerForTest registers a test kind once per test binary (tests may run with -count > 1).
 var testKinds sync.Map
@@ -355,13 +358,13 @@ func TestRegisterKind(t *testing.T) {
 }
 
 func TestDType(t *testing.T) {
-	for d := Bool; d <= Float64; d++ {
-		got, ok := ParseDType(d.String(), []DType{d})
+	for d := ring.Bool; d <= ring.Float64; d++ {
+		got, ok := ParseDType(d.String(), []ring.DType{d})
 		if !ok || got != d || d.Size() == 0 {
 			t.Fatalf("dtype %d", d)
 		}
 	}
-	if DType(0).Size() != 0 || DType(13).String() != "dtype(13)" {
+	if ring.DType(0).Size() != 0 || ring.DType(13).String() != "dtype(13)" {
 		t.Fatal("invalid dtype")
 	}
 }
@@ -377,7 +380,7 @@ type captured struct {
 	subs   int
 }
 
-func (c *captured) Example() ([]int, DType) { return nil, Uint8 }
+func (c *captured) Example() ([]int, ring.DType) { return nil, ring.Uint8 }
 
 // The getters a later kind uses, on TOML and JSON input alike.
 func TestTableGetters(t *testing.T) {
@@ -451,5 +454,32 @@ func TestNodeOnRankDeath(t *testing.T) {
 	_, err := Parse("n.toml", []byte("[node]\non_rank_death = \"retry\"\n"+rest), TOML)
 	if err == nil || !strings.Contains(err.Error(), `n.toml:2: node.on_rank_death: unknown value "retry"; expected "stop"`) {
 		t.Fatalf("bad on_rank_death: %v", err)
+	}
+}
+
+// Read loads a file or, with "-", JSON from stdin, and each configuration carries the sha256
+// of the bytes it was parsed from.
+func TestReadHashesWhatItRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := Read(path, nil, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromStdin, err := Read("-", strings.NewReader(goodJSON), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFile, wantStdin := sha256.Sum256([]byte(good)), sha256.Sum256([]byte(goodJSON))
+	if fromFile.SHA256 != hex.EncodeToString(wantFile[:]) || fromStdin.SHA256 != hex.EncodeToString(wantStdin[:]) {
+		t.Errorf("sha256 %s and %s", fromFile.SHA256, fromStdin.SHA256)
+	}
+	if fromFile.File != path || fromStdin.File != StdinName || fromFile.Batch != fromStdin.Batch {
+		t.Errorf("files %q %q, batches %+v %+v", fromFile.File, fromStdin.File, fromFile.Batch, fromStdin.Batch)
+	}
+	if _, err := Read("-", strings.NewReader("{"), Overrides{}); err == nil || !strings.Contains(err.Error(), StdinName) {
+		t.Errorf("bad JSON on stdin: %v", err)
 	}
 }

@@ -212,3 +212,23 @@ func (r *Ring) JobCounters() (c JobCounters) {
 	}
 	return c
 }
+
+// ConsumedAll reports whether the consumer has released every batch of a bounded stream.
+func (r *Ring) ConsumedAll() bool {
+	st := r.Stats()
+	return st.TotalBatches != 0 && st.BatchesRead >= st.TotalBatches
+}
+
+// ReceivedAll reports whether the consumer has taken every batch of a bounded stream:
+// released them all, or all but those it still holds (a consumer may exit holding the last
+// one). A consumer that exits after that has not died mid-stream.
+func (r *Ring) ReceivedAll() bool {
+	st := r.Stats()
+	held := uint64(0)
+	for _, sl := range st.SlotState {
+		if sl.State == SlotReading {
+			held++
+		}
+	}
+	return st.TotalBatches != 0 && st.BatchesRead+held >= st.TotalBatches
+}

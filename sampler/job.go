@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/readers/objstore"
+	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
@@ -417,15 +418,15 @@ func (j *Job) layTensors() error {
 		names[s.spec().Name] = true
 	}
 	meta := []config.Tensor{
-		{Name: "t0", DType: config.Int64, Shape: []int{j.size}},
-		{Name: "x", DType: config.Float64, Shape: []int{j.size}},
-		{Name: "y", DType: config.Float64, Shape: []int{j.size}},
+		{Name: "t0", DType: ring.Int64, Shape: []int{j.size}},
+		{Name: "x", DType: ring.Float64, Shape: []int{j.size}},
+		{Name: "y", DType: ring.Float64, Shape: []int{j.size}},
 	}
 	for _, p := range j.points {
-		meta = append(meta, config.Tensor{Name: p.s.idsTensor(), DType: config.Int64, Shape: []int{j.size, p.s.NearestK}})
+		meta = append(meta, config.Tensor{Name: p.s.idsTensor(), DType: ring.Int64, Shape: []int{j.size, p.s.NearestK}})
 	}
 	if j.sites != nil {
-		meta = append(meta, config.Tensor{Name: LocationIDTensor, DType: config.Int64, Shape: []int{j.size}})
+		meta = append(meta, config.Tensor{Name: LocationIDTensor, DType: ring.Int64, Shape: []int{j.size}})
 	}
 	for _, t := range meta {
 		if names[t.Name] {

@@ -66,41 +66,42 @@ type Set struct {
 	tensors []config.Tensor
 }
 
-// Open opens the sources of cfg (for zarr sources: metadata and coordinates only) as one
-// Source. Its errors are configuration errors naming the field at fault.
+// A kindOpener opens every source of its kind in a configuration (for zarr sources: metadata and
+// coordinates only) as the parts of the Set. Each kind registers its config decoder and its opener
+// together (registerKind, in the kind's own file), so that adding a kind is one file and Open
+// is a lookup.
+type kindOpener func(cfg *config.Config, opt Options) ([]Source, error)
+
+var openers = map[string]kindOpener{}
+
+// registerKind makes a source kind known to the configuration (its table's decoder) and to
+// Open (its opener). Call it from an init function.
+func registerKind(kind string, decode config.Kind, open kindOpener) {
+	config.RegisterKind(kind, decode)
+	openers[kind] = open
+}
+
+// Open opens the sources of cfg as one Source: each kind's opener once, in the order the kinds
+// first appear. Its errors are configuration errors naming the field at fault.
 func Open(cfg *config.Config, opt Options) (*Set, error) {
 	var parts []Source
-	if hasZarr(cfg) {
-		// The zarr sources are joined into one job (they share each example's t0 and place).
-		j, err := NewJob(cfg, opt)
+	opened := map[string]bool{}
+	for i, s := range cfg.Sources {
+		if opened[s.Kind] {
+			continue
+		}
+		open, ok := openers[s.Kind]
+		if !ok {
+			return nil, cfg.Errorf(fmt.Sprintf("source[%d].kind", i), "kind %q is not supported by this build", s.Kind)
+		}
+		ps, err := open(cfg, opt)
 		if err != nil {
 			return nil, err
 		}
-		parts = append(parts, j)
-	} else {
-		for i, s := range cfg.Sources {
-			sp, ok := s.Spec.(*Synthetic)
-			if !ok {
-				return nil, cfg.Errorf(fmt.Sprintf("source[%d].kind", i), "kind %q is not supported by this build", s.Kind)
-			}
-			if cfg.Batch.Order == config.OrderEpochs {
-				return nil, cfg.Errorf("batch.order", "%q needs a sample space (the t0 candidates of zarr sources); synthetic sources have none; expected order = %q",
-					config.OrderEpochs, config.OrderStream)
-			}
-			sp.Name = s.Name
-			parts = append(parts, newSynthetic(sp, cfg.Batch.Size))
-		}
+		opened[s.Kind] = true
+		parts = append(parts, ps...)
 	}
 	return newSet(parts), nil
-}
-
-func hasZarr(cfg *config.Config) bool {
-	for _, s := range cfg.Sources {
-		if _, ok := s.Spec.(*Spec); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func newSet(parts []Source) *Set {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
 )
 
 // Roles of a zarr source.
@@ -120,11 +121,11 @@ func (s *Spec) window() timeWindow {
 }
 
 // Example implements config.Spec: the shape of one example of the source's data tensor.
-func (s *Spec) Example() ([]int, config.DType) {
+func (s *Spec) Example() ([]int, ring.DType) {
 	if s.Role == RolePoints {
-		return []int{s.Steps(), s.NearestK}, config.Float32
+		return []int{s.Steps(), s.NearestK}, ring.Float32
 	}
-	return []int{s.Steps(), s.nChannels(), s.Height, s.Width}, config.Float32
+	return []int{s.Steps(), s.nChannels(), s.Height, s.Width}, ring.Float32
 }
 
 // nChannels is the channels of an example: one when the store has no channel axis.
@@ -154,7 +155,15 @@ const (
 	maxSteps   = 1 << 16
 )
 
-func init() { config.RegisterKind("zarr", decodeSpec) }
+func init() {
+	registerKind("zarr", decodeSpec, func(cfg *config.Config, opt Options) ([]Source, error) {
+		j, err := NewJob(cfg, opt) // every zarr source: they share each example's t0 and place
+		if err != nil {
+			return nil, err
+		}
+		return []Source{j}, nil
+	})
+}
 
 func decodeSpec(t *config.Table) config.Spec {
 	d := &specDecoder{t: t, s: &Spec{Field: t.Path()}, ok: true}

@@ -1,6 +1,9 @@
 package sampler
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Stream is one data-parallel rank's share of the global batch stream. It holds the only copy
 // of the rank rule: batch k of the rank's stream is global batch k*WorldSize + Rank. Sources
@@ -35,6 +38,16 @@ func (s Stream) Epoch(n uint64) (global, perRank uint64) {
 	w := max(s.WorldSize, 1)
 	perRank = n / w
 	return perRank * w, perRank
+}
+
+// EpochSpan is the part of a rank's stream that epoch e covers when every epoch has n of the
+// rank's batches (Epoch's perRank): stream batches first .. end-1, first = e*n and end =
+// (e+1)*n. ok is false when end would pass the largest stream index (or n is 0).
+func EpochSpan(e, n uint64) (first, end uint64, ok bool) {
+	if n == 0 || e >= math.MaxUint64/n {
+		return 0, 0, false
+	}
+	return e * n, (e + 1) * n, true
 }
 
 // NodeStreams are the streams of the ranks one node serves, in local-rank order: with

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
 )
 
 // The synthetic source (kind = "synthetic") makes batches whose every value is known from its
@@ -20,20 +21,20 @@ type Synthetic struct {
 	Field string        // "source[2]", for messages
 	Name  string        // tensor name
 	Shape []int         // one example's shape; may be empty (one scalar per example)
-	DType config.DType  // one of SyntheticDTypes
+	DType ring.DType    // one of SyntheticDTypes
 	Delay time.Duration // sleep per batch (delay_ms), emulating a slow reader
 }
 
 // SyntheticDTypes are the element types a synthetic source can produce.
-var SyntheticDTypes = []config.DType{config.Float32, config.Float64, config.Int32, config.Int64, config.Uint8}
+var SyntheticDTypes = []ring.DType{ring.Float32, ring.Float64, ring.Int32, ring.Int64, ring.Uint8}
 
 // MaxDelayMS bounds delay_ms (one hour).
 const MaxDelayMS = 3_600_000
 
 // Example implements config.Spec.
-func (s *Synthetic) Example() ([]int, config.DType) { return s.Shape, s.DType }
+func (s *Synthetic) Example() ([]int, ring.DType) { return s.Shape, s.DType }
 
-func init() { config.RegisterKind("synthetic", decodeSynthetic) }
+func init() { registerKind("synthetic", decodeSynthetic, openSynthetic) }
 
 func decodeSynthetic(t *config.Table) config.Spec {
 	s := &Synthetic{Field: t.Path()}
@@ -63,6 +64,23 @@ func decodeSynthetic(t *config.Table) config.Spec {
 	return s
 }
 
+// openSynthetic opens the configuration's synthetic sources, one part each. A zarr source
+// beside them is refused by the zarr opener.
+func openSynthetic(cfg *config.Config, _ Options) ([]Source, error) {
+	if cfg.Batch.Order == config.OrderEpochs {
+		return nil, cfg.Errorf("batch.order", "%q needs a sample space (the t0 candidates of zarr sources); synthetic sources have none; expected order = %q",
+			config.OrderEpochs, config.OrderStream)
+	}
+	var parts []Source
+	for _, s := range cfg.Sources {
+		if sp, ok := s.Spec.(*Synthetic); ok {
+			sp.Name = s.Name
+			parts = append(parts, newSynthetic(sp, cfg.Batch.Size))
+		}
+	}
+	return parts, nil
+}
+
 // synthetic is the Source of one synthetic table: one tensor per batch.
 type synthetic struct {
 	field    string // "source[2]"
@@ -82,15 +100,15 @@ func newSynthetic(s *Synthetic, batchSize int) *synthetic {
 	f := &synthetic{field: s.Field, size: batchSize, elems: n, itemsize: s.DType.Size(), delay: s.Delay,
 		tensor: config.Tensor{Name: s.Name, DType: s.DType, Shape: append([]int{batchSize}, s.Shape...)}}
 	switch s.DType {
-	case config.Float32:
+	case ring.Float32:
 		f.put = func(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v))) }
-	case config.Float64:
+	case ring.Float64:
 		f.put = func(b []byte, v uint32) { binary.LittleEndian.PutUint64(b, math.Float64bits(float64(v))) }
-	case config.Int32:
+	case ring.Int32:
 		f.put = func(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
-	case config.Int64:
+	case ring.Int64:
 		f.put = func(b []byte, v uint32) { binary.LittleEndian.PutUint64(b, uint64(v)) }
-	case config.Uint8:
+	case ring.Uint8:
 		f.put = func(b []byte, v uint32) { b[0] = byte(v) }
 	default:
 		panic("synthetic: dtype " + s.DType.String() + " passed config validation") // decodeSynthetic refuses it

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/internal/synthcheck"
+	"github.com/gobatch/gobatch/ring"
 )
 
 var ctx = context.Background()
@@ -38,7 +38,7 @@ func TestSyntheticFill(t *testing.T) {
 }
 
 func TestSyntheticWrongLength(t *testing.T) {
-	f := newSynthetic(&Synthetic{Shape: []int{4}, DType: config.Float32}, 2)
+	f := newSynthetic(&Synthetic{Shape: []int{4}, DType: ring.Float32}, 2)
 	if err := f.Fill(ctx, 0, [][]byte{make([]byte, 31)}); err == nil {
 		t.Fatal("no error for a short buffer")
 	}
@@ -61,7 +61,7 @@ func benchBuffers() [][]byte {
 }
 
 func BenchmarkSyntheticFill30MB(b *testing.B) {
-	f := newSynthetic(&Synthetic{Shape: []int{19, 12, 32, 32}, DType: config.Float32}, 32)
+	f := newSynthetic(&Synthetic{Shape: []int{19, 12, 32, 32}, DType: ring.Float32}, 32)
 	bufs := benchBuffers()
 	b.SetBytes(benchBatch)
 	for i := 0; b.Loop(); i++ {
@@ -88,7 +88,7 @@ func BenchmarkCopy30MB(b *testing.B) {
 }
 
 func BenchmarkSyntheticFillScalar(b *testing.B) {
-	f := newSynthetic(&Synthetic{Shape: nil, DType: config.Int64}, 1024)
+	f := newSynthetic(&Synthetic{Shape: nil, DType: ring.Int64}, 1024)
 	buf := make([]byte, 1024*8)
 	b.SetBytes(int64(len(buf)))
 	for i := 0; b.Loop(); i++ {
@@ -97,7 +97,7 @@ func BenchmarkSyntheticFillScalar(b *testing.B) {
 }
 
 func TestSyntheticDelayHonoursContext(t *testing.T) {
-	f := newSynthetic(&Synthetic{Shape: []int{1}, DType: config.Uint8, Delay: time.Hour}, 1)
+	f := newSynthetic(&Synthetic{Shape: []int{1}, DType: ring.Uint8, Delay: time.Hour}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()

@@ -111,6 +111,40 @@ func freeBytes(dir string) int64 {
 	return int64(st.Bavail) * int64(st.Bsize)
 }
 
+// Fits refuses a segment of need bytes that cannot fit, before anything is reserved:
+// fallocate on a tmpfs as large as RAM (the usual /dev/shm) would fill memory up to ENOSPC, and
+// wake the OOM killer, before it fails. A named segment must fit in Dir's free space; any
+// segment (a memfd too) in the memory available (MemAvailable).
+func Fits(need int64, named bool) error {
+	if avail := freeBytes(Dir); named && avail >= 0 && need > avail {
+		return fmt.Errorf("the ring needs %d bytes (%s) of shared memory and %s has %d (%s) free: "+
+			"use fewer or smaller ring slots or batches, or make the mount larger (Docker --shm-size)",
+			need, human(need), Dir, avail, human(avail))
+	}
+	if avail, ok := MemAvailable(); ok && need > avail {
+		return fmt.Errorf("the ring needs %d bytes (%s) of shared memory, more than the %d (%s) of memory available: "+
+			"use fewer or smaller ring slots or batches", need, human(need), avail, human(avail))
+	}
+	return nil
+}
+
+// MemAvailable reads MemAvailable from /proc/meminfo.
+func MemAvailable() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // reserve allocates [0,size) of fd with fallocate(2), in chunks so that a signal interrupting
 // one call (EINTR; tmpfs undoes the interrupted call's range) only repeats that chunk.
 //

@@ -269,3 +269,18 @@ func TestNoSpaceErrorText(t *testing.T) {
 		}
 	}
 }
+
+func TestFits(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		err := Fits(1<<50, named)
+		if err == nil || !strings.Contains(err.Error(), "the ring needs 1125899906842624 bytes") {
+			t.Fatalf("named=%v: %v", named, err)
+		}
+		if err := Fits(1<<20, named); err != nil {
+			t.Fatalf("named=%v, 1 MiB: %v", named, err)
+		}
+	}
+	if n, ok := MemAvailable(); !ok || n <= 0 {
+		t.Fatalf("MemAvailable: %d %v", n, ok)
+	}
+}

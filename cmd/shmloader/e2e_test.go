@@ -25,7 +25,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/internal/synthcheck"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/shm"
@@ -197,7 +196,7 @@ func checkBatch(r *ring.Ring, s *ring.ReadSlot) error {
 		for _, d := range tn.Shape[1:] {
 			elems *= d
 		}
-		if err := synthcheck.Check(s.Tensor(i), config.DType(tn.DType), tn.Shape[0], elems, s.Seq()); err != nil {
+		if err := synthcheck.Check(s.Tensor(i), tn.DType, tn.Shape[0], elems, s.Seq()); err != nil {
 			return fmt.Errorf("tensor %s: %w", tn.Name, err)
 		}
 	}

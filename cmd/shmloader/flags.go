@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
 
@@ -234,4 +236,49 @@ func addAllowUIDFlag(fs *flagSet) *int {
 		return nil
 	})
 	return &uid
+}
+
+// sourceFlags say how the configured sources open. They are declared here once for every verb
+// that opens sources: --data-root, --cache-mb and the batch options for run, plan and serve, --rank and
+// --world-size for run and plan (serve's ranks are its node's).
+type sourceFlags struct {
+	dataRoot string
+	cacheMB  int64
+	rank     int
+	world    int
+	batch    config.Overrides // --batch-size, --seed, --order, --t0-start, --t0-end
+}
+
+// addDataFlags registers --data-root, --cache-mb and the batch options.
+func addDataFlags(fs *flagSet, f *sourceFlags) {
+	f.batch.AddFlags(fs.FlagSet)
+	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb; serve: one cache for every rank)")
+}
+
+// addSourceFlags registers the data flags, --rank and --world-size.
+func addSourceFlags(fs *flagSet, f *sourceFlags) {
+	addDataFlags(fs, f)
+	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
+	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
+}
+
+// checkData validates the data flags.
+func (f *sourceFlags) checkData() error {
+	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
+		return fmt.Errorf("--cache-mb: %w", err)
+	}
+	return nil
+}
+
+// check validates the source flags and returns the rank's stream.
+func (f *sourceFlags) check() (sampler.Stream, error) {
+	if err := f.checkData(); err != nil {
+		return sampler.Stream{}, err
+	}
+	s, err := sampler.NewStream(f.rank, f.world)
+	if err != nil {
+		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
+	}
+	return s, nil
 }

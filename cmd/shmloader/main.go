@@ -1,9 +1,11 @@
 // Command shmloader reads training data, assembles batches and writes them into a gobatch
 // shared-memory ring (docs/PROTOCOL.md) that a trainer maps with `import gobatch`.
 //
-// Each verb lives in a file of its own (run.go, serve.go, plan.go, stat.go, gc.go, inspect.go,
-// read.go, version.go); flags.go is the one flag parser they share, and it generates each verb's
-// `-h` from the flags the verb registers. The verbs and their synopses (a test holds this
+// Each verb lives in files named by it (run*.go, serve*.go, plan.go, stat.go, gc.go,
+// inspect*.go, read*.go, version.go); flags.go is the one flag parser they share (and declares
+// the source flags once), and it generates each verb's `-h` from the flags the verb registers;
+// sources.go opens the configured sources for run and serve, with their logging;
+// log.go is the logger. The producer engine under run and serve is package feed. The verbs and their synopses (a test holds this
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--batch-size N]

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/sampler"
 )
 
@@ -52,7 +52,7 @@ func cmdPlan(args []string) int {
 	if err != nil {
 		return usageError("plan", err)
 	}
-	cfg, err := loadConfig(*configPath, os.Stdin, f.batch)
+	cfg, err := config.Read(*configPath, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("plan", err)
 	}
@@ -72,22 +72,6 @@ func cmdPlan(args []string) int {
 	return exitOK
 }
 
-// stdinConfigName names a configuration read from stdin in errors.
-const stdinConfigName = "<config dict>"
-
-// loadConfig loads the configuration at path; "-" reads a JSON document from stdin, which
-// errors name "<config dict>": the dict gobatch.Loader and gobatch.plan serialise there.
-func loadConfig(path string, stdin io.Reader, o config.Overrides) (*config.Config, error) {
-	if path != "-" {
-		return config.LoadWith(path, o)
-	}
-	data, err := io.ReadAll(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("read config from stdin: %w", err)
-	}
-	return config.ParseWith(stdinConfigName, data, config.JSON, o)
-}
-
 // makePlan opens the sources and lays out the ring, as run does, without filling anything.
 func makePlan(cfg *config.Config, f sourceFlags, stream sampler.Stream) (*planReport, error) {
 	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream})
@@ -95,7 +79,7 @@ func makePlan(cfg *config.Config, f sourceFlags, stream sampler.Stream) (*planRe
 		return nil, err
 	}
 	defer src.Close()
-	layout, err := layoutFor(cfg, src.Tensors(), 0)
+	layout, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}

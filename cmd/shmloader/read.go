@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobatch/gobatch/internal/npy"
 	"github.com/gobatch/gobatch/readers/objstore"
-	"github.com/gobatch/gobatch/readers/zarr"
 )
 
 func init() {
@@ -46,7 +46,7 @@ func cmdRead(args []string) int {
 	}
 	start, stop, err := parseBox(*box, a.Shape)
 	if err != nil {
-		return usageError("read", fmt.Errorf("array %s: %w", arrayName(a), err))
+		return usageError("read", fmt.Errorf("array %s: %w", a.Name(), err))
 	}
 	par := *parallel
 	switch {
@@ -55,9 +55,9 @@ func cmdRead(args []string) int {
 	case par == 0:
 		par = -1 // GOMAXPROCS
 	}
-	req := boxRequest{a: a, start: start, stop: stop, cf: *cf, parallel: par}
+	req := npy.Box{A: a, Start: start, Stop: stop, CF: *cf, Parallel: par}
 	t0 := time.Now()
-	res, err := req.read()
+	res, err := req.Read()
 	if err != nil {
 		return failure("read", err)
 	}
@@ -66,21 +66,21 @@ func cmdRead(args []string) int {
 		cpu := make([]float64, 0, *bench)
 		for range *bench {
 			t, c := time.Now(), cpuSeconds()
-			if res, err = req.read(); err != nil {
+			if res, err = req.Read(); err != nil {
 				return failure("read", err)
 			}
 			secs = append(secs, time.Since(t).Seconds())
 			cpu = append(cpu, cpuSeconds()-c)
 		}
-		b, _ := json.Marshal(map[string]any{"array": arrayName(a), "reads": *bench, "seconds": secs,
-			"cpu_seconds": cpu, "decoded_bytes": len(res.data)})
+		b, _ := json.Marshal(map[string]any{"array": a.Name(), "reads": *bench, "seconds": secs,
+			"cpu_seconds": cpu, "decoded_bytes": len(res.Data)})
 		fmt.Fprintln(os.Stderr, string(b))
 	}
-	if err := writeNpyTo(*out, res.descr, res.shape, res.data); err != nil {
+	if err := npy.Write(*out, res.Descr, res.Shape, res.Data); err != nil {
 		return failure("read", err)
 	}
-	log.Info().Str("array", arrayName(a)).Str("descr", res.descr).Ints("shape", res.shape).
-		Int("bytes", len(res.data)).Dur("took", time.Since(t0)).Str("out", *out).Msg("read")
+	log.Info().Str("array", a.Name()).Str("descr", res.Descr).Ints("shape", res.Shape).
+		Int("bytes", len(res.Data)).Dur("took", time.Since(t0)).Str("out", *out).Msg("read")
 	return exitOK
 }
 
@@ -97,42 +97,4 @@ func cpuSeconds() float64 {
 func failure(cmd string, err error) int {
 	fmt.Fprintf(os.Stderr, "shmloader %s: %v\n", cmd, err)
 	return exitFailure
-}
-
-// arrayName names an array in messages: its store and path.
-func arrayName(a *zarr.Array) string {
-	if a.Path == "" {
-		return a.Store.String()
-	}
-	return a.Store.String() + "/" + a.Path
-}
-
-// writeNpyTo writes a .npy file to path: "-" is stdout, an existing non-regular file
-// (/dev/null, a pipe) is written in place, anything else atomically (writeNpy).
-func writeNpyTo(path, descr string, shape []int, data []byte) error {
-	var f *os.File
-	if path == "-" {
-		f = os.Stdout
-	} else if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		if st.IsDir() {
-			return fmt.Errorf("write %s: is a directory", path)
-		}
-		if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		defer f.Close()
-	} else {
-		return writeNpy(path, descr, shape, data)
-	}
-	hdr, err := npyHeader(descr, shape)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(hdr); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
@@ -22,9 +22,9 @@ import (
 // `shmloader run`: one path for every configuration. The flags are checked, the configuration
 // is loaded, sampler.Open opens its sources (one sampler.Source), the ring layout is built from
 // the source's tensors and validated once, the first batch is prefetched while the ring is
-// created or joined (run_ring.go), and reader goroutines fill claimed slots until the stream
-// ends or something stops it (run_produce.go). The source's counters reach the consumer
-// through the ring's job counters (run_stats.go).
+// created or joined, and a feed (package feed) fills claimed slots until the stream ends or
+// something stops it (run_produce.go). This file and run_produce.go are the policy: flags,
+// signals, the parent, when to stop, logging and the exit status.
 
 func init() {
 	// Keep the main goroutine on the main thread. PR_SET_PDEATHSIG (--memfd) is a property of
@@ -45,42 +45,10 @@ type runFlags struct {
 	ring     string
 	memfd    int
 	readers  int
-	start    uint64
-	startSet bool
-	epoch    uint64 // --epoch: this ring's stream is that epoch only (order = "epochs")
-	epochSet bool
+	window   feed.Window // --start, --epoch
 	join     bool
 	allowUID *int // --allow-uid, with --join
 	sourceFlags
-}
-
-// sourceFlags are the flags that say how the configured sources open: shared by run and plan.
-type sourceFlags struct {
-	dataRoot string
-	rank     int
-	world    int
-	cacheMB  int64
-	batch    config.Overrides // --batch-size, --seed, --order, --t0-start, --t0-end
-}
-
-func addSourceFlags(fs *flagSet, f *sourceFlags) {
-	f.batch.AddFlags(fs.FlagSet)
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
-	fs.IntVar(&f.rank, "rank", 0, "data-parallel rank: this process produces global batches k*world_size + rank")
-	fs.IntVar(&f.world, "world-size", 1, "number of data-parallel ranks")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB (default: the anchor source's cache_mb)")
-}
-
-// check validates the source flags and returns the rank's stream.
-func (f *sourceFlags) check() (sampler.Stream, error) {
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return sampler.Stream{}, fmt.Errorf("--cache-mb: %w", err)
-	}
-	s, err := sampler.NewStream(f.rank, f.world)
-	if err != nil {
-		return s, fmt.Errorf("--rank %d --world-size %d: %w", f.rank, f.world, err)
-	}
-	return s, nil
 }
 
 func cmdRun(args []string) int {
@@ -103,7 +71,7 @@ func cmdRun(args []string) int {
 		if err != nil {
 			return fmt.Errorf("want a batch number >= 0")
 		}
-		f.start, f.startSet = k, true
+		f.window.Start, f.window.StartSet = k, true
 		return nil
 	})
 	fs.Func("epoch", "with [batch] order = \"epochs\": produce epoch `E` of this rank's stream only, from its first batch or from --start, which must lie in it (gobatch.Loader runs one epoch per ring)", func(s string) error {
@@ -111,7 +79,7 @@ func cmdRun(args []string) int {
 		if err != nil {
 			return fmt.Errorf("want an epoch number >= 0")
 		}
-		f.epoch, f.epochSet = e, true
+		f.window.Epoch, f.window.EpochSet = e, true
 		return nil
 	})
 	fs.BoolVar(&f.join, "join", false, "attach to the existing ring (--ring NAME, or the trainer's --memfd FD when gobatch.Loader restarts its child) as an additional producer process: it takes over the batches of dead producers and continues at the ring's position")
@@ -141,7 +109,7 @@ func cmdRun(args []string) int {
 		}
 	}
 
-	cfg, err := loadConfig(f.config, os.Stdin, f.batch)
+	cfg, err := config.Read(f.config, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("run", err)
 	}
@@ -149,15 +117,14 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	layout, err := streamLayout(cfg, src.Tensors(), f, src.Stats())
+	layout, err := f.window.Layout(cfg, src.Tensors(), src.Stats())
 	if err != nil {
 		return usageError("run", fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	if !f.join {
 		src.warm(stream.Global(layout.StartBatch)) // the first batch's chunks, while the ring is made
 	}
-	p := &producerRun{log: log, flags: f, cfg: cfg, layout: layout, src: src, stream: stream,
-		parent: parent, sigc: sigc}
+	p := &producerRun{log: log, flags: f, layout: layout, src: src, stream: stream, parent: parent, sigc: sigc}
 	code = p.run()
 	src.logStats()
 	return code
@@ -191,53 +158,6 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 		}
 	}
 	return f.sourceFlags.check()
-}
-
-// layoutFor is the ring layout of a configuration whose sources make tensors: the slots, the
-// part of the stream that starts at batch start, and the tensors. It is validated here, once.
-func layoutFor(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.Layout, error) {
-	l := ring.Layout{Slots: cfg.Ring.Slots, StartBatch: start, BatchSize: cfg.Batch.Size}
-	if n := cfg.Batch.Batches; n != 0 {
-		if start >= n {
-			return l, fmt.Errorf("--start %d is past the end of the stream (batch.batches = %d)", start, n)
-		}
-		l.TotalBatches = n - start
-	}
-	for _, t := range tensors {
-		l.Tensors = append(l.Tensors, t.Ring())
-	}
-	return l, l.Validate()
-}
-
-// streamLayout is layoutFor for the part of the stream the flags ask for: from --start, or
-// with --epoch E exactly epoch E of this rank's stream (stream batches E*n .. (E+1)*n - 1 for
-// n batches per epoch), from its first batch or from --start inside it.
-func streamLayout(cfg *config.Config, tensors []config.Tensor, f runFlags, st sampler.Stats) (ring.Layout, error) {
-	if !f.epochSet {
-		return layoutFor(cfg, tensors, f.start)
-	}
-	if st.Order != config.OrderEpochs {
-		return ring.Layout{}, fmt.Errorf("--epoch %d needs [batch] order = %q; this configuration's order is %q", f.epoch, config.OrderEpochs, cfg.Batch.Order)
-	}
-	n := st.EpochBatches
-	if f.epoch >= math.MaxUint64/n { // (epoch+1)*n must not overflow
-		return ring.Layout{}, fmt.Errorf("--epoch %d: its batches are past the largest stream index", f.epoch)
-	}
-	first, end := f.epoch*n, (f.epoch+1)*n
-	start := first
-	if f.startSet {
-		if f.start < first || f.start >= end {
-			return ring.Layout{}, fmt.Errorf("--start %d is not in --epoch %d, whose batches are %d .. %d of this rank's stream (%d per epoch); expected --start in that range, or --epoch %d",
-				f.start, f.epoch, first, end-1, n, f.start/n)
-		}
-		start = f.start
-	}
-	l, err := layoutFor(cfg, tensors, start)
-	if err != nil {
-		return l, err
-	}
-	l.TotalBatches = end - start
-	return l, l.Validate()
 }
 
 // parentWatch ties a --memfd producer to the trainer that started it: the kernel sends

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -18,12 +15,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
 
 // `shmloader serve`: one loader process per node. It opens the configured sources once (one
-// sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of reader goroutines,
+// sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of readers (package feed),
 // and gives each local rank a ring of its own: a memfd that it sends over a Unix socket to
 // the rank's gobatch.Loader (serve_conn.go), whose stream is exactly `run --rank R
 // --world-size W`'s (serve_ring.go). The ranks it serves are sampler.NodeStreams' for
@@ -69,9 +67,7 @@ func cmdServe(args []string) int {
 	fs.IntVar(&f.world, "world-size", 0, "number of data-parallel ranks in all (default: --local-world-size, one node)")
 	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling the batches of every rank")
 	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
-	fs.StringVar(&f.dataRoot, "data-root", "", "directory that relative data paths in the configuration are resolved against")
-	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "decoded-chunk cache budget in MiB, shared by every rank (default: the anchor source's cache_mb)")
-	f.batch.AddFlags(fs.FlagSet)
+	addDataFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -85,7 +81,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	cfg, digest, err := loadConfigDigest(f.config, os.Stdin, f.batch)
+	cfg, err := config.Read(f.config, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("serve", err)
 	}
@@ -93,7 +89,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	if _, err := layoutFor(cfg, src.Tensors(), 0); err != nil {
+	if _, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats()); err != nil {
 		return usageError("serve", fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	ln, err := f.listen()
@@ -101,7 +97,7 @@ func cmdServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
 		return exitFailure
 	}
-	srv := newNodeServer(log, f, cfg, digest, src, streams)
+	srv := newNodeServer(log, f, cfg, src, streams)
 	code = srv.run(ln, sigc)
 	src.logStats()
 	return code
@@ -136,8 +132,8 @@ func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 			return nil, fmt.Errorf("--socket: %w", err)
 		}
 	}
-	if err := sampler.CheckCacheMB(f.cacheMB); err != nil {
-		return nil, fmt.Errorf("--cache-mb: %w", err)
+	if err := f.checkData(); err != nil {
+		return nil, err
 	}
 	if f.world == 0 {
 		f.world = f.localWorld
@@ -185,39 +181,14 @@ func (f *serveFlags) listen() (*net.UnixListener, error) {
 	return ul, nil
 }
 
-// loadConfigDigest is loadConfig with the sha256 of the bytes read: each rank's request names
-// the digest of the configuration it was given, and a rank with another is refused.
-func loadConfigDigest(path string, stdin io.Reader, o config.Overrides) (*config.Config, string, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		if data, err = io.ReadAll(stdin); err != nil {
-			return nil, "", fmt.Errorf("read config from stdin: %w", err)
-		}
-		cfg, err := config.ParseWith(stdinConfigName, data, config.JSON, o)
-		return cfg, digestOf(data), err
-	}
-	if data, err = os.ReadFile(path); err != nil {
-		return nil, "", fmt.Errorf("config %s: %w", path, err)
-	}
-	cfg, err := config.LoadWith(path, o)
-	return cfg, digestOf(data), err
-}
-
-func digestOf(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
 // nodeServer is one `shmloader serve` process.
 type nodeServer struct {
 	log     zerolog.Logger
 	flags   serveFlags
 	cfg     *config.Config
-	digest  string
 	src     *runSource
 	streams []sampler.Stream // by local rank
-	work    chan fillJob     // claimed slots of every ring, for the reader pool
+	pool    *feed.Pool       // the readers of every ring
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -227,9 +198,9 @@ type nodeServer struct {
 	changed  chan struct{}
 }
 
-func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, digest string, src *runSource, streams []sampler.Stream) *nodeServer {
-	return &nodeServer{log: log, flags: f, cfg: cfg, digest: digest, src: src, streams: streams,
-		work: make(chan fillJob), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
+func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, src *runSource, streams []sampler.Stream) *nodeServer {
+	return &nodeServer{log: log, flags: f, cfg: cfg, src: src, streams: streams,
+		sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
 		changed: make(chan struct{}, 1)}
 }
 
@@ -258,13 +229,7 @@ func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
 		Uint64("world_size", s.streams[0].WorldSize).Int("readers", s.flags.readers).
 		Str("on_rank_death", s.cfg.Node.OnRankDeath).Str("addr", ln.Addr().String()).
 		Dur("since_exec", time.Since(processStart)).Msg("serving")
-	var readers sync.WaitGroup
-	for range s.flags.readers {
-		readers.Go(s.readLoop)
-	}
-	publishDone := make(chan struct{})
-	stopPublish := make(chan struct{})
-	go func() { defer close(publishDone); s.publishUntil(stopPublish) }()
+	s.pool = feed.NewPool(s.src, s.flags.readers)
 	go s.accept(ln)
 
 	code := s.waitDone(sigc)
@@ -275,10 +240,6 @@ func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
 	s.mu.Unlock()
 	ln.Close()
 	s.closeAll()
-	close(stopPublish)
-	<-publishDone
-	close(s.work) // every ring is closed: no claimer sends any more
-	readers.Wait()
 	s.log.Info().Int("exit", code).Msg("stopped")
 	return code
 }
@@ -375,7 +336,7 @@ func (s *nodeServer) stopAll(err error) {
 	}
 	rings := s.openRings()
 	for _, r := range rings {
-		r.p.Fail(err) // under s.mu: no ring is unmapped meanwhile
+		r.ring.P.Fail(err) // under s.mu: no ring is unmapped meanwhile
 	}
 	s.mu.Unlock()
 	for _, r := range rings {
@@ -402,24 +363,5 @@ func (s *nodeServer) closeAll() {
 	s.mu.Unlock()
 	for _, r := range rings {
 		r.close()
-	}
-}
-
-// publishUntil publishes the source's counters to every open ring every publishEvery: each
-// rank's stats() shows the node's cache (one cache, its misses counted once).
-func (s *nodeServer) publishUntil(stop <-chan struct{}) {
-	t := time.NewTicker(publishEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		for _, r := range s.openRings() {
-			r.publish()
-		}
-		s.mu.Unlock()
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobatch/gobatch/feed"
 )
 
 // The socket side of `shmloader serve`. A rank's gobatch.Loader connects (SOCK_SEQPACKET: one
@@ -106,8 +108,8 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		return refuse(true, "request without a rank")
 	case req.WorldSize != s.streams[0].WorldSize:
 		return refuse(true, "rank %d asks for world size %d; this node loader serves world size %d", *req.Rank, req.WorldSize, s.streams[0].WorldSize)
-	case req.ConfigSHA256 != s.digest:
-		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.digest)
+	case req.ConfigSHA256 != s.cfg.SHA256:
+		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.cfg.SHA256)
 	case sess != nil && sess.rank != *req.Rank:
 		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, *req.Rank)
 	}
@@ -134,7 +136,7 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 	}
 	r, err := s.openRing(sess, stream, req)
 	if err != nil {
-		var usage *usageErr
+		var usage *feed.RequestError
 		return refuse(errors.As(err, &usage), "rank %d: %v", rank, err)
 	}
 	s.mu.Lock()
@@ -144,7 +146,7 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		return refuse(false, "%v", stopped)
 	}
 	// The reply carries a duplicate: the ring may be closed (a stop) before the reply is sent.
-	fd, err := unix.FcntlInt(uintptr(r.seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := unix.FcntlInt(uintptr(r.ring.Seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		s.mu.Unlock()
 		r.close()
@@ -194,8 +196,3 @@ func (s *nodeServer) endSession(sess *rankSession) {
 	s.mu.Unlock()
 	s.poke()
 }
-
-// usageErr marks a request the ring cannot be made for (a bad start or epoch).
-type usageErr struct{ error }
-
-func (e *usageErr) Unwrap() error { return e.error }

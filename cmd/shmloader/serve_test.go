@@ -163,7 +163,7 @@ func checkBatchAt(r *ring.Ring, s *ring.ReadSlot, g uint64) error {
 		for _, d := range tn.Shape[1:] {
 			elems *= d
 		}
-		if err := synthcheck.Check(s.Tensor(i), config.DType(tn.DType), tn.Shape[0], elems, g); err != nil {
+		if err := synthcheck.Check(s.Tensor(i), tn.DType, tn.Shape[0], elems, g); err != nil {
 			return fmt.Errorf("tensor %s: %w", tn.Name, err)
 		}
 	}

@@ -9,30 +9,30 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
 )
 
 // syntheticValue decodes element j of a synthetic tensor as the contract's integer value.
-func syntheticValue(b []byte, dt config.DType, j int) uint64 {
+func syntheticValue(b []byte, dt ring.DType, j int) uint64 {
 	switch dt {
-	case config.Float32:
+	case ring.Float32:
 		return uint64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:])))
-	case config.Float64:
+	case ring.Float64:
 		return uint64(math.Float64frombits(binary.LittleEndian.Uint64(b[8*j:])))
-	case config.Int32:
+	case ring.Int32:
 		return uint64(binary.LittleEndian.Uint32(b[4*j:]))
-	case config.Int64:
+	case ring.Int64:
 		return binary.LittleEndian.Uint64(b[8*j:])
-	case config.Uint8:
+	case ring.Uint8:
 		return uint64(b[j])
 	}
 	panic(dt)
 }
 
 // syntheticWant is the contract's value for stream example e.
-func syntheticWant(e uint64, dt config.DType) uint64 {
+func syntheticWant(e uint64, dt ring.DType) uint64 {
 	v := e % (1 << 24)
-	if dt == config.Uint8 {
+	if dt == ring.Uint8 {
 		v %= 256
 	}
 	return v
@@ -40,7 +40,7 @@ func syntheticWant(e uint64, dt config.DType) uint64 {
 
 // Check verifies every element of a synthetic tensor of global batch k (size rows of elems
 // elements) against the contract; it returns the first mismatch.
-func Check(b []byte, dt config.DType, size, elems int, k uint64) error {
+func Check(b []byte, dt ring.DType, size, elems int, k uint64) error {
 	if len(b) != size*elems*dt.Size() {
 		return fmt.Errorf("tensor is %d bytes, want %d", len(b), size*elems*dt.Size())
 	}

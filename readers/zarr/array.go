@@ -169,6 +169,14 @@ func newArray(store Store, path string, m *arrayMeta) (*Array, error) {
 	return a, nil
 }
 
+// Name names the array in messages: its store and its path in it.
+func (a *Array) Name() string {
+	if a.Path == "" {
+		return a.Store.String()
+	}
+	return a.Store.String() + "/" + a.Path
+}
+
 // CodecChain describes the codecs in decode-independent (encode) order, e.g.
 // "blosc{...} | crc32c" or, for v2, filters then the compressor.
 func (a *Array) CodecChain() string {

@@ -1,4 +1,4 @@
-package main
+package npy
 
 import (
 	"bytes"
@@ -55,16 +55,12 @@ func TestReadDescr(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		start, stop, err := parseBox("1:", a.Shape)
+		res, err := (&Box{A: a, Start: []int{1}, Stop: []int{2}, CF: c.cf}).Read()
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := (&boxRequest{a: a, start: start, stop: stop, cf: c.cf}).read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.descr != c.descr || !bytes.Equal(res.data, c.want) || len(res.shape) != 1 || res.shape[0] != 1 {
-			t.Errorf("%s cf=%v: descr %q shape %v data %x, want %q [1] %x", c.dtype, c.cf, res.descr, res.shape, res.data, c.descr, c.want)
+		if res.Descr != c.descr || !bytes.Equal(res.Data, c.want) || len(res.Shape) != 1 || res.Shape[0] != 1 {
+			t.Errorf("%s cf=%v: descr %q shape %v data %x, want %q [1] %x", c.dtype, c.cf, res.Descr, res.Shape, res.Data, c.descr, c.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/feed"
 )
 
 func TestRunSourcesLayoutAndFlags(t *testing.T) {
@@ -41,7 +42,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := layoutFor(cfg, src.Tensors(), 5)
+	l, err := feed.Window{Start: 5, StartSet: true}.Layout(cfg, src.Tensors(), src.Stats())
 	if err != nil {
 		t.Fatal(err)
 	}

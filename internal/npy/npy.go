@@ -1,4 +1,4 @@
-package main
+package npy
 
 import (
 	"bufio"
@@ -13,16 +13,16 @@ import (
 	"strings"
 )
 
-// npyMagic starts every .npy file; the two bytes after it are the format version (1.0).
-const npyMagic = "\x93NUMPY\x01\x00"
+// magic starts every .npy file; the two bytes after it are the format version (1.0).
+const magic = "\x93NUMPY\x01\x00"
 
-// npyAlign is the alignment numpy gives the start of the data (magic, length and header
+// align is the alignment numpy gives the start of the data (magic, length and header
 // dict together are a multiple of it).
-const npyAlign = 64
+const align = 64
 
-// npyHeader returns the complete .npy format 1.0 preamble (magic, version, header length
+// Header returns the complete .npy format 1.0 preamble (magic, version, header length
 // and the padded header dict) for a C-order array of numpy type descr and shape.
-func npyHeader(descr string, shape []int) ([]byte, error) {
+func Header(descr string, shape []int) ([]byte, error) {
 	if descr == "" || strings.ContainsAny(descr, "'\\\n") {
 		return nil, fmt.Errorf("npy: bad descr %q", descr)
 	}
@@ -45,14 +45,14 @@ func npyHeader(descr string, shape []int) ([]byte, error) {
 	sb.WriteString("), }")
 	dict := sb.String()
 	// Pad with spaces and end with a newline so that the data starts aligned.
-	total := len(npyMagic) + 2 + len(dict) + 1
-	pad := (npyAlign - total%npyAlign) % npyAlign
+	total := len(magic) + 2 + len(dict) + 1
+	pad := (align - total%align) % align
 	hlen := len(dict) + pad + 1
 	if hlen > 0xffff {
 		return nil, fmt.Errorf("npy: header of %d bytes does not fit format 1.0", hlen)
 	}
 	out := make([]byte, 0, total+pad)
-	out = append(out, npyMagic...)
+	out = append(out, magic...)
 	out = binary.LittleEndian.AppendUint16(out, uint16(hlen))
 	out = append(out, dict...)
 	for range pad {
@@ -61,11 +61,11 @@ func npyHeader(descr string, shape []int) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// writeNpy writes a .npy file at path holding data (C order, already in the byte order
+// writeFile writes a .npy file at path holding data (C order, already in the byte order
 // descr names). It writes a temporary file beside path and renames it into place, so a
 // failed write leaves no partial file behind.
-func writeNpy(path, descr string, shape []int, data []byte) error {
-	hdr, err := npyHeader(descr, shape)
+func writeFile(path, descr string, shape []int, data []byte) error {
+	hdr, err := Header(descr, shape)
 	if err != nil {
 		return err
 	}
@@ -109,6 +109,38 @@ func writeAtomic(path string, fill func(w io.Writer) error) (err error) {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Write writes a .npy file of a C-order array of numpy type descr and shape, its bytes data
+// (already in the byte order descr names), to path: "-" is stdout, an existing non-regular file
+// (/dev/null, a pipe) is written in place, anything else atomically (a temporary file beside
+// path renamed into place, so that a failed write leaves no partial file).
+func Write(path, descr string, shape []int, data []byte) error {
+	var f *os.File
+	if path == "-" {
+		f = os.Stdout
+	} else if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		if st.IsDir() {
+			return fmt.Errorf("write %s: is a directory", path)
+		}
+		if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		defer f.Close()
+	} else {
+		return writeFile(path, descr, shape, data)
+	}
+	hdr, err := Header(descr, shape)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(hdr); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

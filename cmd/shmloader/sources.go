@@ -10,14 +10,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobatch/gobatch/config"
-	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 )
 
-// The source side of `shmloader run`: the configured sources as one sampler.Source, with the
-// process's logging around it (start-up facts, the first fills' timings at debug level,
-// progress with -v) and the publication of its counters to the ring's job counters
-// (PROTOCOL.md 2.5a), so that the consumer's stats() shows the cache hit rate and evictions.
+// The source side of `shmloader run` and `serve`: the configured sources as one
+// sampler.Source, with the process's logging around it (start-up facts, the first fills' timings at debug level,
+// progress with -v). Package feed publishes its counters to the ring.
 
 // heapLimit is the Go heap's soft limit. The decoded-chunk cache lives outside the Go heap
 // (its own mappings, within cache_mb); what the heap holds is small (coordinates, decode
@@ -28,9 +26,6 @@ const heapLimit = 64 << 20
 // debugBatches is how many of the first fills log their timings at debug level.
 const debugBatches = 4
 
-// publishEvery is how often the source's counters reach the ring.
-const publishEvery = 500 * time.Millisecond
-
 // statsEvery is how often -v logs the source's counters.
 const statsEvery = 10 * time.Second
 
@@ -40,8 +35,6 @@ type runSource struct {
 	log   zerolog.Logger
 	start time.Time
 	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
-
-	reported ring.JobCounters // counters already added to run's ring (publish)
 
 	rejections []sampler.Rejection // anchor times each zarr source rules out as t0 (logged at start-up)
 }
@@ -118,48 +111,6 @@ func (s *runSource) warm(g uint64) {
 		s.log.Debug().Uint64("batch", g).Dur("began", t.Sub(processStart)).Dur("prefetch", time.Since(t)).
 			Dur("since_exec", time.Since(processStart)).Msg("warm")
 	}()
-}
-
-// publishUntil publishes the counters every publishEvery, and once more when ctx ends.
-func (s *runSource) publishUntil(ctx context.Context, r *ring.Ring) {
-	t := time.NewTicker(publishEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			s.publish(r, &s.reported)
-			return
-		case <-t.C:
-			s.publish(r, &s.reported)
-		}
-	}
-}
-
-// publish adds the counters since last (what was already added to r, updated here) to the
-// ring's job counters and stores the gauges. Called from one goroutine per ring: shmloader
-// serve publishes one source's counters to every rank's ring, each with its own last.
-func (s *runSource) publish(r *ring.Ring, last *ring.JobCounters) {
-	st := s.Stats()
-	now := ring.JobCounters{
-		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
-		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
-		ChunksDecoded: st.ChunksDecoded, ChunksMissing: st.ChunksMissing,
-	}
-	if st.SegmentsSum > 0 {
-		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
-	}
-	d := ring.JobCounters{
-		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
-		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
-		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
-		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
-	}
-	for i := range d.ChunksDecoded {
-		d.ChunksDecoded[i] = now.ChunksDecoded[i] - last.ChunksDecoded[i]
-		d.ChunksMissing[i] = now.ChunksMissing[i] - last.ChunksMissing[i]
-	}
-	r.AddJobCounters(d)
-	*last = now
 }
 
 // logStats logs the cache and sampling counters (sources that keep them).

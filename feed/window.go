@@ -1,0 +1,93 @@
+package feed
+
+import (
+	"fmt"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler"
+)
+
+// Window is the part of a rank's stream that one ring carries: `run --start K --epoch E`, or
+// the start and epoch of a node loader's request. Without an epoch the ring starts at Start
+// (0 when unset) and ends where the configured stream does; with one it carries exactly
+// epoch Epoch of the rank's stream, from its first batch or from Start, which must lie in it.
+type Window struct {
+	Start    uint64
+	StartSet bool
+	Epoch    uint64
+	EpochSet bool
+}
+
+// RequestError is an error of what was asked rather than of the machine: a window outside
+// the stream, a layout the configuration cannot make, a ring that refuses to be joined by this
+// configuration. shmloader reports it as a usage error (exit status 2; Python: ConfigError).
+type RequestError struct{ Err error }
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// Layout is the ring layout of the window for a configuration whose sources make tensors (st:
+// the sources' statistics, which give the batch order and the batches per epoch). It is
+// validated here, once; every error is a *RequestError.
+func (w Window) Layout(cfg *config.Config, tensors []config.Tensor, st sampler.Stats) (ring.Layout, error) {
+	l, err := w.layout(cfg, tensors, st)
+	if err != nil {
+		return l, &RequestError{err}
+	}
+	return l, nil
+}
+
+func (w Window) layout(cfg *config.Config, tensors []config.Tensor, st sampler.Stats) (ring.Layout, error) {
+	if !w.EpochSet {
+		return layoutFrom(cfg, tensors, w.Start)
+	}
+	if st.Order != config.OrderEpochs {
+		return ring.Layout{}, fmt.Errorf("--epoch %d needs [batch] order = %q; this configuration's order is %q", w.Epoch, config.OrderEpochs, cfg.Batch.Order)
+	}
+	n := st.EpochBatches
+	first, end, ok := sampler.EpochSpan(w.Epoch, n)
+	if !ok {
+		return ring.Layout{}, fmt.Errorf("--epoch %d: its batches are past the largest stream index", w.Epoch)
+	}
+	start := first
+	if w.StartSet {
+		if w.Start < first || w.Start >= end {
+			return ring.Layout{}, fmt.Errorf("--start %d is not in --epoch %d, whose batches are %d .. %d of this rank's stream (%d per epoch); expected --start in that range, or --epoch %d",
+				w.Start, w.Epoch, first, end-1, n, w.Start/n)
+		}
+		start = w.Start
+	}
+	l, err := layoutFrom(cfg, tensors, start)
+	if err != nil {
+		return l, err
+	}
+	l.TotalBatches = end - start
+	return l, l.Validate()
+}
+
+// layoutFrom is the layout of the configured stream from batch start: the slots, the batches
+// left of a bounded stream, and the tensors.
+func layoutFrom(cfg *config.Config, tensors []config.Tensor, start uint64) (ring.Layout, error) {
+	l := ring.Layout{Slots: cfg.Ring.Slots, StartBatch: start, BatchSize: cfg.Batch.Size}
+	if n := cfg.Batch.Batches; n != 0 {
+		if start >= n {
+			return l, fmt.Errorf("--start %d is past the end of the stream (batch.batches = %d)", start, n)
+		}
+		l.TotalBatches = n - start
+	}
+	for _, t := range tensors {
+		l.Tensors = append(l.Tensors, t.Ring())
+	}
+	return l, l.Validate()
+}
+
+// End is the absolute index where l's stream ends (0: unbounded): with an epoch the end of
+// that epoch, else batch.batches. A joining producer's configuration must end where the ring
+// does (ring.Ring.JoinLayout).
+func End(l ring.Layout) uint64 {
+	if l.TotalBatches == 0 {
+		return 0
+	}
+	return l.StartBatch + l.TotalBatches
+}

@@ -1,0 +1,84 @@
+package feed
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler"
+)
+
+const oneSource = "[batch]\nsize = 2\nbatches = %d\n[ring]\nslots = 2\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [3]\ndtype = \"int32\"\n"
+
+// openOneSource opens oneSource with a stream of batches batches.
+func openOneSource(t *testing.T, batches int) (*config.Config, *sampler.Set) {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(oneSource, batches)), config.TOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := sampler.Open(cfg, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, set
+}
+
+func TestWindowStart(t *testing.T) {
+	cfg, set := openOneSource(t, 10)
+	l, err := (Window{Start: 4, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats())
+	if err != nil || l.StartBatch != 4 || l.TotalBatches != 6 || l.Slots != 2 || l.BatchSize != 2 ||
+		len(l.Tensors) != 1 || l.Tensors[0].DType != ring.Int32 || fmt.Sprint(l.Tensors[0].Shape) != "[2 3]" {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if _, err := (Window{Start: 10, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats()); err == nil || !strings.Contains(err.Error(), "--start 10 is past the end") {
+		t.Fatalf("start past the end: %v", err)
+	}
+	cfg.Batch.Batches = 0
+	if l, err := (Window{Start: 1 << 40, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats()); err != nil || l.TotalBatches != 0 {
+		t.Fatalf("unbounded: %+v %v", l, err)
+	}
+}
+
+// --epoch E bounds the ring to epoch E of the rank's stream; --start must lie inside it.
+func TestWindowEpoch(t *testing.T) {
+	cfg, err := config.Parse("t.toml", []byte(strings.Replace(fmt.Sprintf(oneSource, 0), "batches = 0\n", "order = \"epochs\"\n", 1)), config.TOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors := []config.Tensor{{Name: "x", DType: ring.Int32, Shape: []int{2, 3}}}
+	st := sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7}
+	for _, c := range []struct {
+		f            Window
+		start, total uint64
+		err          string
+	}{
+		{f: Window{}, start: 0, total: 0}, // no --epoch: epochs one after another, unbounded
+		{f: Window{Start: 9, StartSet: true}, start: 9, total: 0},
+		{f: Window{Epoch: 0, EpochSet: true}, start: 0, total: 7},
+		{f: Window{Epoch: 2, EpochSet: true}, start: 14, total: 7},
+		{f: Window{Epoch: 2, EpochSet: true, Start: 18, StartSet: true}, start: 18, total: 3},
+		{f: Window{Epoch: 2, EpochSet: true, Start: 20, StartSet: true}, start: 20, total: 1},
+		{f: Window{Epoch: 2, EpochSet: true, Start: 21, StartSet: true}, err: "--start 21 is not in --epoch 2, whose batches are 14 .. 20 of this rank's stream (7 per epoch); expected --start in that range, or --epoch 3"},
+		{f: Window{Epoch: 2, EpochSet: true, Start: 13, StartSet: true}, err: "--start 13 is not in --epoch 2"},
+		{f: Window{Epoch: 1 << 62, EpochSet: true}, err: "past the largest stream index"},
+	} {
+		l, err := c.f.Layout(cfg, tensors, st)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: %v, want %q", c.f, err, c.err)
+			}
+			continue
+		}
+		if err != nil || l.StartBatch != c.start || l.TotalBatches != c.total {
+			t.Errorf("%+v: start %d total %d (%v), want %d %d", c.f, l.StartBatch, l.TotalBatches, err, c.start, c.total)
+		}
+	}
+	cfg.Batch.Order = config.OrderStream
+	stream := sampler.Stats{Order: config.OrderStream}
+	if _, err := (Window{Epoch: 1, EpochSet: true}).Layout(cfg, tensors, stream); err == nil || !strings.Contains(err.Error(), `--epoch 1 needs [batch] order = "epochs"; this configuration's order is "stream"`) {
+		t.Errorf("--epoch on a stream: %v", err)
+	}
+}
