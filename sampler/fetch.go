@@ -31,8 +31,9 @@ const DefaultRemoteDepth = 64
 
 // fetchDepth is source sp's bound on chunk reads in flight: fetch_depth, else
 // DefaultRemoteDepth for a remote store and GOMAXPROCS for a local one; at most as many as
-// fetch_buffer_mb holds, at least one.
-func fetchDepth(sp *Spec, remote bool, nativeChunkBytes int64) int {
+// fetch_buffer_mb holds, at least one. A read holds perRead bytes: its stored bytes (at most
+// what the chunk's codecs can encode) and the decoded chunk.
+func fetchDepth(sp *Spec, remote bool, perRead int64) int {
 	depth := sp.FetchDepth
 	if depth == 0 {
 		depth = runtime.GOMAXPROCS(0)
@@ -40,7 +41,7 @@ func fetchDepth(sp *Spec, remote bool, nativeChunkBytes int64) int {
 			depth = DefaultRemoteDepth
 		}
 	}
-	if perRead := 2 * max(nativeChunkBytes, 1); int64(depth)*perRead > sp.FetchBufferMB<<20 {
+	if perRead = max(perRead, 1); int64(depth)*perRead > sp.FetchBufferMB<<20 {
 		depth = int(sp.FetchBufferMB << 20 / perRead)
 	}
 	return max(depth, 1)
@@ -52,6 +53,16 @@ type fetchingArray interface {
 	FetchChunk(idx []int, buf []byte) (raw []byte, found bool, err error)
 	DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error
 	rawChunkBytes() int
+}
+
+// readBytes is what one chunk read of c holds: the stored bytes (the array's bound when it
+// fetches in two steps, else as many as decoded) and the decoded chunk.
+func (c *chunked) readBytes() int64 {
+	decoded := int64(c.elems * c.itemLen)
+	if f, ok := c.arr.(fetchingArray); ok {
+		return int64(f.rawChunkBytes()) + decoded
+	}
+	return 2 * decoded
 }
 
 // limitReads bounds the source's chunk reads in flight to depth; a remote source's reads go

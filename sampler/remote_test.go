@@ -91,19 +91,19 @@ func TestFetchDepth(t *testing.T) {
 		depth    int
 		bufferMB int64
 		remote   bool
-		chunk    int64
+		perRead  int64
 		want     int
 	}{
-		{0, 256, false, 1 << 20, runtime.GOMAXPROCS(0)},
-		{0, 256, true, 1 << 20, DefaultRemoteDepth},
-		{10, 256, true, 1 << 20, 10},
-		{32, 256, true, 32 << 20, 4}, // 4 reads of a 32 MB chunk, compressed and decoded: 256 MB
-		{0, 1, true, 32 << 20, 1},
+		{0, 256, false, 2 << 20, runtime.GOMAXPROCS(0)},
+		{0, 256, true, 2 << 20, DefaultRemoteDepth},
+		{10, 256, true, 2 << 20, 10},
+		{32, 256, true, 64 << 20, 4}, // 4 reads of a 32 MB chunk, stored and decoded: 256 MB
+		{0, 1, true, 64 << 20, 1},
 	} {
 		sp := &Spec{FetchDepth: tc.depth, FetchBufferMB: tc.bufferMB}
-		if got := fetchDepth(sp, tc.remote, tc.chunk); got != tc.want {
-			t.Errorf("fetch_depth %d, fetch_buffer_mb %d, remote %v, %d-byte chunks: %d reads in flight, want %d",
-				tc.depth, tc.bufferMB, tc.remote, tc.chunk, got, tc.want)
+		if got := fetchDepth(sp, tc.remote, tc.perRead); got != tc.want {
+			t.Errorf("fetch_depth %d, fetch_buffer_mb %d, remote %v, %d bytes a read: %d reads in flight, want %d",
+				tc.depth, tc.bufferMB, tc.remote, tc.perRead, got, tc.want)
 		}
 	}
 }

@@ -183,7 +183,7 @@ func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, dimMap, *chunked
 		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
 	}
 	c.remote = isRemote(ds)
-	c.limitReads(fetchDepth(sp, c.remote, int64(c.elems*c.itemLen)))
+	c.limitReads(fetchDepth(sp, c.remote, c.readBytes()))
 	return arr, m, c, nil
 }
 
