@@ -211,6 +211,7 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
         if (s == GB_RING_READY) {
             int rc = check_identity(r);
             if (rc == GB_OK) rc = check_geometry(r);
+            if (rc == GB_OK) rc = check_counters(r);
             if (rc == GB_OK) rc = map_control(r);
             if (rc != GB_OK) return rc;
             r->named = r->g.creator_flags & GB_CREATOR_NAMED;

@@ -207,7 +207,8 @@ def test_seq_mismatch_is_a_protocol_error(memfd):
 
 def test_wrong_lap_is_a_protocol_error(memfd):
     fr = FakeRing(memfd, SPEC, slots=4)
-    fr.mm[8192:8196] = ((5 << 2) | 2).to_bytes(4, "little")  # READY(lap 5) where lap 0 is due
+    base = gobatch._protocol.SLOT_BASE
+    fr.mm[base : base + 4] = ((5 << 2) | 2).to_bytes(4, "little")  # READY(lap 5) where lap 0 is due
     with Ring(memfd, label="fake") as r:
         with pytest.raises(RingError, match=r"slot 0 is READY\(lap 5\)"):
             next(r)
@@ -276,8 +277,9 @@ def test_header_written_late_is_waited_for(memfd):
 
 BAD_HEADERS = [
     ({"magic": 0x4141414141414141}, "not a gobatch segment: magic 0x4141414141414141"),
-    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 1"),
-    ({"header_bytes": 4096}, "header_bytes 4096, this build reads 8192"),
+    # Layout 1: the fixed job counters of builds before the counter table (PROTOCOL.md 2.5a).
+    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 2"),
+    ({"header_bytes": 8192}, "header_bytes 8192, this build reads 16384"),
     ({"slot_header_bytes": 64}, "slot_header_bytes 64, this build reads 128"),
     ({"endian_check": 0x04030201}, "endian_check 0x04030201, this build reads 0x01020304"),
     ({"word_bytes": 4}, "word_bytes 4, this build reads 8"),
