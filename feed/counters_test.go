@@ -1,10 +1,12 @@
 package feed
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gobatch/gobatch/ring"
@@ -98,5 +100,38 @@ with gobatch.attach("newcounter", timeout=5) as r:
 	}
 	if stats["cache_hits"] != 0.0 || stats["cache_hit_rate"] != 0.0 {
 		t.Errorf("the table's other counters: cache_hits %v, cache_hit_rate %v", stats["cache_hits"], stats["cache_hit_rate"])
+	}
+}
+
+// A joiner of another build publishes only the counters the ring's table has under the same
+// name, kind and scope, and leaves the others alone (PROTOCOL.md 2.5a).
+func TestCountersPublishOnlyWhatTheRingHas(t *testing.T) {
+	l := ring.Layout{Slots: 2, Tensors: []ring.Tensor{{Name: "x", DType: ring.Uint8, Shape: []int{1}}}, Counters: []ring.CounterDef{
+		{Name: "cache_hits", Kind: ring.CounterSum}, {Name: "cache_misses", Kind: ring.CounterGauge}, {Name: "older_stat", Kind: ring.CounterSum},
+	}}
+	r, err := ring.Create(make([]byte, l.SegmentBytes()), l, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st sampler.Stats
+	st.Cache.Hits, st.Cache.Misses = 5, 3
+	var c Counters
+	c.Publish(r, st)
+	if h, m, o := r.Counter("cache_hits"), r.Counter("cache_misses"), r.Counter("older_stat"); h[0] != 5 || m[0] != 0 || o[0] != 0 {
+		t.Errorf("cache_hits %v, cache_misses (a gauge in this ring) %v, older_stat %v; want 5, 0, 0", h, m, o)
+	}
+}
+
+// A --join producer of this build refuses a ring of layout 1 (the fixed job counters of
+// earlier builds), naming both versions, before it registers.
+func TestJoinRefusesLayout1(t *testing.T) {
+	r := namedRing(t, "old")
+	binary.LittleEndian.PutUint32(r.Seg.Bytes()[8:], 1) // layout_version (PROTOCOL.md 2.1)
+	_, err := JoinNamed("old", -1, r.Layout(), false, 1)
+	if err == nil || !strings.Contains(err.Error(), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 2") {
+		t.Fatalf("join of a layout 1 ring: %v", err)
+	}
+	if n := len(r.R.Stats().Producers); n != 1 {
+		t.Errorf("%d producer entries after the refused join, want the creator's alone", n)
 	}
 }
