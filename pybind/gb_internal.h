@@ -125,6 +125,10 @@ int fail(gb_ring *r, int code, const char *fmt, ...); /* formats r->err, returns
 int read_proc_stat(uint32_t pid, char *state, uint64_t *starttime);
 bool pid_gone(uint32_t pid);
 
+/* gb_open.c: a NUL-padded name field of `bytes` bytes (section 2.7, 2.8) holds 1 .. bytes-1
+ * name characters; copied to out (NUL-terminated), or GB_EPROTO naming what[index]. */
+int check_name(gb_ring *r, const unsigned char *field, size_t bytes, const char *what, uint32_t index, char *out);
+
 /* gb_stats.c */
 int check_counters(gb_ring *r); /* section 3.6 step 4 for the counter table (2.8) */
 

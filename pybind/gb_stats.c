@@ -44,16 +44,8 @@ int check_counters(gb_ring *r) {
         const unsigned char *d = r->base + COUNTER_FIELD(k, GB_C_NAME);
         gb_counter *c = &r->counters[k];
         memset(c, 0, sizeof *c);
-        size_t len = 0;
-        while (len < GB_COUNTER_NAME_BYTES && d[len]) len++;
-        if (len == 0 || len > GB_MAX_COUNTER_NAME)
-            return BAD("counter %u: name is %s", k, len ? "not NUL-terminated" : "empty");
-        for (size_t i = 0; i < len; i++)
-            if (!GB_TENSOR_NAME_CHAR(d[i]))
-                return BAD("counter %u: name has byte 0x%02x at %zu (allowed: " GB_TENSOR_NAME_CHARS ")", k, d[i], i);
-        for (size_t i = len; i < GB_COUNTER_NAME_BYTES; i++)
-            if (d[i]) return BAD("counter %u: name padding is not NUL", k);
-        memcpy(c->name, d, len);
+        int rc = check_name(r, d, GB_COUNTER_NAME_BYTES, "counter", k, c->name);
+        if (rc != GB_OK) return rc;
         for (uint32_t u = 0; u < k; u++)
             if (strcmp(r->counters[u].name, c->name) == 0) return BAD("counter %u: name '%s' repeats counter %u", k, c->name, u);
         c->kind = ld16(r, COUNTER_FIELD(k, GB_C_KIND));

@@ -326,15 +326,6 @@ BAD_TENSORS = [
 ]
 
 
-@pytest.mark.parametrize("t,fields,message", BAD_TENSORS, ids=[f"{next(iter(f))}{i}" for i, (_, f, _) in enumerate(BAD_TENSORS)])
-def test_bad_tensor_table_refused(memfd, t, fields, message):
-    fr = FakeRing(memfd, SPEC)
-    fr.set_tensor(t, **fields)
-    with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        Ring(memfd, label="fake", timeout=1)
-    assert fr.get("consumer_state") == 0
-
-
 # ---- the job's named counters (PROTOCOL.md 2.5a, 2.8) ----
 
 P = gobatch._protocol
@@ -385,13 +376,19 @@ BAD_COUNTERS = [
 ]
 
 
-@pytest.mark.parametrize("k,fields,message", BAD_COUNTERS, ids=[f"{next(iter(f))}{i}" for i, (_, f, _) in enumerate(BAD_COUNTERS)])
-def test_bad_counter_table_refused(memfd, k, fields, message):
+BAD_ENTRIES = [("tensor", *bad) for bad in BAD_TENSORS] + [("counter", *bad) for bad in BAD_COUNTERS]
+
+
+@pytest.mark.parametrize("table,k,fields,message", BAD_ENTRIES,
+                         ids=[f"{table}-{next(iter(f))}{i}" for i, (table, _, f, _) in enumerate(BAD_ENTRIES)])
+def test_bad_table_entry_refused(memfd, table, k, fields, message):
+    """A corrupt tensor descriptor (2.7) or counter descriptor (2.8), or counter_count, refuses
+    the attach before the consumer registers."""
     fr = FakeRing(memfd, SPEC, counters=COUNTERS)
     if k is None:
         fr.set(**fields)
     else:
-        fr.set_counter(k, **fields)
+        (fr.set_tensor if table == "tensor" else fr.set_counter)(k, **fields)
     with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Ring(memfd, label="fake", timeout=1)
     assert fr.get("consumer_state") == 0
