@@ -57,7 +57,7 @@ int check_counters(gb_ring *r) {
                        GB_COUNTER_KIND_GAUGE);
         if (c->scope != GB_SCOPE_JOB && c->scope != GB_SCOPE_SOURCE)
             return BAD("counter '%s': scope %u (must be %u or %u)", c->name, c->scope, GB_SCOPE_JOB, GB_SCOPE_SOURCE);
-        if (c->scope == GB_SCOPE_JOB ? c->width != 1 : c->width < 1 || c->width > GB_MAX_COUNTER_SOURCES)
+        if (c->width != (c->scope == GB_SCOPE_JOB ? 1u : GB_MAX_COUNTER_SOURCES))
             return BAD("counter '%s': width %u for scope %u", c->name, c->width, c->scope);
         if (first != next || first + c->width > GB_MAX_COUNTER_VALUES)
             return BAD("counter '%s': values %u .. %u (must start at %u and end within %u)", c->name, first,

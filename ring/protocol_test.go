@@ -67,7 +67,7 @@ func TestConstantsMatchProtocol(t *testing.T) {
 	want("2.8", "name", fmt.Sprintf("1 to %d bytes, `[A-Za-z0-9_]`", MaxCounterName))
 	want("2.8", "kind", fmt.Sprintf("%d counter (a count: producers add), %d gauge", CounterSum, CounterGauge))
 	want("2.8", "scope", fmt.Sprintf("%d the job (one value), %d per source", ScopeJob, ScopeSource))
-	want("2.8", "width", fmt.Sprintf("1 for scope %d, 1 .. %d for scope %d", ScopeJob, MaxCounterSources, ScopeSource))
+	want("2.8", "width", fmt.Sprintf("1 for scope %d, %d for scope %d", ScopeJob, MaxCounterSources, ScopeSource))
 	want("2.8", "first", fmt.Sprintf("`first + width <= %d`", MaxCounterValues))
 	for _, s := range []string{
 		fmt.Sprintf("### 2.6 Producer registry (%d .. %d): %d entries of %d bytes", offRegistry, offRegistry+MaxProducers*registryStride-1, MaxProducers, registryStride),
