@@ -10,6 +10,60 @@ import (
 // PublishEvery is how often a feed adds its source's counters to its ring.
 const PublishEvery = 500 * time.Millisecond
 
+// counter is one named statistic of a source, published as a ring counter (PROTOCOL.md 2.5a):
+// its entry of the ring's counter table, and how to read its value(s) from the sampler's
+// statistics (a per-source counter: one value per source, in configuration order).
+type counter struct {
+	ring.CounterDef
+	value func(st sampler.Stats) []uint64
+}
+
+// counters is the job's counter table, the one place a sampler statistic becomes a ring
+// counter: a consumer (libgobatch, gobatch.Loader.stats()) shows every entry under its name
+// without knowing it. A new statistic is one more line here.
+var counters = []counter{
+	sum("cache_hits", func(st sampler.Stats) uint64 { return st.Cache.Hits }),
+	sum("cache_misses", func(st sampler.Stats) uint64 { return st.Cache.Misses }),
+	sum("cache_evictions", func(st sampler.Stats) uint64 { return st.Cache.Evictions }),
+	gauge("cache_bytes", func(st sampler.Stats) uint64 { return uint64(st.Cache.ResidentBytes) }),
+	gauge("cache_budget_bytes", func(st sampler.Stats) uint64 { return uint64(st.Cache.BudgetBytes) }),
+	// The distinct time segments per batch (locality sampling): their sum and its batches.
+	sum("segments_sum", func(st sampler.Stats) uint64 { return st.SegmentsSum }),
+	sum("segments_batches", func(st sampler.Stats) uint64 { return segmentBatches(st) }),
+	// Per source: chunks decoded, and those among them not stored (read as the fill value).
+	perSource("chunks_decoded", func(st sampler.Stats) []uint64 { return st.ChunksDecoded[:] }),
+	perSource("chunks_missing", func(st sampler.Stats) []uint64 { return st.ChunksMissing[:] }),
+}
+
+func sum(name string, v func(sampler.Stats) uint64) counter {
+	return counter{ring.CounterDef{Name: name, Kind: ring.CounterSum}, func(st sampler.Stats) []uint64 { return []uint64{v(st)} }}
+}
+
+func gauge(name string, v func(sampler.Stats) uint64) counter {
+	return counter{ring.CounterDef{Name: name, Kind: ring.CounterGauge}, func(st sampler.Stats) []uint64 { return []uint64{v(st)} }}
+}
+
+func perSource(name string, v func(sampler.Stats) []uint64) counter {
+	return counter{ring.CounterDef{Name: name, Kind: ring.CounterSum, Scope: ring.ScopeSource}, v}
+}
+
+// segmentBatches counts the batches of segments_sum: none when sampling has no segments.
+func segmentBatches(st sampler.Stats) uint64 {
+	if st.SegmentsSum == 0 {
+		return 0
+	}
+	return st.Batches
+}
+
+// counterDefs is the counter table a ring this process creates carries.
+func counterDefs() []ring.CounterDef {
+	out := make([]ring.CounterDef, len(counters))
+	for i, c := range counters {
+		out[i] = c.CounterDef
+	}
+	return out
+}
+
 // publish adds the source's counters to the ring's job counters every PublishEvery, and once
 // more when Stop asks, so that the consumer's stats() show the cache hit rate and evictions.
 // With several rings fed from one source (shmloader serve) each ring shows the one source's
@@ -30,33 +84,38 @@ func (f *Feed) publish() {
 	}
 }
 
-// Counters turns a source's statistics into one ring's job counters (PROTOCOL.md 2.5a): each
+// Counters turns a source's statistics into one ring's counters (PROTOCOL.md 2.5a): each
 // Publish adds the counts since the last one and stores the gauges. Keep one per ring.
 type Counters struct {
-	last ring.JobCounters // what was already added to the ring
+	index []int      // each counter's entry in the ring's table, -1 when the ring lacks it
+	last  [][]uint64 // what was already added to the ring, per counter
 }
 
-// Publish adds st's counts since the last Publish to r's job counters and stores its gauges.
+// Publish adds st's counts since the last Publish to r's counters and stores its gauges. A
+// counter the ring's table lacks (a ring made by another build, joined) is left out.
 func (c *Counters) Publish(r *ring.Ring, st sampler.Stats) {
-	now := ring.JobCounters{
-		CacheHits: st.Cache.Hits, CacheMisses: st.Cache.Misses, CacheEvictions: st.Cache.Evictions,
-		CacheBytes: uint64(st.Cache.ResidentBytes), CacheBudget: uint64(st.Cache.BudgetBytes),
-		ChunksDecoded: st.ChunksDecoded, ChunksMissing: st.ChunksMissing,
+	if c.index == nil {
+		c.index, c.last = make([]int, len(counters)), make([][]uint64, len(counters))
+		for i, def := range counters {
+			c.index[i] = r.CounterIndex(def.CounterDef)
+		}
 	}
-	if st.SegmentsSum > 0 {
-		now.SegmentsSum, now.SegmentsBatches = st.SegmentsSum, st.Batches
+	for i, def := range counters {
+		if c.index[i] < 0 {
+			continue
+		}
+		now := def.value(st)
+		out := now
+		if def.Kind == ring.CounterSum {
+			out = make([]uint64, len(now))
+			for v := range now {
+				out[v] = now[v]
+				if v < len(c.last[i]) {
+					out[v] -= c.last[i][v]
+				}
+			}
+		}
+		r.UpdateCounter(c.index[i], out)
+		c.last[i] = append(c.last[i][:0], now...)
 	}
-	last := c.last
-	d := ring.JobCounters{
-		CacheHits: now.CacheHits - last.CacheHits, CacheMisses: now.CacheMisses - last.CacheMisses,
-		CacheEvictions: now.CacheEvictions - last.CacheEvictions,
-		CacheBytes:     now.CacheBytes, CacheBudget: now.CacheBudget,
-		SegmentsSum: now.SegmentsSum - last.SegmentsSum, SegmentsBatches: now.SegmentsBatches - last.SegmentsBatches,
-	}
-	for i := range d.ChunksDecoded {
-		d.ChunksDecoded[i] = now.ChunksDecoded[i] - last.ChunksDecoded[i]
-		d.ChunksMissing[i] = now.ChunksMissing[i] - last.ChunksMissing[i]
-	}
-	r.AddJobCounters(d)
-	c.last = now
 }

@@ -78,8 +78,10 @@ func CreateMemfd(name string, l ring.Layout, writers int) (*Ring, error) {
 	return create(seg, l, writers, false)
 }
 
-// create writes the ring into seg and registers the producer; it unmaps seg on error.
+// create writes the ring into seg, with the job's counter table, and registers the producer;
+// it unmaps seg on error.
 func create(seg *shm.Segment, l ring.Layout, writers int, named bool) (*Ring, error) {
+	l.Counters = counterDefs()
 	r, err := ring.Create(seg.Bytes(), l, named)
 	if err != nil {
 		seg.Close()

@@ -5,7 +5,7 @@
  *   gb_named.c    named segments: the opening rules and the SIGBUS guard (PROTOCOL.md 1.1)
  *   gb_open.c     open and geometry: attach, validate, register as the consumer (section 3.6)
  *   gb_consume.c  consume and leases: acquire, release, the liveness checks of a wait, close
- *   gb_stats.c    the counters and the ABI check
+ *   gb_stats.c    the counters, the job's counter table (checked at attach) and the ABI check
  *
  * Memory ordering follows PROTOCOL.md section 4: state words, waiters, consumer_state and
  * error_state are accessed seq_cst; statistics counters and heartbeats relaxed. Payload, seq and
@@ -36,6 +36,7 @@ _Static_assert(sizeof(void *) == GB_WORD_BYTES, "gobatch needs a 64-bit build (w
 #define SLOT_WORD(lap, st) ((((lap) & GB_LAP_MASK) << GB_SLOT_STATE_BITS) | (uint32_t)(st))
 #define TENSOR_FIELD(t, field) (GB_TENSOR_BASE + GB_TENSOR_STRIDE * (t) + (field))
 #define ENTRY_FIELD(e, field) (GB_REGISTRY_BASE + GB_REGISTRY_STRIDE * (e) + (field))
+#define COUNTER_FIELD(k, field) (GB_COUNTER_BASE + GB_COUNTER_STRIDE * (k) + (field))
 /* consumer_state and consumer_pid are the halves of the u64 at GB_H_CONSUMER_STATE (section
  * 2.4): a claim and its pid are published by one CAS. */
 #define CLAIM_WORD(st, pid) ((uint64_t)(st) | (uint64_t)(uint32_t)(pid) << 32)
@@ -69,6 +70,8 @@ struct gb_ring {
     uint64_t dead_word[GB_MAX_PRODUCERS]; /* the entry word seen dead then: a reused entry that dies again starts anew */
     gb_geometry g;
     gb_tensor tensors[GB_MAX_TENSORS];
+    gb_counter counters[GB_MAX_COUNTERS]; /* the validated counter table; values unused here */
+    uint32_t counter_first[GB_MAX_COUNTERS]; /* index of each counter's first value (section 2.8) */
     char err[1600];
 };
 
@@ -121,6 +124,13 @@ void failpoint(const char *name);
 int fail(gb_ring *r, int code, const char *fmt, ...); /* formats r->err, returns code */
 int read_proc_stat(uint32_t pid, char *state, uint64_t *starttime);
 bool pid_gone(uint32_t pid);
+
+/* gb_open.c: a NUL-padded name field of `bytes` bytes (section 2.7, 2.8) holds 1 .. bytes-1
+ * name characters; copied to out (NUL-terminated), or GB_EPROTO naming what[index]. */
+int check_name(gb_ring *r, const unsigned char *field, size_t bytes, const char *what, uint32_t index, char *out);
+
+/* gb_stats.c */
+int check_counters(gb_ring *r); /* section 3.6 step 4 for the counter table (2.8) */
 
 /* gb_named.c */
 const char *file_kind(mode_t m);

@@ -81,6 +81,22 @@ static int check_identity(gb_ring *r) {
 
 static const uint32_t itemsize[GB_DTYPE_MAX + 1] = GB_DTYPE_ITEMSIZES; /* by dtype code */
 
+int check_name(gb_ring *r, const unsigned char *field, size_t bytes, const char *what, uint32_t index, char *out) {
+    size_t len = 0;
+    while (len < bytes && field[len]) len++;
+    if (len == 0 || len == bytes)
+        return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name is %s", what, index, len ? "not NUL-terminated" : "empty");
+    for (size_t k = 0; k < len; k++)
+        if (!GB_TENSOR_NAME_CHAR(field[k]))
+            return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name has byte 0x%02x at %zu (allowed: " GB_TENSOR_NAME_CHARS ")",
+                        what, index, field[k], k);
+    for (size_t k = len; k < bytes; k++)
+        if (field[k]) return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name padding is not NUL", what, index);
+    memcpy(out, field, len);
+    out[len] = 0;
+    return GB_OK;
+}
+
 static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
@@ -142,17 +158,8 @@ static int check_geometry(gb_ring *r) {
         const unsigned char *d = r->base + TENSOR_FIELD(t, 0);
         gb_tensor *x = &r->tensors[t];
         memset(x, 0, sizeof *x);
-        size_t len = 0;
-        while (len < GB_TENSOR_NAME_BYTES && d[GB_T_NAME + len]) len++;
-        if (len == 0 || len > GB_MAX_TENSOR_NAME) return BAD("tensor %u: name is %s", t, len ? "not NUL-terminated" : "empty");
-        for (size_t k = 0; k < len; k++) {
-            unsigned char c = d[GB_T_NAME + k];
-            if (!GB_TENSOR_NAME_CHAR(c))
-                return BAD("tensor %u: name has byte 0x%02x at %zu (allowed: " GB_TENSOR_NAME_CHARS ")", t, c, k);
-        }
-        for (size_t k = len; k < GB_TENSOR_NAME_BYTES; k++)
-            if (d[GB_T_NAME + k]) return BAD("tensor %u: name padding is not NUL", t);
-        memcpy(x->name, d + GB_T_NAME, len);
+        int rc = check_name(r, d + GB_T_NAME, GB_TENSOR_NAME_BYTES, "tensor", t, x->name);
+        if (rc != GB_OK) return rc;
         for (uint32_t u = 0; u < t; u++)
             if (strcmp(r->tensors[u].name, x->name) == 0)
                 return BAD("tensor %u: name '%s' repeats tensor %u", t, x->name, u);
@@ -211,6 +218,7 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
         if (s == GB_RING_READY) {
             int rc = check_identity(r);
             if (rc == GB_OK) rc = check_geometry(r);
+            if (rc == GB_OK) rc = check_counters(r);
             if (rc == GB_OK) rc = map_control(r);
             if (rc != GB_OK) return rc;
             r->named = r->g.creator_flags & GB_CREATOR_NAMED;

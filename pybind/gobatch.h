@@ -65,6 +65,7 @@ typedef struct gb_geometry {
     uint32_t payload_align;
     uint32_t creator_pid;
     uint32_t creator_flags;
+    uint32_t counter_count; /* entries of the counter table (section 2.5a), for gb_counter_get */
 } gb_geometry;
 
 /* One validated tensor descriptor (section 2.7); name is NUL-terminated. */
@@ -77,7 +78,7 @@ typedef struct gb_tensor {
     uint64_t nbytes;
 } gb_tensor;
 
-/* Counters (sections 2.3, 2.4, 2.5a), filled by gb_stats. */
+/* Counters (sections 2.3, 2.4), filled by gb_stats; the job's own are gb_counter_get's. */
 typedef struct gb_stats_t {
     uint64_t batches_written;
     uint64_t bytes_written;
@@ -90,16 +91,18 @@ typedef struct gb_stats_t {
     uint64_t next_index; /* absolute stream index of the next batch gb_next returns */
     uint32_t producers_active;
     uint32_t producers_total;
-    uint64_t cache_hits; /* job counters, section 2.5a */
-    uint64_t cache_misses;
-    uint64_t cache_evictions;
-    uint64_t cache_bytes;
-    uint64_t cache_budget;
-    uint64_t segments_sum;
-    uint64_t segments_batches;
-    uint64_t chunks_decoded[GB_MAX_TENSORS]; /* per source, section 2.5a */
-    uint64_t chunks_missing[GB_MAX_TENSORS];
 } gb_stats_t;
+
+/* One named counter of the job (sections 2.5a, 2.8), validated at attach, with its values read
+ * now (relaxed): values[0 .. width-1], one for the job (scope GB_SCOPE_JOB) or one per source
+ * (GB_SCOPE_SOURCE, values[i] for source[i]). name is NUL-terminated. */
+typedef struct gb_counter {
+    char name[GB_COUNTER_NAME_BYTES];
+    uint32_t kind;  /* GB_COUNTER_KIND_COUNTER or GB_COUNTER_KIND_GAUGE */
+    uint32_t scope; /* GB_SCOPE_JOB or GB_SCOPE_SOURCE */
+    uint32_t width;
+    uint64_t values[GB_MAX_COUNTER_SOURCES];
+} gb_counter;
 
 /* PROTOCOL.md 1.1: opens the named segment at path read-write without following a symlink and
  * checks what it opened: a regular file, owned by this process's effective uid or by allow_uid
@@ -159,6 +162,8 @@ void gb_discard(gb_ring *r);
 int gb_geometry_get(const gb_ring *r, gb_geometry *out);
 int gb_tensor_get(const gb_ring *r, uint32_t index, gb_tensor *out);
 int gb_stats(gb_ring *r, gb_stats_t *out);
+/* Counter index (0 .. counter_count-1 of gb_geometry) and its values now. */
+int gb_counter_get(const gb_ring *r, uint32_t index, gb_counter *out);
 const char *gb_error(const gb_ring *r);
 
 /* Address of the control mapping (header and slot headers), for tests. */

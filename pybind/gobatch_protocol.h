@@ -7,13 +7,13 @@
 
 /* Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2) */
 #define GB_MAGIC 0x3148435441424F47ull
-#define GB_LAYOUT_VERSION 1u
-#define GB_HEADER_BYTES 8192u
+#define GB_LAYOUT_VERSION 2u
+#define GB_HEADER_BYTES 16384u
 #define GB_SLOT_HEADER_BYTES 128u
 #define GB_ENDIAN_CHECK 0x01020304u
 #define GB_WORD_BYTES 8u
 
-/* Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 3.6 step 4) */
+/* Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 2.8, 3.6 step 4) */
 #define GB_MAX_SLOTS 1024u
 #define GB_MAX_TENSORS 32u
 #define GB_MAX_DIMS 8u
@@ -21,6 +21,12 @@
 #define GB_MAX_ERROR_TEXT 1024u
 #define GB_MAX_TENSOR_NAME 31u
 #define GB_TENSOR_NAME_BYTES 32u
+#define GB_MAX_COUNTERS 64u
+#define GB_MAX_COUNTER_VALUES 768u
+#define GB_COUNTER_VALUES_BASE 10240u
+#define GB_MAX_COUNTER_NAME 23u
+#define GB_COUNTER_NAME_BYTES 24u
+#define GB_MAX_COUNTER_SOURCES 32u
 #define GB_TENSOR_ALIGN 64u
 #define GB_SMALL_ALIGN 4096u
 #define GB_HUGE_ALIGN 2097152u
@@ -63,6 +69,17 @@
 #define GB_ENTRY_FAILED 4u
 #define GB_ENTRY_RECLAIMED 5u
 #define GB_ENTRY_NAMES {"FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED", "RECLAIMED"}
+
+/* Counter kind (PROTOCOL.md 2.8; 0 is no kind) */
+#define GB_COUNTER_KIND_NONE 0u
+#define GB_COUNTER_KIND_COUNTER 1u
+#define GB_COUNTER_KIND_GAUGE 2u
+#define GB_COUNTER_KIND_NAMES {"NONE", "COUNTER", "GAUGE"}
+
+/* Counter scope (PROTOCOL.md 2.8) */
+#define GB_SCOPE_JOB 0u
+#define GB_SCOPE_SOURCE 1u
+#define GB_SCOPE_NAMES {"JOB", "SOURCE"}
 
 /* error_state (PROTOCOL.md 2.5) */
 #define GB_ERROR_NONE 0u
@@ -116,15 +133,7 @@
 #define GB_H_ERROR_LEN 324u /* u32 */
 #define GB_H_ERROR_PRODUCER 328u /* u32 */
 #define GB_H_ERROR_TEXT 384u /* bytes[1024] */
-#define GB_H_CACHE_HITS 1408u /* u64 */
-#define GB_H_CACHE_MISSES 1416u /* u64 */
-#define GB_H_CACHE_EVICTIONS 1424u /* u64 */
-#define GB_H_CACHE_BYTES 1432u /* u64 */
-#define GB_H_CACHE_BUDGET 1440u /* u64 */
-#define GB_H_SEGMENTS_SUM 1448u /* u64 */
-#define GB_H_SEGMENTS_BATCHES 1456u /* u64 */
-#define GB_H_CHUNKS_DECODED 1472u /* u64[32] */
-#define GB_H_CHUNKS_MISSING 1728u /* u64[32] */
+#define GB_H_COUNTER_COUNT 1408u /* u32 */
 
 /* Registry entries (PROTOCOL.md 2.6): entry i at GB_REGISTRY_BASE + i * GB_REGISTRY_STRIDE;
  * the offsets of its fields */
@@ -149,9 +158,19 @@
 #define GB_T_OFFSET 104u /* u64 */
 #define GB_T_NBYTES 112u /* u64 */
 
+/* Counter entries (PROTOCOL.md 2.8): entry i at GB_COUNTER_BASE + i * GB_COUNTER_STRIDE;
+ * the offsets of its fields */
+#define GB_COUNTER_BASE 8192u
+#define GB_COUNTER_STRIDE 32u
+#define GB_C_NAME 0u /* bytes[24] */
+#define GB_C_KIND 24u /* u16 */
+#define GB_C_SCOPE 26u /* u16 */
+#define GB_C_WIDTH 28u /* u16 */
+#define GB_C_FIRST 30u /* u16 */
+
 /* Slot entries (PROTOCOL.md 3): entry i at GB_SLOT_BASE + i * GB_SLOT_STRIDE;
  * the offsets of its fields */
-#define GB_SLOT_BASE 8192u
+#define GB_SLOT_BASE 16384u
 #define GB_SLOT_STRIDE 128u
 #define GB_S_STATE 0u /* u32 */
 #define GB_S_WAITERS 4u /* u32 */

@@ -1,6 +1,7 @@
 // Package ring is the Go half of the gobatch shared-memory ring protocol (docs/PROTOCOL.md,
-// layout version 1): layout computation and validation, the creator's initialisation, the
-// attacher's checks, producers, a consumer, futex waits, liveness and the error record.
+// layout version 2): layout computation and validation, the creator's initialisation, the
+// attacher's checks, producers, a consumer, futex waits, liveness, the error record and the
+// job's named counters (counters.go).
 //
 // The C consumer in pybind/ implements the same document; the two share no code, only the
 // numbers: Spec lists this package's constants as data, its tests hold them to the document,

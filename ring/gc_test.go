@@ -184,11 +184,11 @@ func TestAttachNamedWaitsForHeader(t *testing.T) {
 		t.Errorf("AttachNamed(missing) = %v", err)
 	}
 	// A zero header (magic 0) is waited on, bounded by ctx.
-	os.WriteFile(shm.Path("zeros"), make([]byte, 9000), 0o600)
+	os.WriteFile(shm.Path("zeros"), make([]byte, HeaderBytes+808), 0o600)
 	if _, _, err := AttachNamed(ctx, "zeros", false); err == nil || !strings.Contains(err.Error(), "not written in time") {
 		t.Errorf("AttachNamed(zeros) = %v", err)
 	}
-	os.WriteFile(shm.Path("junk"), []byte(strings.Repeat("x", 9000)), 0o600)
+	os.WriteFile(shm.Path("junk"), []byte(strings.Repeat("x", HeaderBytes+808)), 0o600)
 	if _, _, err := AttachNamed(ctx, "junk", false); err == nil || !strings.Contains(err.Error(), "magic") {
 		t.Errorf("AttachNamed(junk) = %v", err)
 	}

@@ -7,7 +7,9 @@ import "fmt"
 // when the joiner did not fix them.
 //
 // The tensor table and its offsets must match (Compatible), and so must the slot count and the
-// batch size. The start is compared only when startGiven (an explicit --start); otherwise the
+// batch size. The counter table need not: a joiner publishes the counters both tables have
+// (PROTOCOL.md 2.5a). A ring of another layout version never gets here: Open refuses it,
+// naming both versions. The start is compared only when startGiven (an explicit --start); otherwise the
 // joiner takes the ring's. streamEnd is the configured stream's end (batch.batches, an absolute
 // index; 0 = unbounded): a bounded configuration joins only a bounded ring whose start + total
 // ends the stream there, an unbounded one only an unbounded ring. The messages name both sides.

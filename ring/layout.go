@@ -8,30 +8,35 @@ import (
 
 // Protocol constants (PROTOCOL.md sections 1 to 3).
 const (
-	Magic           uint64 = 0x3148435441424F47 // "GOBATCH1" little-endian
-	LayoutVersion   uint32 = 1
-	HeaderBytes            = 8192
-	SlotHeaderBytes        = 128
-	EndianCheck     uint32 = 0x01020304
-	WordBytes       uint32 = 8
-	MaxSlots               = 1024
-	MaxTensors             = 32
-	MaxDims                = 8
-	MaxTensorName          = 31 // bytes of a tensor name; the descriptor's name field is one more (NUL)
-	TensorNameBytes        = MaxTensorName + 1
-	MaxProducers           = 32
-	MaxErrorText           = 1024
-	TensorAlign            = 64
-	SmallAlign             = 4096
-	HugeAlign              = 2 << 20
-	lapBits                = 30
-	lapMask         uint32 = 1<<lapBits - 1
-	slotStateBits          = 2 // a slot word is (lap << slotStateBits) | st
-	slotStateMask   uint32 = 1<<slotStateBits - 1
-	claimHolderBits        = 16 // a slot's batch claim is (j+1)<<claimHolderBits | holder
-	claimEntryBits         = 8  // holder = (generation mod 2^8)<<claimEntryBits | (registry index + 1)
-	entryStateBits         = 16 // a registry entry's low u32 is state | generation<<entryStateBits
-	entryStateMask  uint32 = 1<<entryStateBits - 1
+	Magic             uint64 = 0x3148435441424F47 // "GOBATCH1" little-endian
+	LayoutVersion     uint32 = 2
+	HeaderBytes              = 16384
+	SlotHeaderBytes          = 128
+	EndianCheck       uint32 = 0x01020304
+	WordBytes         uint32 = 8
+	MaxSlots                 = 1024
+	MaxTensors               = 32
+	MaxDims                  = 8
+	MaxTensorName            = 31 // bytes of a tensor name; the descriptor's name field is one more (NUL)
+	TensorNameBytes          = MaxTensorName + 1
+	MaxProducers             = 32
+	MaxErrorText             = 1024
+	TensorAlign              = 64
+	SmallAlign               = 4096
+	HugeAlign                = 2 << 20
+	MaxCounters              = 64  // entries of the counter table (PROTOCOL.md 2.8)
+	MaxCounterValues         = 768 // u64 values they share
+	MaxCounterName           = 23  // bytes of a counter name; the descriptor's name field is one more (NUL)
+	CounterNameBytes         = MaxCounterName + 1
+	MaxCounterSources        = 32 // values of a per-source counter: one per source of a configuration
+	lapBits                  = 30
+	lapMask           uint32 = 1<<lapBits - 1
+	slotStateBits            = 2 // a slot word is (lap << slotStateBits) | st
+	slotStateMask     uint32 = 1<<slotStateBits - 1
+	claimHolderBits          = 16 // a slot's batch claim is (j+1)<<claimHolderBits | holder
+	claimEntryBits           = 8  // holder = (generation mod 2^8)<<claimEntryBits | (registry index + 1)
+	entryStateBits           = 16 // a registry entry's low u32 is state | generation<<entryStateBits
+	entryStateMask    uint32 = 1<<entryStateBits - 1
 )
 
 // creator_flags bits (offset 116).
@@ -82,15 +87,7 @@ const (
 	offErrorProducer = 328
 	offErrorText     = 384
 
-	offCacheHits       = 1408
-	offCacheMisses     = 1416
-	offCacheEvictions  = 1424
-	offCacheBytes      = 1432
-	offCacheBudget     = 1440
-	offSegmentsSum     = 1448
-	offSegmentsBatches = 1456
-	offChunksDecoded   = 1472 // u64[MaxTensors]: per source
-	offChunksMissing   = 1728 // u64[MaxTensors]
+	offCounterCount = 1408 // u32: entries of the counter table (PROTOCOL.md 2.5a)
 
 	offRegistry    = 2048
 	registryStride = 64
@@ -112,6 +109,17 @@ const (
 	tdShape  = 40
 	tdOffset = 104
 	tdNbytes = 112
+
+	offCounterTable = 8192 // PROTOCOL.md 2.8
+	counterStride   = 32
+	// fields inside a counter descriptor
+	cdName  = 0
+	cdKind  = 24
+	cdScope = 26
+	cdWidth = 28
+	cdFirst = 30
+
+	offCounterValues = 10240 // u64[MaxCounterValues]
 
 	slotHeadersOffset = HeaderBytes
 	// fields inside a slot header
@@ -240,6 +248,9 @@ type Layout struct {
 	StartBatch   uint64 // absolute stream index of the ring's first batch
 	TotalBatches uint64 // batches in the ring's stream; 0 = unbounded
 	BatchSize    int    // examples per batch (informational)
+	// Counters is the job's counter table (PROTOCOL.md 2.5a, 2.8): written by the creator,
+	// read back by an attacher. It is not part of what a joiner must match (Compatible).
+	Counters []CounterDef
 }
 
 // maxSegment bounds every size computed from a layout so that sums and products of a few of
@@ -309,6 +320,9 @@ func (l Layout) Validate() error {
 			return fmt.Errorf("ring layout: a batch of the tensors up to %q is too large (%d bytes)", t.Name, total)
 		}
 	}
+	if err := validateCounters(l.Counters); err != nil {
+		return fmt.Errorf("ring layout: %w", err)
+	}
 	g := l.geometry()
 	if g.segmentBytes > maxSegment {
 		return fmt.Errorf("ring layout: segment of %d bytes is too large", g.segmentBytes)
@@ -372,5 +386,6 @@ func (l Layout) clone() Layout {
 	for i, t := range l.Tensors {
 		c.Tensors[i] = Tensor{Name: t.Name, DType: t.DType, Shape: append([]int(nil), t.Shape...)}
 	}
+	c.Counters = append([]CounterDef(nil), l.Counters...)
 	return c
 }

@@ -41,6 +41,8 @@ func protocolRows(t *testing.T) []docRow {
 			section = "2.6"
 		case strings.HasPrefix(line, "### 2.7"):
 			section = "2.7"
+		case strings.HasPrefix(line, "### 2.8"):
+			section = "2.8"
 		case strings.HasPrefix(line, "### 2."):
 			section = "2"
 		case strings.HasPrefix(line, "## 3."):
@@ -116,8 +118,9 @@ func TestOffsetsMatchProtocol(t *testing.T) {
 	if offNextClaim/64 == offConsumerState/64 || offBatchesWritten/64 == offBatchesRead/64 || offErrorState/64 == offConsumerState/64 {
 		t.Error("producer and consumer words share a cache line")
 	}
-	if offRegistry+MaxProducers*registryStride != offTensorTable || offTensorTable+MaxTensors*tensorStride != HeaderBytes {
-		t.Error("registry or tensor table does not fill its region")
+	if offRegistry+MaxProducers*registryStride != offTensorTable || offTensorTable+MaxTensors*tensorStride != offCounterTable ||
+		offCounterTable+MaxCounters*counterStride != offCounterValues || offCounterValues+8*MaxCounterValues != HeaderBytes {
+		t.Error("registry, tensor table, counter table or counter values do not fill their regions")
 	}
 }
 
@@ -170,16 +173,16 @@ func TestLayoutGeometry(t *testing.T) {
 	if got := g.offsets; got[0] != 0 || got[1] != 64 || got[2] != 128 {
 		t.Errorf("offsets %v, want [0 64 128]", got)
 	}
-	if g.slotBytes != 192 || g.payloadAlign != 4096 || g.slotStride != 4096 || g.payloadOffset != 12288 {
+	if g.slotBytes != 192 || g.payloadAlign != 4096 || g.slotStride != 4096 || g.payloadOffset != 20480 {
 		t.Errorf("small: slot_bytes %d align %d stride %d payload_offset %d", g.slotBytes, g.payloadAlign, g.slotStride, g.payloadOffset)
 	}
-	if small.SegmentBytes() != 12288+3*4096 || small.SlotBytes() != 192 {
+	if small.SegmentBytes() != 20480+3*4096 || small.SlotBytes() != 192 {
 		t.Errorf("SegmentBytes %d SlotBytes %d", small.SegmentBytes(), small.SlotBytes())
 	}
-	// 32 slots of headers: 8192 + 4096 = 12288 exactly.
+	// 32 slots of headers: 16384 + 4096 = 20480 exactly.
 	exact := Layout{Slots: 32, Tensors: []Tensor{{Name: "a", DType: Bool, Shape: []int{1}}}}
-	if g := exact.geometry(); g.payloadOffset != 12288 {
-		t.Errorf("32 slots: payload_offset %d, want 12288", g.payloadOffset)
+	if g := exact.geometry(); g.payloadOffset != 20480 {
+		t.Errorf("32 slots: payload_offset %d, want 20480", g.payloadOffset)
 	}
 	// The reference workload: 32 x 19x12x32x32 float32 = 29,884,416 bytes -> 2 MiB alignment.
 	big := Layout{Slots: 4, BatchSize: 32, Tensors: []Tensor{{Name: "x", DType: Float32, Shape: []int{32, 19, 12, 32, 32}}}}

@@ -14,7 +14,7 @@ import (
 // process has it mapped (PROTOCOL.md 1.1). A touch of a page past the file's new end is
 // SIGBUS, which ends a Go process unless the goroutine asked for a panic instead
 // (debug.SetPanicOnFault). A producer's reader goroutines guard their slot writes themselves;
-// the methods it runs on its other goroutines (Watch, Stats, JobCounters, AddJobCounters,
+// the methods it runs on its other goroutines (Watch, Stats, Counters, UpdateCounter,
 // Fail) recover such a fault here. The first one maps zero-filled private memory over the
 // whole mapping, so that no later touch faults, in any goroutine, and the ring is lost: Watch
 // returns a *LostError, which stops the producer with a clear error instead of SIGBUS.

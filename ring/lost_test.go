@@ -26,7 +26,9 @@ func TestCutUnderProducer(t *testing.T) {
 			old := shm.Dir
 			shm.Dir = t.TempDir()
 			t.Cleanup(func() { shm.Dir = old })
-			_, r := newNamedRing(t, "cut", streamLayout(2, 0, 1))
+			l := streamLayout(2, 0, 1)
+			l.Counters = testCounters
+			_, r := newNamedRing(t, "cut", l)
 			p, err := r.NewProducer(1)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +42,7 @@ func TestCutUnderProducer(t *testing.T) {
 					t.Fatalf("stats of a lost ring: %+v", st)
 				}
 			case "counters":
-				r.AddJobCounters(JobCounters{CacheHits: 3})
+				r.UpdateCounter(0, []uint64{3})
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -55,9 +57,9 @@ func TestCutUnderProducer(t *testing.T) {
 			if _, err := p.Claim(ctx); !errors.Is(err, ErrSegmentLost) {
 				t.Fatalf("Claim after the loss: %v", err)
 			}
-			r.AddJobCounters(JobCounters{CacheHits: 5})
-			if c := r.JobCounters(); c.CacheHits != 5 {
-				t.Fatalf("job counters after the loss: %d cache hits; want the 5 added to zero-filled memory", c.CacheHits)
+			r.UpdateCounter(0, []uint64{5})
+			if c := r.Counter("hits"); len(c) != 1 || c[0] != 5 {
+				t.Fatalf("job counters after the loss: hits %v; want the 5 added to zero-filled memory", c)
 			}
 			p.Fail(errors.New("stopping"))
 			_ = r.Stats()

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -71,6 +72,7 @@ func TestCreateOpenRoundTrip(t *testing.T) {
 func corrupt(t *testing.T, edit func(r *Ring, mem []byte) []byte) error {
 	t.Helper()
 	l := testLayout()
+	l.Counters = testCounters
 	mem := heapMem(l.SegmentBytes())
 	r, err := Create(mem, l, false)
 	if err != nil {
@@ -94,6 +96,10 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 		return func(r *Ring, m []byte) []byte { *r.u64(off) = v; return m }
 	}
 	td := func(t int, f uint64) uint64 { return uint64(offTensorTable+t*tensorStride) + f }
+	cd := func(k int, f uint64) uint64 { return counterEntry(k) + f }
+	p16 := func(off uint64, v uint16) func(*Ring, []byte) []byte {
+		return func(r *Ring, m []byte) []byte { *r.u16(off) = v; return m }
+	}
 	cases := []struct {
 		name string
 		edit func(*Ring, []byte) []byte
@@ -101,7 +107,7 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 	}{
 		{"tiny file", func(r *Ring, m []byte) []byte { return m[:100] }, "too small"},
 		{"bad magic", p64(offMagic, 0x1234), "magic"},
-		{"layout version", p32(offLayoutVersion, 2), "incompatible gobatch ring: layout_version 2 (0x2), this build reads 1"},
+		{"layout version 1 (fixed job counters)", p32(offLayoutVersion, 1), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 2"},
 		{"header bytes", p32(offHeaderBytes, 4096), "header_bytes 4096"},
 		{"slot header bytes", p32(offSlotHeaderBytes, 64), "slot_header_bytes 64"},
 		{"big endian peer", p32(offEndianCheck, 0x04030201), "endian_check"},
@@ -112,9 +118,9 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 		{"tensor count 0", p32(offTensorCount, 0), "tensor_count: 0"},
 		{"tensor count 33", p32(offTensorCount, 33), "tensor_count: 33"},
 		{"payload align", p32(offPayloadAlign, 8192), "payload_align: 8192"},
-		{"payload offset misaligned", p64(offPayloadOffset, 12288+64), "payload_offset"},
+		{"payload offset misaligned", p64(offPayloadOffset, 20480+64), "payload_offset"},
 		{"payload offset over slot headers", func(r *Ring, m []byte) []byte {
-			*r.u32(offSlotCount) = 40 // 40 slot headers end at 13312 > 12288
+			*r.u32(offSlotCount) = 40 // 40 slot headers end at 21504 > 20480
 			return m
 		}, "overlaps the 40 slot headers"},
 		{"slot stride misaligned", p64(offSlotStride, 4000), "slot_stride"},
@@ -139,6 +145,27 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 		{"offset misaligned", p64(td(1, tdOffset), 130), "not a multiple of 64"},
 		{"beyond slot", p64(td(1, tdOffset), 4096), "exceeds slot_bytes"},
 		{"overlap", p64(td(1, tdOffset), 64), "overlaps tensor"},
+		{"counter count", p32(offCounterCount, MaxCounters+1), "counter_count: 65"},
+		{"counter kind", p16(cd(0, cdKind), 3), "counter[0]"},
+		{"counter scope", p16(cd(1, cdScope), 2), "counter[1]"},
+		{"counter name chars", func(r *Ring, m []byte) []byte { m[cd(1, cdName)] = '-'; return m }, "counter[1]"},
+		{"counter name empty", func(r *Ring, m []byte) []byte { m[cd(0, cdName)] = 0; return m }, "counter[0]"},
+		{"counter name junk after NUL", func(r *Ring, m []byte) []byte { m[cd(0, cdName)+20] = 'q'; return m }, "counter[0].name"},
+		{"counter name repeated", func(r *Ring, m []byte) []byte {
+			copy(m[cd(1, cdName):cd(1, cdName)+CounterNameBytes], m[cd(0, cdName):])
+			return m
+		}, "used twice"},
+		{"counter width", p16(cd(1, cdWidth), 1), "width 1"},
+		{"counter values shared", p16(cd(1, cdFirst), 0), "first 0"},
+		{"counter values beyond the array", func(r *Ring, m []byte) []byte {
+			*r.u32(offCounterCount) = MaxCounters // 64 entries of 32 values each would need 2048
+			for k := 2; k < MaxCounters; k++ {
+				copy(m[cd(k, cdName):], fmt.Sprintf("c%d", k))
+				*r.u16(cd(k, cdKind)), *r.u16(cd(k, cdScope)), *r.u16(cd(k, cdWidth)) = 1, 1, MaxCounterSources
+				*r.u16(cd(k, cdFirst)) = uint16(1 + (k-1)*MaxCounterSources)
+			}
+			return m
+		}, "values"},
 	}
 	for _, c := range cases {
 		err := corrupt(t, c.edit)

@@ -85,12 +85,7 @@ func specRegions() []Region {
 			{"consumer_heartbeat", offConsumerHeartbeat, u64},
 			{"error_state", offErrorState, u32}, {"error_len", offErrorLen, u32}, {"error_producer", offErrorProducer, u32},
 			{"error_text", offErrorText, fmt.Sprintf("bytes[%d]", MaxErrorText)},
-			{"cache_hits", offCacheHits, u64}, {"cache_misses", offCacheMisses, u64},
-			{"cache_evictions", offCacheEvictions, u64}, {"cache_bytes", offCacheBytes, u64},
-			{"cache_budget", offCacheBudget, u64}, {"segments_sum", offSegmentsSum, u64},
-			{"segments_batches", offSegmentsBatches, u64},
-			{"chunks_decoded", offChunksDecoded, fmt.Sprintf("u64[%d]", MaxTensors)},
-			{"chunks_missing", offChunksMissing, fmt.Sprintf("u64[%d]", MaxTensors)},
+			{"counter_count", offCounterCount, u32},
 		}},
 		{Section: "2.6", Name: "registry", Base: offRegistry, Stride: registryStride, Fields: []Field{
 			{"state", regState, "u16"}, {"generation", regGeneration, "u16"}, {"pid", regPID, u32}, {"starttime", regStarttime, u64},
@@ -99,6 +94,10 @@ func specRegions() []Region {
 		{Section: "2.7", Name: "tensor", Base: offTensorTable, Stride: tensorStride, Fields: []Field{
 			{"name", tdName, fmt.Sprintf("bytes[%d]", TensorNameBytes)}, {"dtype", tdDType, u32}, {"ndim", tdNdim, u32},
 			{"shape", tdShape, fmt.Sprintf("u64[%d]", MaxDims)}, {"offset", tdOffset, u64}, {"nbytes", tdNbytes, u64},
+		}},
+		{Section: "2.8", Name: "counter", Base: offCounterTable, Stride: counterStride, Fields: []Field{
+			{"name", cdName, fmt.Sprintf("bytes[%d]", CounterNameBytes)}, {"kind", cdKind, "u16"}, {"scope", cdScope, "u16"},
+			{"width", cdWidth, "u16"}, {"first", cdFirst, "u16"},
 		}},
 		{Section: "3", Name: "slot", Base: slotHeadersOffset, Stride: SlotHeaderBytes, Fields: []Field{
 			{"state", shState, u32}, {"waiters", shWaiters, u32}, {"seq", shSeq, u64}, {"owner", shOwner, u32},
@@ -114,9 +113,11 @@ func specGroups() []ConstGroup {
 			{"MAGIC", Magic}, {"LAYOUT_VERSION", uint64(LayoutVersion)}, {"HEADER_BYTES", HeaderBytes},
 			{"SLOT_HEADER_BYTES", SlotHeaderBytes}, {"ENDIAN_CHECK", uint64(EndianCheck)}, {"WORD_BYTES", uint64(WordBytes)},
 		}},
-		{Doc: "Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 3.6 step 4)", Consts: []Const{
+		{Doc: "Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 2.8, 3.6 step 4)", Consts: []Const{
 			{"MAX_SLOTS", MaxSlots}, {"MAX_TENSORS", MaxTensors}, {"MAX_DIMS", MaxDims}, {"MAX_PRODUCERS", MaxProducers},
 			{"MAX_ERROR_TEXT", MaxErrorText}, {"MAX_TENSOR_NAME", MaxTensorName}, {"TENSOR_NAME_BYTES", TensorNameBytes},
+			{"MAX_COUNTERS", MaxCounters}, {"MAX_COUNTER_VALUES", MaxCounterValues}, {"COUNTER_VALUES_BASE", offCounterValues},
+			{"MAX_COUNTER_NAME", MaxCounterName}, {"COUNTER_NAME_BYTES", CounterNameBytes}, {"MAX_COUNTER_SOURCES", MaxCounterSources},
 			{"TENSOR_ALIGN", TensorAlign}, {"SMALL_ALIGN", SmallAlign}, {"HUGE_ALIGN", HugeAlign},
 		}},
 		{Doc: "A slot's state word is (lap << SLOT_STATE_BITS) | st (PROTOCOL.md 3, 3.1)", Consts: []Const{
@@ -141,6 +142,12 @@ func specGroups() []ConstGroup {
 			{"ENTRY_FREE", uint64(EntryFree)}, {"ENTRY_CLAIMING", uint64(EntryClaiming)}, {"ENTRY_ACTIVE", uint64(EntryActive)},
 			{"ENTRY_DONE", uint64(EntryDone)}, {"ENTRY_FAILED", uint64(EntryFailed)},
 			{"ENTRY_RECLAIMED", uint64(EntryReclaimed)},
+		}},
+		{Doc: "Counter kind (PROTOCOL.md 2.8; 0 is no kind)", Enum: true, Prefix: "COUNTER_KIND_", Consts: []Const{
+			{"COUNTER_KIND_NONE", 0}, {"COUNTER_KIND_COUNTER", uint64(CounterSum)}, {"COUNTER_KIND_GAUGE", uint64(CounterGauge)},
+		}},
+		{Doc: "Counter scope (PROTOCOL.md 2.8)", Enum: true, Prefix: "SCOPE_", Consts: []Const{
+			{"SCOPE_JOB", uint64(ScopeJob)}, {"SCOPE_SOURCE", uint64(ScopeSource)},
 		}},
 		{Doc: "error_state (PROTOCOL.md 2.5)", Enum: true, Prefix: "ERROR_", Consts: []Const{
 			{"ERROR_NONE", uint64(errNone)}, {"ERROR_WRITING", uint64(errWriting)}, {"ERROR_SET", uint64(errSet)},

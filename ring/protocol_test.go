@@ -63,9 +63,18 @@ func TestConstantsMatchProtocol(t *testing.T) {
 	want("2.7", "ndim", fmt.Sprintf("1 .. %d", MaxDims))
 	want("2.7", "name", fmt.Sprintf("1 to %d bytes, `[A-Za-z0-9_]`", MaxTensorName))
 	want("2.7", "offset", fmt.Sprintf("a multiple of %d", TensorAlign))
+	want("2", "counter_count", fmt.Sprintf("0 .. %d", MaxCounters))
+	want("2.8", "name", fmt.Sprintf("1 to %d bytes, `[A-Za-z0-9_]`", MaxCounterName))
+	want("2.8", "kind", fmt.Sprintf("%d counter (a count: producers add), %d gauge", CounterSum, CounterGauge))
+	want("2.8", "scope", fmt.Sprintf("%d the job (one value), %d per source", ScopeJob, ScopeSource))
+	want("2.8", "width", fmt.Sprintf("1 for scope %d, %d for scope %d", ScopeJob, MaxCounterSources, ScopeSource))
+	want("2.8", "first", fmt.Sprintf("`first + width <= %d`", MaxCounterValues))
 	for _, s := range []string{
 		fmt.Sprintf("### 2.6 Producer registry (%d .. %d): %d entries of %d bytes", offRegistry, offRegistry+MaxProducers*registryStride-1, MaxProducers, registryStride),
 		fmt.Sprintf("### 2.7 Tensor table (%d .. %d): %d descriptors of %d bytes", offTensorTable, offTensorTable+MaxTensors*tensorStride-1, MaxTensors, tensorStride),
+		fmt.Sprintf("### 2.8 Counter table (%d .. %d) and counter values (%d .. %d)", offCounterTable, offCounterTable+MaxCounters*counterStride-1, offCounterValues, offCounterValues+8*MaxCounterValues-1),
+		fmt.Sprintf("%d descriptors of %d bytes; descriptor `k` at `%d + %d * k`", MaxCounters, counterStride, offCounterTable, counterStride),
+		fmt.Sprintf("value array: %d u64 at `%d + 8 * v`", MaxCounterValues, offCounterValues),
 		fmt.Sprintf("`(lap << %d) | st`, lap %d bits", slotStateBits, lapBits),
 		fmt.Sprintf("`payload_align`: 2 MiB (%d) when `slot_bytes` >= 2 MiB, else %d", HugeAlign, SmallAlign),
 		fmt.Sprintf("| header | 0 | %d (`header_bytes`) |", HeaderBytes),

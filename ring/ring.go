@@ -24,6 +24,8 @@ type Ring struct {
 	named  bool
 	nonce  uint64
 
+	counterFirst []int // index of each counter's first value (PROTOCOL.md 2.8)
+
 	// creatorEntry is the registry entry Create registered (-1 for an attached ring);
 	// the first NewProducer takes it over.
 	creatorEntry int
@@ -37,6 +39,7 @@ type Ring struct {
 	Spin int
 }
 
+func (r *Ring) u16(off uint64) *uint16 { return (*uint16)(unsafe.Pointer(&r.mem[off])) }
 func (r *Ring) u32(off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
 func (r *Ring) u64(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
 
@@ -101,7 +104,8 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gobatch ring: create: own process identity: %w", err)
 	}
-	r := &Ring{mem: mem, layout: l.clone(), g: g, slots: uint64(l.Slots), named: named, creatorEntry: -1}
+	r := &Ring{mem: mem, layout: l.clone(), g: g, slots: uint64(l.Slots), named: named, creatorEntry: -1,
+		counterFirst: counterFirsts(l.Counters)}
 	// The header and slot headers must read as zero (all slots FREE(lap 0)); the payload is
 	// left alone (a fresh tmpfs file is zero-filled and the producers overwrite it anyway).
 	clear(mem[:g.payloadOffset])
@@ -142,6 +146,7 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 		*r.u64(d + tdOffset) = g.offsets[t]
 		*r.u64(d + tdNbytes) = g.nbytes[t]
 	}
+	r.writeCounterTable(l.Counters)
 	// magic last (atomically), so that a reader that sees it also sees the creator identity.
 	atomic.StoreUint64(r.u64(offMagic), Magic)
 	j, gen, err := r.register(0)
@@ -267,7 +272,10 @@ func (r *Ring) readGeometry() error {
 	if err != nil {
 		return err
 	}
-	r.layout, r.g, r.slots = l, g, h.slotCount
+	if l.Counters, err = r.readCounterTable(); err != nil {
+		return err
+	}
+	r.layout, r.g, r.slots, r.counterFirst = l, g, h.slotCount, counterFirsts(l.Counters)
 	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
 	r.nonce = *r.u64(offNonce)
 	return nil

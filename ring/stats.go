@@ -53,7 +53,7 @@ type Stats struct {
 	CreatorAlive bool
 	Named        bool
 
-	Job JobCounters // PROTOCOL.md 2.5a
+	Counters []CounterValues // the job's named counters (PROTOCOL.md 2.5a)
 
 	Error     *ProducerError // nil if none is recorded
 	SlotState []SlotInfo
@@ -74,7 +74,7 @@ func (r *Ring) Stats() (s Stats) {
 		ProducerWaitNs: ld64(offProducerWaitNs), ProducerBusyNs: ld64(offProducerBusyNs),
 		BatchesRead: ld64(offBatchesRead), BytesRead: ld64(offBytesRead),
 		ConsumerWaitNs: ld64(offConsumerWaitNs), ConsumerHeartbeat: ld64(offConsumerHeartbeat),
-		Named: r.named, Error: r.errorRecord(), Job: r.JobCounters(),
+		Named: r.named, Error: r.errorRecord(), Counters: r.Counters(),
 	}
 	s.ConsumerState, s.ConsumerPID = r.consumerClaim()
 	if s.ConsumerState == ConsumerAttached || s.ConsumerState == ConsumerClaiming {
@@ -151,66 +151,26 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, " %d:%s/%d", i, SlotStateName(sl.State), sl.Lap)
 	}
 	b.WriteString("\n")
+	for _, c := range s.Counters {
+		if c.Scope == ScopeSource {
+			fmt.Fprintf(&b, "counter %s: %v\n", c.Name, trimZeros(c.Values))
+		} else {
+			fmt.Fprintf(&b, "counter %s: %d\n", c.Name, c.Values[0])
+		}
+	}
 	if s.Error != nil {
 		fmt.Fprintf(&b, "error (producer %d): %s\n", s.Error.Producer, s.Error.Text)
 	}
 	return b.String()
 }
 
-// JobCounters are the job's own figures of PROTOCOL.md 2.5a (the decoded-chunk cache and
-// locality sampling); zero for a job without them.
-type JobCounters struct {
-	CacheHits, CacheMisses, CacheEvictions uint64 // counters
-	CacheBytes, CacheBudget                uint64 // gauges
-	SegmentsSum, SegmentsBatches           uint64 // counters
-	// Per source (index: the source's position in the configuration): chunks decoded, and
-	// those among them that were not stored and read as the fill value (counters).
-	ChunksDecoded, ChunksMissing [MaxTensors]uint64
-}
-
-// MissingFraction is source i's fraction of decoded chunks that were not stored (0 when
-// none was decoded).
-func (c JobCounters) MissingFraction(i int) float64 {
-	if c.ChunksDecoded[i] == 0 {
-		return 0
+// trimZeros drops the trailing zeros of a per-source counter (sources that counted nothing).
+func trimZeros(v []uint64) []uint64 {
+	n := len(v)
+	for n > 0 && v[n-1] == 0 {
+		n--
 	}
-	return float64(c.ChunksMissing[i]) / float64(c.ChunksDecoded[i])
-}
-
-// AddJobCounters adds a producer process's counts since its last report to the ring's
-// counters and stores its gauges (PROTOCOL.md 2.5a). Only the counter and gauge fields of d
-// are used as such.
-func (r *Ring) AddJobCounters(d JobCounters) {
-	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
-	atomic.AddUint64(r.u64(offCacheHits), d.CacheHits)
-	atomic.AddUint64(r.u64(offCacheMisses), d.CacheMisses)
-	atomic.AddUint64(r.u64(offCacheEvictions), d.CacheEvictions)
-	atomic.AddUint64(r.u64(offSegmentsSum), d.SegmentsSum)
-	atomic.AddUint64(r.u64(offSegmentsBatches), d.SegmentsBatches)
-	for i := range d.ChunksDecoded {
-		if d.ChunksDecoded[i] != 0 || d.ChunksMissing[i] != 0 {
-			atomic.AddUint64(r.u64(offChunksDecoded+8*uint64(i)), d.ChunksDecoded[i])
-			atomic.AddUint64(r.u64(offChunksMissing+8*uint64(i)), d.ChunksMissing[i])
-		}
-	}
-	atomic.StoreUint64(r.u64(offCacheBytes), d.CacheBytes)
-	atomic.StoreUint64(r.u64(offCacheBudget), d.CacheBudget)
-}
-
-// JobCounters reads the job counters of PROTOCOL.md 2.5a.
-func (r *Ring) JobCounters() (c JobCounters) {
-	defer r.recoverFault(debug.SetPanicOnFault(true), nil)
-	ld := func(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
-	c = JobCounters{
-		CacheHits: ld(offCacheHits), CacheMisses: ld(offCacheMisses), CacheEvictions: ld(offCacheEvictions),
-		CacheBytes: ld(offCacheBytes), CacheBudget: ld(offCacheBudget),
-		SegmentsSum: ld(offSegmentsSum), SegmentsBatches: ld(offSegmentsBatches),
-	}
-	for i := range c.ChunksDecoded {
-		c.ChunksDecoded[i] = ld(offChunksDecoded + 8*uint64(i))
-		c.ChunksMissing[i] = ld(offChunksMissing + 8*uint64(i))
-	}
-	return c
+	return v[:n]
 }
 
 // ConsumedAll reports whether the consumer has released every batch of a bounded stream.

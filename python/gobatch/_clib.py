@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ._protocol import LAYOUT_VERSION, MAX_DIMS, MAX_TENSORS, TENSOR_NAME_BYTES
+from ._protocol import COUNTER_NAME_BYTES, LAYOUT_VERSION, MAX_COUNTER_SOURCES, MAX_DIMS, TENSOR_NAME_BYTES
 from .errors import GobatchError
 
 # Return codes of gobatch.h (tests/test_protocol_sync.py holds them to the header's enum).
@@ -57,6 +57,7 @@ class Geometry(ctypes.Structure):
         ("payload_align", _u32),
         ("creator_pid", _u32),
         ("creator_flags", _u32),
+        ("counter_count", _u32),
     ]
 
 
@@ -74,7 +75,7 @@ class Tensor(ctypes.Structure):
 
 
 class Stats(ctypes.Structure):
-    """gb_stats_t: the ring's counters (PROTOCOL.md 2.3, 2.4, 2.5a)."""
+    """gb_stats_t: the ring's counters (PROTOCOL.md 2.3, 2.4)."""
 
     _fields_ = [
         ("batches_written", _u64),
@@ -88,15 +89,18 @@ class Stats(ctypes.Structure):
         ("next_index", _u64),
         ("producers_active", _u32),
         ("producers_total", _u32),
-        ("cache_hits", _u64),
-        ("cache_misses", _u64),
-        ("cache_evictions", _u64),
-        ("cache_bytes", _u64),
-        ("cache_budget", _u64),
-        ("segments_sum", _u64),
-        ("segments_batches", _u64),
-        ("chunks_decoded", _u64 * MAX_TENSORS),
-        ("chunks_missing", _u64 * MAX_TENSORS),
+    ]
+
+
+class Counter(ctypes.Structure):
+    """gb_counter: one named counter of the job (PROTOCOL.md 2.5a, 2.8) and its values."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * COUNTER_NAME_BYTES),
+        ("kind", _u32),
+        ("scope", _u32),
+        ("width", _u32),
+        ("values", _u64 * MAX_COUNTER_SOURCES),
     ]
 
 
@@ -154,6 +158,8 @@ def lib() -> ctypes.CDLL:
     L.gb_tensor_get.restype = ci
     L.gb_stats.argtypes = [vp, ctypes.POINTER(Stats)]
     L.gb_stats.restype = ci
+    L.gb_counter_get.argtypes = [vp, cu32, ctypes.POINTER(Counter)]
+    L.gb_counter_get.restype = ci
     L.gb_error.argtypes = [vp]
     L.gb_error.restype = ctypes.c_char_p
     L.gb_base.argtypes = [vp]
@@ -164,8 +170,8 @@ def lib() -> ctypes.CDLL:
     L.gb_process_starttime.restype = ctypes.c_uint64
     L.gb_abi.argtypes = [cu32]
     L.gb_abi.restype = cu32
-    want = (LAYOUT_VERSION, ctypes.sizeof(Geometry), ctypes.sizeof(Tensor), ctypes.sizeof(Stats))
-    got = tuple(L.gb_abi(i) for i in range(4))
+    want = (LAYOUT_VERSION, ctypes.sizeof(Geometry), ctypes.sizeof(Tensor), ctypes.sizeof(Stats), ctypes.sizeof(Counter))
+    got = tuple(L.gb_abi(i) for i in range(len(want)))
     if got != want:
         raise GobatchError(f"{path} does not match this gobatch package (abi {got}, expected {want}); reinstall it")
     _lib = L

@@ -7,13 +7,13 @@ from typing import Dict, Tuple
 
 # Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2)
 MAGIC = 0x3148435441424F47
-LAYOUT_VERSION = 1
-HEADER_BYTES = 8192
+LAYOUT_VERSION = 2
+HEADER_BYTES = 16384
 SLOT_HEADER_BYTES = 128
 ENDIAN_CHECK = 0x01020304
 WORD_BYTES = 8
 
-# Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 3.6 step 4)
+# Limits and alignments (PROTOCOL.md 1, 2.5, 2.6, 2.7, 2.8, 3.6 step 4)
 MAX_SLOTS = 1024
 MAX_TENSORS = 32
 MAX_DIMS = 8
@@ -21,6 +21,12 @@ MAX_PRODUCERS = 32
 MAX_ERROR_TEXT = 1024
 MAX_TENSOR_NAME = 31
 TENSOR_NAME_BYTES = 32
+MAX_COUNTERS = 64
+MAX_COUNTER_VALUES = 768
+COUNTER_VALUES_BASE = 10240
+MAX_COUNTER_NAME = 23
+COUNTER_NAME_BYTES = 24
+MAX_COUNTER_SOURCES = 32
 TENSOR_ALIGN = 64
 SMALL_ALIGN = 4096
 HUGE_ALIGN = 2097152
@@ -63,6 +69,17 @@ ENTRY_DONE = 3
 ENTRY_FAILED = 4
 ENTRY_RECLAIMED = 5
 ENTRY_NAMES: Tuple[str, ...] = ("FREE", "CLAIMING", "ACTIVE", "DONE", "FAILED", "RECLAIMED")
+
+# Counter kind (PROTOCOL.md 2.8; 0 is no kind)
+COUNTER_KIND_NONE = 0
+COUNTER_KIND_COUNTER = 1
+COUNTER_KIND_GAUGE = 2
+COUNTER_KIND_NAMES: Tuple[str, ...] = ("NONE", "COUNTER", "GAUGE")
+
+# Counter scope (PROTOCOL.md 2.8)
+SCOPE_JOB = 0
+SCOPE_SOURCE = 1
+SCOPE_NAMES: Tuple[str, ...] = ("JOB", "SOURCE")
 
 # error_state (PROTOCOL.md 2.5)
 ERROR_NONE = 0
@@ -117,15 +134,7 @@ HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
     "error_len": (324, "<I"),
     "error_producer": (328, "<I"),
     "error_text": (384, "1024s"),
-    "cache_hits": (1408, "<Q"),
-    "cache_misses": (1416, "<Q"),
-    "cache_evictions": (1424, "<Q"),
-    "cache_bytes": (1432, "<Q"),
-    "cache_budget": (1440, "<Q"),
-    "segments_sum": (1448, "<Q"),
-    "segments_batches": (1456, "<Q"),
-    "chunks_decoded": (1472, "<32Q"),
-    "chunks_missing": (1728, "<32Q"),
+    "counter_count": (1408, "<I"),
 }
 
 # PROTOCOL.md 2.6: field -> (offset, struct format) in an entry;
@@ -155,9 +164,21 @@ TENSOR_FIELDS: Dict[str, Tuple[int, str]] = {
     "nbytes": (112, "<Q"),
 }
 
+# PROTOCOL.md 2.8: field -> (offset, struct format) in an entry;
+# entry i at COUNTER_BASE + i * COUNTER_STRIDE
+COUNTER_BASE = 8192
+COUNTER_STRIDE = 32
+COUNTER_FIELDS: Dict[str, Tuple[int, str]] = {
+    "name": (0, "24s"),
+    "kind": (24, "<H"),
+    "scope": (26, "<H"),
+    "width": (28, "<H"),
+    "first": (30, "<H"),
+}
+
 # PROTOCOL.md 3: field -> (offset, struct format) in an entry;
 # entry i at SLOT_BASE + i * SLOT_STRIDE
-SLOT_BASE = 8192
+SLOT_BASE = 16384
 SLOT_STRIDE = 128
 SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "state": (0, "<I"),

@@ -467,10 +467,11 @@ class Ring:
 
     def stats(self) -> Dict[str, Any]:
         """Counters of the ring: batches and bytes read, time the consumer waited for batches and
-        the producers for free slots, rates since attach; the sampler's cache counters, and per
-        source (lists indexed by the source's position in the configuration) ``chunks_decoded``,
-        ``chunks_missing`` (chunks not stored, read as the fill value) and
-        ``missing_chunk_fraction``."""
+        the producers for free slots, rates since attach; and every named counter of the job
+        (PROTOCOL.md 2.5a) under its own name: the sampler's cache counters, and per source
+        (lists indexed by the source's position in the configuration) ``chunks_decoded``,
+        ``chunks_missing`` (chunks not stored, read as the fill value), with the ratios
+        ``cache_hit_rate``, ``segments_per_batch`` and ``missing_chunk_fraction``."""
         if self._foreign:
             raise self._foreign_error()
         s = _lib.Stats()
@@ -478,9 +479,11 @@ class Ring:
             if self._ptr is None:
                 raise self._closed_error()
             _lib.lib().gb_stats(self._ptr, ctypes.byref(s))
+            counters = _read_counters(self._ptr, int(self._geom.counter_count))
         elapsed = max(time.monotonic() - self._t_attach, 1e-9)
         delivered, nbytes = self._delivered, self._delivered * int(self._geom.slot_bytes)
         return {
+            **_job_figures(counters),  # first: the ring's own figures below keep their names
             # Batches handed to the trainer (the held one included) and their bytes; the ring's
             # own batches_read counter counts slots given back.
             "batches": delivered,
@@ -497,7 +500,6 @@ class Ring:
             "producers_active": int(s.producers_active),
             "producers": int(s.producers_total),
             "slots": int(self._geom.slot_count),
-            **_job_figures(s),
         }
 
     # ---- closing ----
@@ -625,35 +627,34 @@ def _check_sealed(fd: int, label: str) -> None:
         )
 
 
-def _chunk_counts(s: "_lib.Stats") -> Dict[str, List[Any]]:
-    """The per-source chunk counters of a gb_stats_t (PROTOCOL.md 2.5a) as lists."""
-    decoded = [int(v) for v in s.chunks_decoded]
-    missing = [int(v) for v in s.chunks_missing]
-    n = max((i + 1 for i, v in enumerate(decoded) if v), default=0)
-    return {
-        "chunks_decoded": decoded[:n],
-        "chunks_missing": missing[:n],
-        "missing_chunk_fraction": [m / d if d else 0.0 for d, m in zip(decoded[:n], missing[:n])],
-    }
+def _read_counters(ptr: int, n: int) -> List[_lib.Counter]:
+    """The job's n named counters (PROTOCOL.md 2.5a, 2.8) with their values now."""
+    out = []
+    for k in range(n):
+        c = _lib.Counter()
+        if _lib.lib().gb_counter_get(ptr, k, ctypes.byref(c)) == _lib.OK:
+            out.append(c)
+    return out
 
 
-def _job_figures(s: "_lib.Stats") -> Dict[str, Any]:
-    """The job's own figures (PROTOCOL.md 2.5a) of a gb_stats_t, for Ring.stats()."""
-    return {
-        # The job's own figures (PROTOCOL.md 2.5a): the sampler's decoded-chunk cache and,
-        # with locality sampling, the distinct time segments per batch. 0 without them.
-        "cache_hits": int(s.cache_hits),
-        "cache_misses": int(s.cache_misses),
-        "cache_evictions": int(s.cache_evictions),
-        "cache_hit_rate": s.cache_hits / lookups if (lookups := s.cache_hits + s.cache_misses) else 0.0,
-        "cache_bytes": int(s.cache_bytes),
-        "cache_budget_bytes": int(s.cache_budget),
-        "segments_per_batch": s.segments_sum / s.segments_batches if s.segments_batches else 0.0,
-        # Per source (entry i: the configuration's source i, up to the last source that
-        # decoded a chunk): chunks decoded, those not stored (read as the fill value), and
-        # their fraction. A store cut short shows here instead of as silent NaN.
-        **_chunk_counts(s),
-    }
+def _job_figures(counters: List[_lib.Counter]) -> Dict[str, Any]:
+    """The job's named counters for Ring.stats(), each under its own name, whatever the producer
+    publishes: a number, or for a per-source counter a list (entry i: the configuration's
+    source i, up to the last source any per-source counter has counted for). Then the ratios
+    of the counters known here, 0 without them: the cache hit rate, the distinct time segments
+    per batch (locality sampling), and per source the fraction of decoded chunks that were not
+    stored (a store cut short shows here instead of as silent NaN)."""
+    job = {c.name.decode(): int(c.values[0]) for c in counters if c.scope == _proto.SCOPE_JOB}
+    per = {c.name.decode(): [int(v) for v in c.values[: c.width]] for c in counters if c.scope == _proto.SCOPE_SOURCE}
+    n = max((i + 1 for values in per.values() for i, v in enumerate(values) if v), default=0)
+    out: Dict[str, Any] = {**job, **{name: values[:n] for name, values in per.items()}}
+    hits, misses = job.get("cache_hits", 0), job.get("cache_misses", 0)
+    out["cache_hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
+    segments, batches = job.get("segments_sum", 0), job.get("segments_batches", 0)
+    out["segments_per_batch"] = segments / batches if batches else 0.0
+    decoded, missing = out.get("chunks_decoded", []), out.get("chunks_missing", [])
+    out["missing_chunk_fraction"] = [m / d if d else 0.0 for d, m in zip(decoded, missing)]
+    return out
 
 
 def _caller_level() -> int:

@@ -57,6 +57,7 @@ class FakeRing:
         ready: bool = True,
         named: bool = False,
         extra_bytes: int = 0,
+        counters: Sequence[Tuple[str, int, int]] = (),
     ) -> None:
         self.fd = fd
         offset = 0
@@ -91,6 +92,7 @@ class FakeRing:
                 t, name=name.encode(), dtype=DTYPE_CODES[dt], ndim=len(shape), offset=off, nbytes=nbytes,
                 **{f"shape{k}": n for k, n in enumerate(shape)},
             )
+        self.set_counters(counters)
         self.register_producer(0, pid, starttime(pid))
         self.start_batch = start_batch
         if ready:
@@ -123,6 +125,28 @@ class FakeRing:
                 struct.pack_into("<Q", self.mm, d + P.TENSOR_FIELDS["shape"][0] + 8 * int(name[5:]), value)
             else:
                 self._put(d, P.TENSOR_FIELDS, name, value)
+
+    def set_counters(self, counters: Sequence[Tuple[str, int, int]]) -> None:
+        """Writes the counter table (PROTOCOL.md 2.5a, 2.8): (name, kind, scope) per entry, the
+        values one after another from value 0 (a per-source entry has MAX_COUNTER_SOURCES)."""
+        self.set(counter_count=len(counters))
+        self.counter_first: Dict[str, int] = {}
+        first = 0
+        for k, (name, kind, scope) in enumerate(counters):
+            width = P.MAX_COUNTER_SOURCES if scope == P.SCOPE_SOURCE else 1
+            self.set_counter(k, name=name.encode(), kind=kind, scope=scope, width=width, first=first)
+            self.counter_first[name] = first
+            first += width
+
+    def set_counter(self, k: int, **fields: object) -> None:
+        """Writes fields of counter descriptor k (``name`` takes bytes)."""
+        for name, value in fields.items():
+            self._put(P.COUNTER_BASE + P.COUNTER_STRIDE * k, P.COUNTER_FIELDS, name, value)
+
+    def add_counter(self, name: str, value: int, source: int = 0) -> None:
+        """Adds value to counter name (of source ``source`` when it is per source)."""
+        off = P.COUNTER_VALUES_BASE + 8 * (self.counter_first[name] + source)
+        struct.pack_into("<Q", self.mm, off, struct.unpack_from("<Q", self.mm, off)[0] + value)
 
     def register_producer(self, entry: int, pid: int, start: int, state: int = P.ENTRY_ACTIVE) -> None:
         e = P.REGISTRY_BASE + P.REGISTRY_STRIDE * entry

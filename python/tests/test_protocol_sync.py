@@ -65,7 +65,8 @@ def header_struct(name: str) -> List[Tuple[str, object]]:
 
 
 def test_ctypes_structs_match_gobatch_h():
-    for cname, struct in (("gb_geometry", _clib.Geometry), ("gb_tensor", _clib.Tensor), ("gb_stats_t", _clib.Stats)):
+    for cname, struct in (("gb_geometry", _clib.Geometry), ("gb_tensor", _clib.Tensor), ("gb_stats_t", _clib.Stats),
+                          ("gb_counter", _clib.Counter)):
         want = header_struct(cname)
         got = list(struct._fields_)
         assert [f for f, _ in got] == [f for f, _ in want], cname

@@ -207,7 +207,8 @@ def test_seq_mismatch_is_a_protocol_error(memfd):
 
 def test_wrong_lap_is_a_protocol_error(memfd):
     fr = FakeRing(memfd, SPEC, slots=4)
-    fr.mm[8192:8196] = ((5 << 2) | 2).to_bytes(4, "little")  # READY(lap 5) where lap 0 is due
+    base = gobatch._protocol.SLOT_BASE
+    fr.mm[base : base + 4] = ((5 << 2) | 2).to_bytes(4, "little")  # READY(lap 5) where lap 0 is due
     with Ring(memfd, label="fake") as r:
         with pytest.raises(RingError, match=r"slot 0 is READY\(lap 5\)"):
             next(r)
@@ -276,8 +277,9 @@ def test_header_written_late_is_waited_for(memfd):
 
 BAD_HEADERS = [
     ({"magic": 0x4141414141414141}, "not a gobatch segment: magic 0x4141414141414141"),
-    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 1"),
-    ({"header_bytes": 4096}, "header_bytes 4096, this build reads 8192"),
+    # Layout 1: the fixed job counters of builds before the counter table (PROTOCOL.md 2.5a).
+    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 2"),
+    ({"header_bytes": 8192}, "header_bytes 8192, this build reads 16384"),
     ({"slot_header_bytes": 64}, "slot_header_bytes 64, this build reads 128"),
     ({"endian_check": 0x04030201}, "endian_check 0x04030201, this build reads 0x01020304"),
     ({"word_bytes": 4}, "word_bytes 4, this build reads 8"),
@@ -324,10 +326,69 @@ BAD_TENSORS = [
 ]
 
 
-@pytest.mark.parametrize("t,fields,message", BAD_TENSORS, ids=[f"{next(iter(f))}{i}" for i, (_, f, _) in enumerate(BAD_TENSORS)])
-def test_bad_tensor_table_refused(memfd, t, fields, message):
-    fr = FakeRing(memfd, SPEC)
-    fr.set_tensor(t, **fields)
+# ---- the job's named counters (PROTOCOL.md 2.5a, 2.8) ----
+
+P = gobatch._protocol
+COUNTERS = [("widgets_made", P.COUNTER_KIND_COUNTER, P.SCOPE_JOB), ("queue_depth", P.COUNTER_KIND_GAUGE, P.SCOPE_JOB),
+            ("bolts_per_source", P.COUNTER_KIND_COUNTER, P.SCOPE_SOURCE), ("chunks_decoded", P.COUNTER_KIND_COUNTER, P.SCOPE_SOURCE)]
+
+
+def test_stats_show_counters_by_the_names_in_the_ring(memfd):
+    """stats() shows whatever counters the ring's table names (a writer that is not gobatch's Go
+    producer, with names the consumer has never seen): a number per job counter, a list per
+    per-source counter, all lists as long as the last source any of them counted for."""
+    fr = FakeRing(memfd, SPEC, counters=COUNTERS)
+    fr.add_counter("widgets_made", 7)
+    fr.add_counter("widgets_made", 5)
+    fr.add_counter("queue_depth", 3)
+    fr.add_counter("bolts_per_source", 9, source=2)
+    fr.add_counter("chunks_decoded", 4, source=0)
+    with Ring(memfd, label="fake") as r:
+        s = r.stats()
+        assert (s["widgets_made"], s["queue_depth"]) == (12, 3)
+        assert s["bolts_per_source"] == [0, 0, 9] and s["chunks_decoded"] == [4, 0, 0]
+        assert s["missing_chunk_fraction"] == []  # no chunks_missing counter in this table
+        fr.add_counter("widgets_made", 1)
+        assert r.stats()["widgets_made"] == 13
+        assert s["batches"] == 0 and s["cache_hit_rate"] == 0.0  # a ratio without its counters is 0
+
+
+def test_stats_without_counters(memfd):
+    FakeRing(memfd, SPEC)
+    with Ring(memfd, label="fake") as r:
+        s = r.stats()
+        assert s["cache_hit_rate"] == 0.0 and s["segments_per_batch"] == 0.0 and "cache_hits" not in s
+
+
+BAD_COUNTERS = [
+    (None, {"counter_count": P.MAX_COUNTERS + 1}, "counter_count 65 (must be 0 .. 64)"),
+    (0, {"kind": 3}, "counter 'widgets_made': kind 3"),
+    (1, {"scope": 2}, "counter 'queue_depth': scope 2"),
+    (0, {"width": 2}, "counter 'widgets_made': width 2 for scope 0"),
+    (2, {"width": P.MAX_COUNTER_SOURCES + 1}, "counter 'bolts_per_source': width 33"),
+    (1, {"first": 0}, "counter 'queue_depth': values 0 .. 0 (must start at 1"),
+    (3, {"first": P.MAX_COUNTER_VALUES - 8}, "must start at 34 and end within 768"),
+    (1, {"name": b"widgets_made"}, "repeats counter 0"),
+    (1, {"name": b"queue-depth"}, "name has byte 0x2d"),
+    (1, {"name": b""}, "name is empty"),
+    (1, {"name": b"q" * 24}, "not NUL-terminated"),
+    (1, {"name": b"ab\0c"}, "padding is not NUL"),
+]
+
+
+BAD_ENTRIES = [("tensor", *bad) for bad in BAD_TENSORS] + [("counter", *bad) for bad in BAD_COUNTERS]
+
+
+@pytest.mark.parametrize("table,k,fields,message", BAD_ENTRIES,
+                         ids=[f"{table}-{next(iter(f))}{i}" for i, (table, _, f, _) in enumerate(BAD_ENTRIES)])
+def test_bad_table_entry_refused(memfd, table, k, fields, message):
+    """A corrupt tensor descriptor (2.7) or counter descriptor (2.8), or counter_count, refuses
+    the attach before the consumer registers."""
+    fr = FakeRing(memfd, SPEC, counters=COUNTERS)
+    if k is None:
+        fr.set(**fields)
+    else:
+        (fr.set_tensor if table == "tensor" else fr.set_counter)(k, **fields)
     with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Ring(memfd, label="fake", timeout=1)
     assert fr.get("consumer_state") == 0
