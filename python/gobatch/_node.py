@@ -9,7 +9,9 @@ Under torchrun with several ranks on a node (``LOCAL_WORLD_SIZE > 1``), or when 
 The first Loader on the node starts the node loader, race-free: a Loader that finds nobody
 listening binds the socket name (the kernel lets exactly one bind succeed), listens, and starts
 ``shmloader serve --listen-fd``, which inherits the bound socket; the others connect to it
-(their connections wait in its backlog while it opens the stores). A node loader started by
+(their connections wait in its backlog while it opens the stores). Before asking for a ring,
+a rank checks that the listener runs as its user and proves the node's secret, and proves it
+in turn (``_hello``; cmd/shmloader/serve_auth.go). A node loader started by
 hand (``shmloader serve --socket NAME``) is used when the Loader is given that name
 (``node="NAME"`` or ``GOBATCH_NODE=NAME``). The connection stays open for the Loader's life
 (epochs and resumes ask for a new ring on it); the node loader exits when every local rank
@@ -22,10 +24,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import mmap
 import os
 import socket
+import struct
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Type, Union
 
@@ -47,6 +51,47 @@ UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not 
                 "every local rank's stream ends with it; start the job again (resuming from a checkpoint with start=)")
 
 
+# The node's secret (cmd/shmloader/serve_auth.go): in every rank's environment when the
+# launcher sets it, and in the node loader's, which the starting rank gives it.
+SECRET_ENV = "GOBATCH_NODE_SECRET"
+_NONCE_BYTES = 32
+
+
+def _job_parts(env: Mapping[str, str]) -> List[str]:
+    """What tells one torchrun job on this machine from another: the rendezvous (run id, master
+    address and port) and the restart count (a restarted group never meets the previous
+    group's node loader)."""
+    return [env.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")]
+
+
+def _node_secret(spec: "NodeSpec", env: Mapping[str, str]) -> bytes:
+    """The secret a rank and its node loader prove to each other. ``GOBATCH_NODE_SECRET`` when
+    the job's environment has it (the launcher's random value: nobody else can derive it, and
+    it also goes into the default socket name, which no one can then guess and squat); else,
+    for a node loader started by a rank, one derived from the job's torchrun environment (as
+    private as that environment: /proc/PID/environ is readable by the same user only, and
+    ``torchrun --standalone``'s run id is a random uuid); else (a node loader started by hand
+    without one) empty. Other users are kept out by the kernel's credentials whatever it is."""
+    given = env.get(SECRET_ENV)
+    if given:
+        return given.encode()
+    if spec.by_hand:
+        return b""
+    parts = ["gobatch-node-secret", str(os.getuid()), spec.socket, *_job_parts(env)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest().encode()
+
+
+def _proof(key: bytes, role: bytes, rank_nonce: bytes, serve_nonce: bytes) -> bytes:
+    return hmac.new(key, role + rank_nonce + serve_nonce, hashlib.sha256).digest()
+
+
+def peer_cred(sock: socket.socket) -> "tuple[int, int, int]":
+    """(pid, uid, gid) of the socket's peer, as the kernel recorded them (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
 class NodeSpec(NamedTuple):
     """Which node loader a rank uses, and which rank it is."""
 
@@ -60,10 +105,12 @@ class NodeSpec(NamedTuple):
 
 def _default_socket(world_size: int, node_rank: Optional[int], env: Mapping[str, str]) -> str:
     """A socket name every local rank of one torchrun job derives alike, and no other job on the
-    machine does: the rendezvous (run id, master address and port), the restart count (a
-    restarted group never meets the previous group's node loader), the node and the user."""
+    machine does: the job (``_job_parts``), the node and the user, and the node's secret when
+    the launcher set one."""
     parts = [str(os.getuid()), env.get("GOBATCH_SHM_DIR", ""), str(world_size), str(node_rank)]
-    parts += [env.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")]
+    parts += _job_parts(env)
+    if env.get(SECRET_ENV):
+        parts.append(env[SECRET_ENV])  # a name nobody without the secret can compute
     return "gobatch-node-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -122,6 +169,8 @@ class NodeSession:
         self._sock: Optional[socket.socket] = None
         self.child: Optional[Child] = None  # the node loader, when this rank started it
         self.server_pid: Optional[int] = None
+        self._secret = _node_secret(spec, os.environ)
+        self._auth = ""  # this connection's proof for its first request
         self._sock = self._rendezvous(time.monotonic() + start_timeout)
 
     # ---- finding or starting the node loader ----
@@ -131,8 +180,28 @@ class NodeSession:
         return "\0" + self.spec.socket
 
     def _rendezvous(self, deadline: float) -> socket.socket:
-        """A connection to the node loader: connect to a listening one, else become the
-        starter by binding the name (the kernel lets one bind win), else retry."""
+        """A checked connection to the node loader (``_hello``): connect to a listening one, else
+        become the starter by binding the name (the kernel lets one bind win), else retry. A
+        node loader another rank started that fails at start-up closes the connection without
+        a word: this rank then starts one itself, once, and reports its error."""
+        retried = False
+        while True:
+            s = self._connect(deadline)
+            try:
+                self._hello(s, deadline)
+                return s
+            except _Gone:
+                s.close()
+                if self.child is not None or self.spec.by_hand or retried:
+                    raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                                      stderr=self.stderr_tail()) from None
+                retried = True
+            except BaseException:
+                s.close()
+                raise
+
+    def _connect(self, deadline: float) -> socket.socket:
+        """A connection to whatever listens on the name, starting the node loader when nobody does."""
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
             try:
@@ -164,6 +233,36 @@ class NodeSession:
                                   f"within {self._timeout:g} s")
             time.sleep(0.01)
 
+    def _hello(self, sock: socket.socket, deadline: float) -> None:
+        """Checks the listener both ways before anything else crosses: it runs as this user
+        (SO_PEERCRED; another user's process is refused at once), and it proves the node's
+        secret (an HMAC over both sides' nonces: cmd/shmloader/serve_auth.go); this rank's
+        proof goes with its first request."""
+        pid, uid, _ = peer_cred(sock)
+        where = f"node loader socket {self.spec.socket!r}"
+        if uid != os.getuid():
+            raise LoaderError(f"{where}: the process listening there (pid {pid}) runs as uid {uid}, not this "
+                              f"rank's uid {os.getuid()}: another user holds the name; refusing it (set "
+                              f"{SECRET_ENV} to a random value in the job's environment: the name is then derived from it)")
+        mine = os.urandom(_NONCE_BYTES)
+        msg, fds = self._exchange(sock, json.dumps({"hello": mine.hex()}).encode(), deadline)
+        for fd in fds:
+            os.close(fd)
+        try:
+            welcome = json.loads(msg)
+            theirs = bytes.fromhex(welcome.get("nonce") or "")
+            proof = bytes.fromhex(welcome.get("proof") or "")
+        except (ValueError, AttributeError, TypeError):
+            raise LoaderError(f"{where}: the process listening there (pid {pid}, uid {uid}) is not a node loader: "
+                              f"it answered {msg[:120]!r}") from None
+        if welcome.get("error"):
+            raise LoaderError(f"{where}: {welcome['error']}", stderr=self.stderr_tail())
+        if len(theirs) != _NONCE_BYTES or not hmac.compare_digest(proof, _proof(self._secret, b"serve", mine, theirs)):
+            raise LoaderError(f"{where}: the process listening there (pid {welcome.get('server_pid', pid)}, uid {uid}) "
+                              f"does not prove this job's secret: a squatter, or another job's node loader; refusing it")
+        self.server_pid = welcome.get("server_pid", self.server_pid)
+        self._auth = _proof(self._secret, b"rank", mine, theirs).hex()
+
     def _start_server(self, listener: socket.socket) -> None:
         """Starts ``shmloader serve`` on the bound socket, with no parent-death tie: it serves the
         other ranks after this one is gone (and exits once they all are)."""
@@ -172,9 +271,11 @@ class NodeSession:
         args = [cmd.binary, "serve", *cmd.options(), "--listen-fd", str(listener.fileno()),
                 "--local-world-size", str(spec.local_world_size), *node,
                 "--world-size", str(spec.world_size), "--linger", f"{max(self._timeout, 1.0):g}s"]
+        env = dict(os.environ if cmd.env is None else cmd.env)
+        env[SECRET_ENV] = self._secret.decode()
         self.child = Child("node loader", "shmloader serve refused its configuration (exit status 2)",
                            prefix="gobatch-serve-")
-        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=cmd.env)
+        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=env)
 
     # ---- rings ----
 
@@ -192,23 +293,12 @@ class NodeSession:
         if sock is None:
             raise LoaderError(f"{self.label}: the connection is closed")
         req = {"rank": self.spec.rank, "world_size": self.spec.world_size, "start": start, "epoch": epoch,
-               "config_sha256": self._sha, "pid": os.getpid()}
-        deadline = time.monotonic() + timeout
+               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth}
         try:
-            msg, fds = self._ask(sock, req, deadline)
+            msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout)
         except _Gone:
-            if self.child is not None or self.spec.by_hand or self.server_pid is not None:
-                raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
-                                  stderr=self.stderr_tail()) from None
-            # The node loader another rank started failed at start-up: start one here, whose
-            # error (a configuration error, say) this rank then reports itself.
-            sock.close()
-            self._sock = sock = self._rendezvous(deadline)
-            try:
-                msg, fds = self._ask(sock, req, deadline)
-            except _Gone:
-                raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
-                                  stderr=self.stderr_tail()) from None
+            raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                              stderr=self.stderr_tail()) from None
         try:
             reply = json.loads(msg)
         except ValueError:
@@ -228,14 +318,19 @@ class NodeSession:
         self._check_ring(fds[0], reply)
         return fds[0]
 
-    def _ask(self, sock: socket.socket, req: Dict[str, Any], deadline: float) -> "tuple[bytes, List[int]]":
-        """Sends one request and waits (up to the deadline, checking the child this rank
+    def _exchange(self, sock: socket.socket, data: bytes, deadline: float) -> "tuple[bytes, List[int]]":
+        """Sends one message and waits (up to the deadline, checking the child this rank
         started) for its reply; raises _Gone when the connection ends first."""
-        data = json.dumps(req).encode()
         try:
             sent = sock.send(data)
         except OSError as e:
             if e.errno in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
+                try:  # it may have said why before it closed (a refusal)
+                    msg, fds, _, _ = socket.recv_fds(sock, _MAX_REPLY, 1, socket.MSG_DONTWAIT)
+                except OSError:
+                    msg, fds = b"", []
+                if msg:
+                    return msg, fds
                 raise _Gone() from None
             raise LoaderError(f"{self.label}: {e}") from None
         if sent != len(data):
