@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // TestAcceptBacksOff: accept failures that pass (out of descriptors, an aborted connection)
@@ -189,3 +192,71 @@ func dialKeyed(t *testing.T, socket string, key []byte) *nodeClient {
 }
 
 func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// TestServeJoin: a node loader killed with kill -9 while its rank reads; another, started on
+// the same name, joins the rank's ring (a join request carrying its memfd): the rank reads the
+// rest of its stream, every batch once and in order, and a join with another rank's ring, or
+// none, is refused.
+func TestServeJoin(t *testing.T) {
+	const batches = 40
+	cfg := writeConfig(t, "c.toml", allDTypes(2, batches, "delay_ms = 2"))
+	sha := fileSHA(t, cfg)
+	socket := socketName(t)
+	first := startServe(t, cfg, socket, 2, 0, 2)
+	nc := dialNode(t, socket, first)
+	rr := openRank(t, nc, 1, 2, sha, -1)
+	got, err := rr.read(5, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.cmd.Process.Kill()
+	<-first.done
+	nc.close()
+
+	second := startServe(t, cfg, socket, 2, 0, 2)
+	u := func(v uint64) *uint64 { return &v }
+	refused := dialNode(t, socket, second)
+	if reply, _, err := refused.request(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}); err != nil ||
+		!reply.Usage || !strings.Contains(reply.Error, "a join request without the ring's memfd") {
+		t.Fatalf("join without a memfd: %v %+v", err, reply)
+	}
+	if reply, _, err := refused.requestFD(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd()); err != nil ||
+		!reply.Usage || !strings.Contains(reply.Error, "not rank 0's ring") {
+		t.Fatalf("join with rank 1's ring as rank 0: %v %+v", err, reply)
+	}
+	refused.close()
+	nc = dialNode(t, socket, second)
+	reply, fd, err := nc.requestFD(nodeRequest{Rank: u(1), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd())
+	if err != nil || reply.Error != "" || fd >= 0 {
+		t.Fatalf("join: %v fd %d %+v", err, fd, reply)
+	}
+	rest, err := rr.read(-1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, rest...)
+	if len(got) != batches {
+		t.Fatalf("%d batches, want %d", len(got), batches)
+	}
+	for k, g := range got {
+		if g != uint64(2*k+1) {
+			t.Fatalf("batch %d is global %d, want %d (in order, once)", k, g, 2*k+1)
+		}
+	}
+	rr.c.Close()
+	nc.close()
+	second.cmd.Process.Signal(syscall.SIGTERM)
+	second.expectExit(t, exitOK, 10*time.Second)
+}
+
+// requestFD is request with a descriptor passed along.
+func (nc *nodeClient) requestFD(req nodeRequest, fd int) (nodeReply, int, error) {
+	if req.Auth == "" {
+		req.Auth = hex.EncodeToString(nc.auth.proof("rank"))
+	}
+	b, _ := json.Marshal(req)
+	if _, _, err := nc.c.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
+		return nodeReply{}, -1, err
+	}
+	return nc.reply()
+}

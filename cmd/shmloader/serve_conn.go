@@ -29,6 +29,12 @@ type nodeRequest struct {
 	ConfigSHA256 string  `json:"config_sha256"`
 	PID          int     `json:"pid"`
 	Auth         string  `json:"auth,omitempty"` // the rank's proof of the node's secret (serve_auth.go); its first request needs it
+	// Join: the message carries the rank's ring (a memfd) that a node loader before this one
+	// fed and died on; this one joins it as its producer (feed.JoinFD: it takes over the
+	// batches the dead one held) instead of making a new ring, and the reply carries no
+	// descriptor.
+	Join bool `json:"join,omitempty"`
+	fd   int  // the descriptor the message carried (-1: none)
 }
 
 // nodeReply answers a request: the ring (its memfd is the message's one descriptor), or an
@@ -63,9 +69,9 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		return
 	}
 	var sess *rankSession
-	buf := make([]byte, maxRequest)
+	buf, oob := make([]byte, maxRequest), make([]byte, unix.CmsgSpace(4))
 	for {
-		n, err := c.Read(buf)
+		n, passed, err := readRequest(c, buf, oob)
 		if err != nil || n == 0 {
 			if sess == nil && err != nil {
 				s.log.Debug().Err(err).Int("pid", pid).Msg("connection dropped before its first request")
@@ -75,7 +81,9 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		var req nodeRequest
 		var reply nodeReply
 		fd := -1
-		switch err := json.Unmarshal(buf[:n], &req); {
+		err = json.Unmarshal(buf[:n], &req)
+		req.fd = passed
+		switch {
 		case err != nil:
 			reply = nodeReply{Error: fmt.Sprintf("request: %v", err), Usage: true}
 		case sess == nil && !auth.check(req.Auth):
@@ -88,6 +96,9 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 			if joined && sess != nil {
 				c.SetReadDeadline(time.Time{}) // a rank's now: it keeps its connection for its life
 			}
+		}
+		if req.fd >= 0 { // not taken by a join
+			unix.Close(req.fd)
 		}
 		reply.ServerPID = os.Getpid()
 		err = s.send(c, reply, fd)
@@ -142,6 +153,28 @@ func (s *nodeServer) handshake(c *net.UnixConn) (*nodeAuth, int, bool) {
 		return nil, 0, false
 	}
 	return auth, int(cred.Pid), true
+}
+
+// readRequest reads one message into buf, and the one descriptor it may carry (-1: none;
+// any others are closed).
+func readRequest(c *net.UnixConn, buf, oob []byte) (int, int, error) {
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || oobn == 0 {
+		return n, -1, err
+	}
+	fd := -1
+	msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+	for i := range msgs {
+		fds, _ := unix.ParseUnixRights(&msgs[i])
+		for _, f := range fds {
+			if fd < 0 {
+				fd = f
+			} else {
+				unix.Close(f)
+			}
+		}
+	}
+	return n, fd, nil
 }
 
 // send writes one reply, with fd when it is >= 0.
@@ -205,6 +238,12 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		s.mu.Unlock()
 		r.close()
 		return refuse(false, "%v", stopped)
+	}
+	if req.Join { // the rank has the ring already
+		sess.cur = r
+		r.start()
+		s.mu.Unlock()
+		return sess, nodeReply{Rank: rank, Memfd: r.memfdName}, -1
 	}
 	// The reply carries a duplicate: the ring may be closed (a stop) before the reply is sent.
 	fd, err := unix.FcntlInt(uintptr(r.ring.Seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)

@@ -156,6 +156,11 @@ func (nc *nodeClient) request(req nodeRequest) (nodeReply, int, error) {
 	if _, err := nc.c.Write(b); err != nil {
 		return nodeReply{}, -1, err
 	}
+	return nc.reply()
+}
+
+// reply reads one reply and its descriptor (-1 when none).
+func (nc *nodeClient) reply() (nodeReply, int, error) {
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := nc.c.ReadMsgUnix(buf, oob)
 	if err != nil {
