@@ -62,6 +62,9 @@ UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not 
 # The node's secret (cmd/shmloader/serve_auth.go): in every rank's environment when the
 # launcher sets it, and in the node loader's, which the starting rank gives it.
 SECRET_ENV = "GOBATCH_NODE_SECRET"
+# A node loader started by hand as another user (``serve --allow-uid``) is accepted by a rank
+# whose environment names that uid here.
+UID_ENV = "GOBATCH_NODE_UID"
 _NONCE_BYTES = 32
 
 
@@ -248,10 +251,11 @@ class NodeSession:
         proof goes with its first request."""
         pid, uid, _ = peer_cred(sock)
         where = f"node loader socket {self.spec.socket!r}"
-        if uid != os.getuid():
+        if uid != os.getuid() and str(uid) != os.environ.get(UID_ENV, "").strip():
             raise LoaderError(f"{where}: the process listening there (pid {pid}) runs as uid {uid}, not this "
                               f"rank's uid {os.getuid()}: another user holds the name; refusing it (set "
-                              f"{SECRET_ENV} to a random value in the job's environment: the name is then derived from it)")
+                              f"{SECRET_ENV} to a random value in the job's environment: the name is then derived from it; "
+                              f"{UID_ENV}={uid} accepts a node loader of that user)")
         mine = os.urandom(_NONCE_BYTES)
         msg, fds = self._exchange(sock, json.dumps({"hello": mine.hex()}).encode(), deadline)
         for fd in fds:
@@ -404,13 +408,14 @@ class NodeSession:
 
     # ---- the child ----
 
-    def check(self) -> None:
-        """Raises if the node loader this rank started has failed (about every 100 ms of a wait)."""
+    def check(self, supervised: bool = False) -> None:
+        """Raises if the node loader this rank started has failed (about every 100 ms of a
+        wait); ``supervised``: a restart was possible, and not for this failure."""
         child = self.child
         code = child.poll() if child is not None else None
         if child is None or code is None or code == 0:
             return
-        raise child.exit_error(code, f"; {UNSUPERVISED}")
+        raise child.exit_error(code, "" if supervised else f"; {UNSUPERVISED}")
 
     def server_gone(self) -> bool:
         """Whether the node loader this session reached has exited."""
@@ -567,7 +572,7 @@ class NodeRings:
             assert child.pid is not None
             self._restart(child.pid, code)
             return
-        session.check()
+        session.check(supervised=sup is not None)
 
     def recover(self, rc: int) -> bool:
         """A producer death the C side reports (GB_EDEAD) while supervised: restart a node

@@ -197,3 +197,31 @@ def test_node_loader_killed_between_rings(shm, monkeypatch):
         for k in range(5, 25):
             check_batch(next(it), cfg, 2 * k + 1)
         assert L.pid not in (None, first)
+
+
+def test_node_loader_restart_budget(shm, monkeypatch):
+    """The Loader's budget holds for the node loader: with restarts=1 the first kill is
+    recovered (a GobatchWarning), the second ends the stream with a LoaderError saying the
+    budget is spent, naming the dead node loader."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", f"faults-{uuid.uuid4().hex[:12]}")
+    cfg = _cfg()
+    with gobatch.Loader(cfg, rank=0, world_size=2, node=True, local_world_size=2, node_rank=0, restarts=1) as L:
+        it = iter(L)
+        first = L.pid
+        assert first is not None
+        check_batch(next(it), cfg, 0)
+        k = 1
+        with pytest.warns(gobatch.GobatchWarning, match=rf"the node loader pid {first} \(socket [^)]+\) was killed by "
+                          r"SIGKILL.*restarted it as pid \d+ \(restart 1 of 1 within 600 s\)"):
+            os.kill(first, signal.SIGKILL)
+            for _ in range(20):  # recovered: the stream goes on
+                check_batch(next(it), cfg, 2 * k)
+                k += 1
+        second = L.pid
+        assert second not in (None, first)
+        os.kill(second, signal.SIGKILL)
+        with pytest.raises(gobatch.LoaderError, match=rf"the node loader pid {second} \(socket [^)]+\) was killed by "
+                           r"SIGKILL.*restarted 1 times within 600 s \(restarts=1\), so it is not restarted again"):
+            for _ in range(1000):
+                check_batch(next(it), cfg, 2 * k)
+                k += 1

@@ -11,7 +11,9 @@ with the system's Python (only the standard library), so that nothing of theirs 
 - a node loader of the same user without the job's secret (started by hand on the job's name):
   refused at once; with ``GOBATCH_NODE_SECRET`` set, the job uses a name derived from it;
 - a descriptor flood (the node loader under ``ulimit -n 40``) is survived, and a connection that
-  never says hello does not keep the node loader alive after its ranks have left.
+  never says hello does not keep the node loader alive after its ranks have left;
+- a node loader of another user is used only when both sides allow it (``serve --allow-uid``,
+  the rank's ``GOBATCH_NODE_UID``).
 """
 
 from __future__ import annotations
@@ -249,3 +251,33 @@ def test_descriptor_flood_and_a_silent_connection(tmp_path: Path, job: str) -> N
     text = log.read_bytes()
     assert b"too many open files" in text and b"accept recovered" in text, text[-2000:]
     assert process_gone(serve.pid)
+
+
+def test_allowed_uid_both_ways(job: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node loader started by hand as another user serves this user's rank only when both
+    sides say so: ``serve --allow-uid 0`` and the rank's GOBATCH_NODE_UID=65534; without the
+    latter the rank refuses it."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as another user")
+    cfg = synthetic_config({"x": ((3,), "int64")}, size=2, batches=5)
+    fd, conf = tempfile.mkstemp(prefix="gobatch-test-peers-", suffix=".json", dir="/tmp")  # readable by uid 65534
+    os.close(fd)
+    path = write_config(Path(conf), cfg)
+    os.chmod(path, 0o644)
+    name = f"gobatch-test-{job}"
+    serve = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", gobatch.shmloader_path(),
+                              "serve", "--config", str(path), "--socket", name, "--local-world-size", "1",
+                              "--allow-uid", "0"], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
+    try:
+        wait_for(lambda: _listening(name) or serve.poll() is not None, 10, "the node loader to listen")
+        assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
+        with pytest.raises(gobatch.LoaderError, match=r"runs as uid 65534, not this rank's uid 0.*GOBATCH_NODE_UID=65534"):
+            gobatch.Loader(path, node=name)
+        monkeypatch.setenv("GOBATCH_NODE_UID", "65534")
+        with gobatch.Loader(path, node=name) as L:
+            got = [k for k, b in enumerate(L) if check_batch(b, cfg, k) is None]
+        assert got == list(range(5))
+        assert serve.wait(timeout=10) == 0
+    finally:
+        stop(serve)
+        os.unlink(path)
