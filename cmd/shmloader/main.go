@@ -23,7 +23,7 @@
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
 //	shmloader version [--json]
 //	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
-//	    [--batch-size N] [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT]
+//	    [--allow-uid UID] [--batch-size N] [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--node-rank G] [--of-rank R] [--order ORDER] [--readers N] [--seed N]
 //	    [--t0-end END] [--t0-start START] [-v] [--world-size N]
 //

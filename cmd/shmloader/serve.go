@@ -32,7 +32,8 @@ import (
 // open (its ring's dead consumer claim, or its connection ending while the ring is open) is
 // handled by [node] on_rank_death: "stop" fails every rank's ring with an error naming it,
 // "continue" stops that ring only. The process exits once every local rank has come and gone
-// (no connection left), or once none is connected for --linger.
+// (no connection left), or once none is connected for --linger. Only peers that pass
+// serve_auth.go's checks (their uid, the node's secret) become ranks.
 
 func init() {
 	register("serve", "one loader per node: a ring for each local rank, fed from one cache", cmdServe)
@@ -47,6 +48,7 @@ type serveFlags struct {
 	ofRank     int // -1: not given; else serve the node of this global rank
 	readers    int
 	linger     time.Duration
+	allowUID   []int // peers of these uids too (serve_auth.go)
 	sourceFlags
 }
 
@@ -67,6 +69,14 @@ func cmdServe(args []string) int {
 	fs.IntVar(&f.world, "world-size", 0, "number of data-parallel ranks in all (default: --local-world-size, one node)")
 	fs.IntVar(&f.readers, "readers", runtime.GOMAXPROCS(0), "reader goroutines filling the batches of every rank")
 	fs.DurationVar(&f.linger, "linger", 0, "exit when no rank has been connected for this long (0: wait for every local rank to come and go)")
+	fs.Func("allow-uid", "also serve ranks running as `UID` (repeatable; by default only this process's uid)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errors.New("want a uid >= 0")
+		}
+		f.allowUID = append(f.allowUID, n)
+		return nil
+	})
 	addDataFlags(fs, &f.sourceFlags)
 	lf := addLogFlags(fs)
 	pos, code, ok := fs.parse(args)
@@ -98,6 +108,7 @@ func cmdServe(args []string) int {
 		return exitFailure
 	}
 	srv := newNodeServer(log, f, cfg, src, streams)
+	srv.secret = readSecret()
 	code = srv.run(ln, sigc)
 	src.logStats()
 	return code
@@ -189,6 +200,7 @@ type nodeServer struct {
 	src     *runSource
 	streams []sampler.Stream // by local rank
 	pool    *feed.Pool       // the readers of every ring
+	secret  []byte           // the node's secret (serve_auth.go)
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -297,19 +309,43 @@ func (s *nodeServer) idleCode() int {
 	return exitOK
 }
 
-// accept serves each connection in its own goroutine until the listener is closed.
-func (s *nodeServer) accept(ln *net.UnixListener) {
+// acceptor is what accept needs of a listener (a test gives it failures).
+type acceptor interface {
+	AcceptUnix() (*net.UnixConn, error)
+}
+
+// Accept's backoff after a failure that passes (out of descriptors, a connection aborted):
+// it doubles from the first to the last, and starts again after a success.
+const (
+	acceptBackoffFirst = 5 * time.Millisecond
+	acceptBackoffMax   = time.Second
+)
+
+// accept serves each connection in its own goroutine until the listener is closed. Any other
+// failure (EMFILE, ENFILE, ECONNABORTED: a flood of connections must not stop a node loader
+// for good) waits and tries again; the connections already served go on meanwhile, and
+// their ends free the descriptors.
+func (s *nodeServer) accept(ln acceptor) {
+	var backoff time.Duration
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn().Err(err).Msg("accept")
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			if backoff == 0 {
+				backoff = acceptBackoffFirst
+				s.log.Warn().Err(err).Msg("accept failed; retrying with a backoff")
+			} else {
+				backoff = min(2*backoff, acceptBackoffMax)
+			}
+			time.Sleep(backoff)
+			continue
 		}
-		s.mu.Lock()
-		s.conns++
-		s.mu.Unlock()
+		if backoff != 0 {
+			s.log.Info().Msg("accept recovered")
+			backoff = 0
+		}
 		go s.serveConn(c)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -27,6 +28,13 @@ type nodeRequest struct {
 	Epoch        *uint64 `json:"epoch"`
 	ConfigSHA256 string  `json:"config_sha256"`
 	PID          int     `json:"pid"`
+	Auth         string  `json:"auth,omitempty"` // the rank's proof of the node's secret (serve_auth.go); its first request needs it
+	// Join: the message carries the rank's ring (a memfd) that a node loader before this one
+	// fed and died on; this one joins it as its producer (feed.JoinFD: it takes over the
+	// batches the dead one held) instead of making a new ring, and the reply carries no
+	// descriptor.
+	Join bool `json:"join,omitempty"`
+	fd   int  // the descriptor the message carried (-1: none)
 }
 
 // nodeReply answers a request: the ring (its memfd is the message's one descriptor), or an
@@ -52,23 +60,45 @@ type rankSession struct {
 
 // serveConn answers the requests of one connection until it ends, then ends its rank's
 // session: a ring still open then (its consumer neither closed it nor took every batch)
-// means the rank's process died.
+// means the rank's process died. The connection first passes the checks of serve_auth.go;
+// until its first good request it is not a rank's, and is dropped after helloTimeout.
 func (s *nodeServer) serveConn(c *net.UnixConn) {
 	defer c.Close()
+	auth, pid, ok := s.handshake(c)
+	if !ok {
+		return
+	}
 	var sess *rankSession
-	buf := make([]byte, maxRequest)
+	buf, oob := make([]byte, maxRequest), make([]byte, unix.CmsgSpace(4))
 	for {
-		n, err := c.Read(buf)
+		n, passed, err := readRequest(c, buf, oob)
 		if err != nil || n == 0 {
+			if sess == nil && err != nil {
+				s.log.Debug().Err(err).Int("pid", pid).Msg("connection dropped before its first request")
+			}
 			break
 		}
 		var req nodeRequest
 		var reply nodeReply
 		fd := -1
-		if err := json.Unmarshal(buf[:n], &req); err != nil {
+		err = json.Unmarshal(buf[:n], &req)
+		req.fd = passed
+		switch {
+		case err != nil:
 			reply = nodeReply{Error: fmt.Sprintf("request: %v", err), Usage: true}
-		} else {
+		case sess == nil && !auth.check(req.Auth):
+			s.log.Warn().Int("pid", pid).Msg("request without the node's secret refused")
+			reply = nodeReply{Error: errNotAuthenticated.Error()}
+		default:
+			req.PID = pid
+			joined := sess == nil
 			sess, reply, fd = s.request(c, sess, req)
+			if joined && sess != nil {
+				c.SetReadDeadline(time.Time{}) // a rank's now: it keeps its connection for its life
+			}
+		}
+		if req.fd >= 0 { // not taken by a join
+			unix.Close(req.fd)
 		}
 		reply.ServerPID = os.Getpid()
 		err = s.send(c, reply, fd)
@@ -81,6 +111,70 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		}
 	}
 	s.endSession(sess)
+}
+
+// handshake admits the peer's uid and answers its hello (serve_auth.go), under the
+// connection's helloTimeout; it returns the state that checks the first request's proof and
+// the peer's pid as the kernel gives it.
+func (s *nodeServer) handshake(c *net.UnixConn) (*nodeAuth, int, bool) {
+	cred, err := admit(c, s.flags.allowUID)
+	if err != nil {
+		ev := s.log.Warn().Err(err)
+		if cred != nil {
+			ev = ev.Int32("pid", cred.Pid).Uint32("uid", cred.Uid)
+		}
+		ev.Msg("connection refused")
+		s.send(c, nodeReply{Error: err.Error(), ServerPID: os.Getpid()}, -1)
+		// Take its hello before closing (briefly): a peer that writes to a closed connection
+		// gets EPIPE instead of reading why.
+		c.SetReadDeadline(time.Now().Add(refusedLinger))
+		c.Read(make([]byte, maxRequest))
+		return nil, 0, false
+	}
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	buf := make([]byte, maxRequest)
+	n, err := c.Read(buf)
+	if err != nil || n == 0 {
+		s.log.Debug().AnErr("err", err).Int32("pid", cred.Pid).Msg("connection dropped before its hello")
+		return nil, 0, false
+	}
+	auth := &nodeAuth{key: s.secret}
+	var h nodeHello
+	w, err := nodeWelcome{}, json.Unmarshal(buf[:n], &h)
+	if err == nil {
+		w, err = auth.welcome(h)
+	}
+	if err != nil {
+		w = nodeWelcome{Error: fmt.Sprintf("not a hello (%v): this node loader expects a gobatch Loader of the same version", err)}
+	}
+	w.ServerPID = os.Getpid()
+	b, _ := json.Marshal(w)
+	if _, werr := c.Write(b); werr != nil || err != nil {
+		return nil, 0, false
+	}
+	return auth, int(cred.Pid), true
+}
+
+// readRequest reads one message into buf, and the one descriptor it may carry (-1: none;
+// any others are closed).
+func readRequest(c *net.UnixConn, buf, oob []byte) (int, int, error) {
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || oobn == 0 {
+		return n, -1, err
+	}
+	fd := -1
+	msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+	for i := range msgs {
+		fds, _ := unix.ParseUnixRights(&msgs[i])
+		for _, f := range fds {
+			if fd < 0 {
+				fd = f
+			} else {
+				unix.Close(f)
+			}
+		}
+	}
+	return n, fd, nil
 }
 
 // send writes one reply, with fd when it is >= 0.
@@ -145,6 +239,12 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodeRequest
 		r.close()
 		return refuse(false, "%v", stopped)
 	}
+	if req.Join { // the rank has the ring already
+		sess.cur = r
+		r.start()
+		s.mu.Unlock()
+		return sess, nodeReply{Rank: rank, Memfd: r.memfdName}, -1
+	}
 	// The reply carries a duplicate: the ring may be closed (a stop) before the reply is sent.
 	fd, err := unix.FcntlInt(uintptr(r.ring.Seg.Fd()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
@@ -168,31 +268,31 @@ func (s *nodeServer) join(rank uint64, pid int) (*rankSession, error) {
 	sess := &rankSession{rank: rank, pid: pid}
 	s.sessions[rank] = sess
 	s.seen[rank] = true
+	s.conns++
 	s.log.Info().Uint64("rank", rank).Int("pid", pid).Msg("rank connected")
 	return sess, nil
 }
 
 // endSession ends a connection's session: a ring it leaves open means its process died.
 func (s *nodeServer) endSession(sess *rankSession) {
-	if sess != nil {
-		s.mu.Lock()
-		r := sess.cur
-		open := r != nil && r.leftOpen()
-		s.mu.Unlock()
-		if open {
-			s.rankDied(sess, errors.New("its connection to the node loader ended"))
-		}
-		if r != nil {
-			r.close()
-		}
-		s.mu.Lock()
-		delete(s.sessions, sess.rank)
-		sess.cur = nil
-		s.mu.Unlock()
-		s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Msg("rank left")
+	if sess == nil {
+		return // never a rank's: it was not counted
 	}
 	s.mu.Lock()
+	r := sess.cur
+	open := r != nil && r.leftOpen()
+	s.mu.Unlock()
+	if open {
+		s.rankDied(sess, errors.New("its connection to the node loader ended"))
+	}
+	if r != nil {
+		r.close()
+	}
+	s.mu.Lock()
+	delete(s.sessions, sess.rank)
+	sess.cur = nil
 	s.conns--
 	s.mu.Unlock()
+	s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Msg("rank left")
 	s.poke()
 }

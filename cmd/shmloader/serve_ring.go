@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/ring"
@@ -47,13 +51,45 @@ func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req node
 		return nil, err
 	}
 	name := memfdName(stream.Rank)
-	r, err := feed.CreateMemfd(name, l, s.flags.readers)
+	var r *feed.Ring
+	if req.Join {
+		r, err = s.joinRing(req, l)
+	} else {
+		r, err = feed.CreateMemfd(name, l, s.flags.readers)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.log.Info().Uint64("rank", stream.Rank).Uint64("start_batch", l.StartBatch).Uint64("total_batches", l.TotalBatches).
 		Int("slots", l.Slots).Int64("segment_bytes", r.R.SegmentBytes()).Msg("ring")
 	return &nodeRing{srv: s, sess: sess, stream: stream, memfdName: name, ring: r, closed: make(chan struct{})}, nil
+}
+
+// joinRing joins the ring a join request carries (its memfd, which must be the rank's) as
+// its producer: the ring's position and layout are its own (the request's epoch must match).
+func (s *nodeServer) joinRing(req nodeRequest, l ring.Layout) (*feed.Ring, error) {
+	if req.fd < 0 {
+		return nil, &feed.RequestError{Err: errors.New("a join request without the ring's memfd")}
+	}
+	want := "/memfd:" + memfdName(*req.Rank) + " "
+	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", req.fd)); err != nil || !strings.HasPrefix(link, want) {
+		return nil, &feed.RequestError{Err: fmt.Errorf("join: the memfd passed is %q, not rank %d's ring", link, *req.Rank)}
+	}
+	// JoinFD owns the descriptor it is given (the caller closes the request's own): a
+	// duplicate, closed here when JoinFD failed before it took it (still open, same file).
+	fd, err := unix.FcntlInt(uintptr(req.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("join: dup the ring's memfd: %w", err)
+	}
+	r, err := feed.JoinFD(fd, l, false, s.flags.readers)
+	if err != nil {
+		var a, b unix.Stat_t
+		if unix.Fstat(fd, &a) == nil && unix.Fstat(req.fd, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	return r, nil
 }
 
 // start feeds the ring (nodeServer.mu held, so that close, which closeAll may call as soon as

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -70,21 +71,58 @@ func nodeHelper(v string) int {
 	return 0
 }
 
-// nodeClient is a test rank's connection to a node loader.
-type nodeClient struct{ c *net.UnixConn }
+// nodeClient is a test rank's connection to a node loader, past the handshake
+// (serve_auth.go) with the empty secret the tests' node loaders have.
+type nodeClient struct {
+	c    *net.UnixConn
+	auth nodeAuth
+}
 
 func dialNodeErr(name string, d time.Duration) (*nodeClient, error) {
 	deadline := time.Now().Add(d)
 	for {
 		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: "@" + name, Net: "unixpacket"})
 		if err == nil {
-			return &nodeClient{c}, nil
+			nc := &nodeClient{c: c}
+			if err := nc.hello(); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return nc, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// hello runs the rank's side of the handshake and checks serve's proof.
+func (nc *nodeClient) hello() error {
+	nc.auth.rank = make([]byte, nonceBytes)
+	for i := range nc.auth.rank {
+		nc.auth.rank[i] = byte(i * 7)
+	}
+	b, _ := json.Marshal(nodeHello{Hello: hex.EncodeToString(nc.auth.rank)})
+	if _, err := nc.c.Write(b); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	n, err := nc.c.Read(buf)
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	var w nodeWelcome
+	if err := json.Unmarshal(buf[:n], &w); err != nil || w.Error != "" {
+		return fmt.Errorf("welcome %q: %v", buf[:n], err)
+	}
+	if nc.auth.server, err = hex.DecodeString(w.Nonce); err != nil {
+		return err
+	}
+	if proof, _ := hex.DecodeString(w.Proof); !hmac.Equal(proof, nc.auth.proof("serve")) {
+		return errors.New("the node loader's proof is wrong")
+	}
+	return nil
 }
 
 func dialNode(t *testing.T, name string, p *proc) *nodeClient {
@@ -111,10 +149,18 @@ func (nc *nodeClient) close() { nc.c.Close() }
 
 // request sends one request and returns the reply and its descriptor (-1 when none).
 func (nc *nodeClient) request(req nodeRequest) (nodeReply, int, error) {
+	if req.Auth == "" {
+		req.Auth = hex.EncodeToString(nc.auth.proof("rank"))
+	}
 	b, _ := json.Marshal(req)
 	if _, err := nc.c.Write(b); err != nil {
 		return nodeReply{}, -1, err
 	}
+	return nc.reply()
+}
+
+// reply reads one reply and its descriptor (-1 when none).
+func (nc *nodeClient) reply() (nodeReply, int, error) {
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := nc.c.ReadMsgUnix(buf, oob)
 	if err != nil {

@@ -112,10 +112,10 @@ class Loader:
         node: the node loader (one ``shmloader serve`` feeding every local rank from one
             cache): None uses it when torchrun's ``LOCAL_WORLD_SIZE`` is above 1 (or
             ``GOBATCH_NODE`` names one), True always, False never; a string is the socket name
-            of a node loader started by hand (``shmloader serve --socket NAME``). The node
-            loader is not supervised: ``restarts`` applies to a Loader's own child only, and a
-            node loader that dies ends every local rank's stream with a :class:`LoaderError`
-            that says so.
+            of a node loader started by hand (``shmloader serve --socket NAME``). A node
+            loader killed by a signal is restarted under ``restarts`` as a child is (one rank
+            starts it, and each rank's ring is joined by it); one started by hand is not, and
+            its death ends every local rank's stream with a :class:`LoaderError` that says so.
         local_world_size: ranks on this node, for the node loader (default: torchrun's
             ``LOCAL_WORLD_SIZE``).
         node_rank: this node's rank (default: torchrun's ``GROUP_RANK``, else rank //
@@ -204,12 +204,12 @@ class Loader:
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
+        supervision = Restarts(restarts, float(restart_window_s), float(restart_backoff_s))
         if spec is not None:
-            self._producer = NodeRings(spec, command, start_timeout=start_timeout)
+            self._producer = NodeRings(spec, command, start_timeout=start_timeout, restarts=supervision)
         else:
             self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
-                                      start_timeout=start_timeout, close_timeout=close_timeout,
-                                      restarts=Restarts(restarts, float(restart_window_s), float(restart_backoff_s)))
+                                      start_timeout=start_timeout, close_timeout=close_timeout, restarts=supervision)
         self._ring: Ring = self._open(start)
         _ring.track(self)
 

@@ -9,11 +9,14 @@ Under torchrun with several ranks on a node (``LOCAL_WORLD_SIZE > 1``), or when 
 The first Loader on the node starts the node loader, race-free: a Loader that finds nobody
 listening binds the socket name (the kernel lets exactly one bind succeed), listens, and starts
 ``shmloader serve --listen-fd``, which inherits the bound socket; the others connect to it
-(their connections wait in its backlog while it opens the stores). A node loader started by
+(their connections wait in its backlog while it opens the stores). Before asking for a ring,
+a rank checks that the listener runs as its user and proves the node's secret, and proves it
+in turn (``_hello``; cmd/shmloader/serve_auth.go). A node loader started by
 hand (``shmloader serve --socket NAME``) is used when the Loader is given that name
 (``node="NAME"`` or ``GOBATCH_NODE=NAME``). The connection stays open for the Loader's life
 (epochs and resumes ask for a new ring on it); the node loader exits when every local rank
-has come and gone. The rule that maps a node's local ranks to global ranks lives in the node
+has come and gone; when it is killed, the ranks restart it and each hands it its ring to join
+(``NodeRings``). The rule that maps a node's local ranks to global ranks lives in the node
 loader (``sampler.NodeStreams``); a Loader only says which global rank it is (torchrun's
 ``RANK``) and passes ``GROUP_RANK`` and ``LOCAL_WORLD_SIZE`` to the node loader it starts.
 """
@@ -22,17 +25,25 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import mmap
 import os
+import signal
 import socket
+import struct
+import subprocess
 import time
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Type, Union
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Type, Union
 
 from . import _clib as _lib
+from . import _registry
 from ._child import Child, Command
+from ._own import Restarts
 from ._ranks import env_int
-from ._ring import Ring, producer_states
+from ._ring import Ring, process_state, producer_states
+from ._supervise import Supervisor
 from .errors import ConfigError, LoaderError, RingError
 
 __all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "UNSUPERVISED"]
@@ -43,8 +54,53 @@ _POLL_S = 0.1  # how often a wait checks the child and the deadline
 
 # Said with every rank's error when the node loader dies: unlike a Loader's own child, it is
 # not restarted (one process feeds every local rank; a restart would have to rejoin each one).
-UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not restarted when it dies, and "
-                "every local rank's stream ends with it; start the job again (resuming from a checkpoint with start=)")
+UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not restarted when it dies (one started "
+                "by hand, or restarts=0), and every local rank's stream ends with it; start the job again (resuming "
+                "from a checkpoint with start=)")
+
+
+# The node's secret (cmd/shmloader/serve_auth.go): in every rank's environment when the
+# launcher sets it, and in the node loader's, which the starting rank gives it.
+SECRET_ENV = "GOBATCH_NODE_SECRET"
+# A node loader started by hand as another user (``serve --allow-uid``) is accepted by a rank
+# whose environment names that uid here.
+UID_ENV = "GOBATCH_NODE_UID"
+_NONCE_BYTES = 32
+
+
+def _job_parts(env: Mapping[str, str]) -> List[str]:
+    """What tells one torchrun job on this machine from another: the rendezvous (run id, master
+    address and port) and the restart count (a restarted group never meets the previous
+    group's node loader)."""
+    return [env.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")]
+
+
+def _node_secret(spec: "NodeSpec", env: Mapping[str, str]) -> bytes:
+    """The secret a rank and its node loader prove to each other. ``GOBATCH_NODE_SECRET`` when
+    the job's environment has it (the launcher's random value: nobody else can derive it, and
+    it also goes into the default socket name, which no one can then guess and squat); else,
+    for a node loader started by a rank, one derived from the job's torchrun environment (as
+    private as that environment: /proc/PID/environ is readable by the same user only, and
+    ``torchrun --standalone``'s run id is a random uuid); else (a node loader started by hand
+    without one) empty. Other users are kept out by the kernel's credentials whatever it is."""
+    given = env.get(SECRET_ENV)
+    if given:
+        return given.encode()
+    if spec.by_hand:
+        return b""
+    parts = ["gobatch-node-secret", str(os.getuid()), spec.socket, *_job_parts(env)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest().encode()
+
+
+def _proof(key: bytes, role: bytes, rank_nonce: bytes, serve_nonce: bytes) -> bytes:
+    return hmac.new(key, role + rank_nonce + serve_nonce, hashlib.sha256).digest()
+
+
+def peer_cred(sock: socket.socket) -> "tuple[int, int, int]":
+    """(pid, uid, gid) of the socket's peer, as the kernel recorded them (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
 
 
 class NodeSpec(NamedTuple):
@@ -60,10 +116,12 @@ class NodeSpec(NamedTuple):
 
 def _default_socket(world_size: int, node_rank: Optional[int], env: Mapping[str, str]) -> str:
     """A socket name every local rank of one torchrun job derives alike, and no other job on the
-    machine does: the rendezvous (run id, master address and port), the restart count (a
-    restarted group never meets the previous group's node loader), the node and the user."""
+    machine does: the job (``_job_parts``), the node and the user, and the node's secret when
+    the launcher set one."""
     parts = [str(os.getuid()), env.get("GOBATCH_SHM_DIR", ""), str(world_size), str(node_rank)]
-    parts += [env.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")]
+    parts += _job_parts(env)
+    if env.get(SECRET_ENV):
+        parts.append(env[SECRET_ENV])  # a name nobody without the secret can compute
     return "gobatch-node-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -122,6 +180,8 @@ class NodeSession:
         self._sock: Optional[socket.socket] = None
         self.child: Optional[Child] = None  # the node loader, when this rank started it
         self.server_pid: Optional[int] = None
+        self._secret = _node_secret(spec, os.environ)
+        self._auth = ""  # this connection's proof for its first request
         self._sock = self._rendezvous(time.monotonic() + start_timeout)
 
     # ---- finding or starting the node loader ----
@@ -131,8 +191,28 @@ class NodeSession:
         return "\0" + self.spec.socket
 
     def _rendezvous(self, deadline: float) -> socket.socket:
-        """A connection to the node loader: connect to a listening one, else become the
-        starter by binding the name (the kernel lets one bind win), else retry."""
+        """A checked connection to the node loader (``_hello``): connect to a listening one, else
+        become the starter by binding the name (the kernel lets one bind win), else retry. A
+        node loader another rank started that fails at start-up closes the connection without
+        a word: this rank then starts one itself, once, and reports its error."""
+        retried = False
+        while True:
+            s = self._connect(deadline)
+            try:
+                self._hello(s, deadline)
+                return s
+            except _Gone:
+                s.close()
+                if self.child is not None or self.spec.by_hand or retried:
+                    raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                                      stderr=self.stderr_tail()) from None
+                retried = True
+            except BaseException:
+                s.close()
+                raise
+
+    def _connect(self, deadline: float) -> socket.socket:
+        """A connection to whatever listens on the name, starting the node loader when nobody does."""
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
             try:
@@ -164,6 +244,37 @@ class NodeSession:
                                   f"within {self._timeout:g} s")
             time.sleep(0.01)
 
+    def _hello(self, sock: socket.socket, deadline: float) -> None:
+        """Checks the listener both ways before anything else crosses: it runs as this user
+        (SO_PEERCRED; another user's process is refused at once), and it proves the node's
+        secret (an HMAC over both sides' nonces: cmd/shmloader/serve_auth.go); this rank's
+        proof goes with its first request."""
+        pid, uid, _ = peer_cred(sock)
+        where = f"node loader socket {self.spec.socket!r}"
+        if uid != os.getuid() and str(uid) != os.environ.get(UID_ENV, "").strip():
+            raise LoaderError(f"{where}: the process listening there (pid {pid}) runs as uid {uid}, not this "
+                              f"rank's uid {os.getuid()}: another user holds the name; refusing it (set "
+                              f"{SECRET_ENV} to a random value in the job's environment: the name is then derived from it; "
+                              f"{UID_ENV}={uid} accepts a node loader of that user)")
+        mine = os.urandom(_NONCE_BYTES)
+        msg, fds = self._exchange(sock, json.dumps({"hello": mine.hex()}).encode(), deadline)
+        for fd in fds:
+            os.close(fd)
+        try:
+            welcome = json.loads(msg)
+            theirs = bytes.fromhex(welcome.get("nonce") or "")
+            proof = bytes.fromhex(welcome.get("proof") or "")
+        except (ValueError, AttributeError, TypeError):
+            raise LoaderError(f"{where}: the process listening there (pid {pid}, uid {uid}) is not a node loader: "
+                              f"it answered {msg[:120]!r}") from None
+        if welcome.get("error"):
+            raise LoaderError(f"{where}: {welcome['error']}", stderr=self.stderr_tail())
+        if len(theirs) != _NONCE_BYTES or not hmac.compare_digest(proof, _proof(self._secret, b"serve", mine, theirs)):
+            raise LoaderError(f"{where}: the process listening there (pid {welcome.get('server_pid', pid)}, uid {uid}) "
+                              f"does not prove this job's secret: a squatter, or another job's node loader; refusing it")
+        self.server_pid = welcome.get("server_pid", self.server_pid)
+        self._auth = _proof(self._secret, b"rank", mine, theirs).hex()
+
     def _start_server(self, listener: socket.socket) -> None:
         """Starts ``shmloader serve`` on the bound socket, with no parent-death tie: it serves the
         other ranks after this one is gone (and exits once they all are)."""
@@ -172,9 +283,11 @@ class NodeSession:
         args = [cmd.binary, "serve", *cmd.options(), "--listen-fd", str(listener.fileno()),
                 "--local-world-size", str(spec.local_world_size), *node,
                 "--world-size", str(spec.world_size), "--linger", f"{max(self._timeout, 1.0):g}s"]
+        env = dict(os.environ if cmd.env is None else cmd.env)
+        env[SECRET_ENV] = self._secret.decode()
         self.child = Child("node loader", "shmloader serve refused its configuration (exit status 2)",
                            prefix="gobatch-serve-")
-        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=cmd.env)
+        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=env)
 
     # ---- rings ----
 
@@ -192,23 +305,12 @@ class NodeSession:
         if sock is None:
             raise LoaderError(f"{self.label}: the connection is closed")
         req = {"rank": self.spec.rank, "world_size": self.spec.world_size, "start": start, "epoch": epoch,
-               "config_sha256": self._sha, "pid": os.getpid()}
-        deadline = time.monotonic() + timeout
+               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth}
         try:
-            msg, fds = self._ask(sock, req, deadline)
+            msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout)
         except _Gone:
-            if self.child is not None or self.spec.by_hand or self.server_pid is not None:
-                raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
-                                  stderr=self.stderr_tail()) from None
-            # The node loader another rank started failed at start-up: start one here, whose
-            # error (a configuration error, say) this rank then reports itself.
-            sock.close()
-            self._sock = sock = self._rendezvous(deadline)
-            try:
-                msg, fds = self._ask(sock, req, deadline)
-            except _Gone:
-                raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
-                                  stderr=self.stderr_tail()) from None
+            raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                              stderr=self.stderr_tail()) from None
         try:
             reply = json.loads(msg)
         except ValueError:
@@ -228,14 +330,20 @@ class NodeSession:
         self._check_ring(fds[0], reply)
         return fds[0]
 
-    def _ask(self, sock: socket.socket, req: Dict[str, Any], deadline: float) -> "tuple[bytes, List[int]]":
-        """Sends one request and waits (up to the deadline, checking the child this rank
-        started) for its reply; raises _Gone when the connection ends first."""
-        data = json.dumps(req).encode()
+    def _exchange(self, sock: socket.socket, data: bytes, deadline: float,
+                  fds: Sequence[int] = ()) -> "tuple[bytes, List[int]]":
+        """Sends one message (with ``fds``) and waits (up to the deadline, checking the child
+        this rank started) for its reply; raises _Gone when the connection ends first."""
         try:
-            sent = sock.send(data)
+            sent = socket.send_fds(sock, [data], list(fds)) if fds else sock.send(data)
         except OSError as e:
             if e.errno in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
+                try:  # it may have said why before it closed (a refusal)
+                    msg, fds, _, _ = socket.recv_fds(sock, _MAX_REPLY, 1, socket.MSG_DONTWAIT)
+                except OSError:
+                    msg, fds = b"", []
+                if msg:
+                    return msg, fds
                 raise _Gone() from None
             raise LoaderError(f"{self.label}: {e}") from None
         if sent != len(data):
@@ -260,6 +368,31 @@ class NodeSession:
             self.check()  # the starter sees its child's own error first
             raise _Gone()
 
+    def join_ring(self, fd: int, *, epoch: Optional[int], timeout: float) -> None:
+        """Hands this rank's ring (its memfd ``fd``), whose node loader died, to this one, which
+        joins it as its producer: it takes over the batches the dead one held and carries on at
+        the ring's position (docs/PROTOCOL.md 3.7)."""
+        sock = self._sock
+        if sock is None:
+            raise LoaderError(f"{self.label}: the connection is closed")
+        req = {"rank": self.spec.rank, "world_size": self.spec.world_size, "start": None, "epoch": epoch,
+               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth, "join": True}
+        try:
+            msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout, fds=(fd,))
+        except _Gone:
+            raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                              stderr=self.stderr_tail()) from None
+        for extra in fds:
+            os.close(extra)
+        try:
+            reply = json.loads(msg)
+        except ValueError:
+            raise RingError(f"{self.label}: not a node loader reply: {msg[:200]!r}") from None
+        self.server_pid = reply.get("server_pid", self.server_pid)
+        if reply.get("error"):
+            cls = ConfigError if reply.get("usage") else LoaderError
+            raise cls(f"{self.label}: joining the ring: {reply['error']}", stderr=self.stderr_tail())
+
     def _check_ring(self, fd: int, reply: Dict[str, Any]) -> None:
         """The ring must be this rank's: the reply says so, and so does the memfd's name, which
         the node loader gave it from the rank when it made it."""
@@ -275,13 +408,19 @@ class NodeSession:
 
     # ---- the child ----
 
-    def check(self) -> None:
-        """Raises if the node loader this rank started has failed (about every 100 ms of a wait)."""
+    def check(self, supervised: bool = False) -> None:
+        """Raises if the node loader this rank started has failed (about every 100 ms of a
+        wait); ``supervised``: a restart was possible, and not for this failure."""
         child = self.child
         code = child.poll() if child is not None else None
         if child is None or code is None or code == 0:
             return
-        raise child.exit_error(code, f"; {UNSUPERVISED}")
+        raise child.exit_error(code, "" if supervised else f"; {UNSUPERVISED}")
+
+    def server_gone(self) -> bool:
+        """Whether the node loader this session reached has exited."""
+        pid = self.server_pid
+        return pid is not None and process_state(pid).startswith(("gone", "a zombie", "dead"))
 
     def stderr_tail(self) -> str:
         """The end of the node loader's stderr, when this rank started it."""
@@ -304,14 +443,27 @@ class NodeSession:
 
 class NodeRings:
     """A Loader's producer strategy in node mode: each ring (an epoch, a resume) is asked of the
-    node loader over one session that outlives them; the ring's Producers calls watch the node
-    loader this rank started, and say with a producer's death that it is not supervised."""
+    node loader over one session that outlives them. The node loader is supervised as a
+    Loader's own child is (``_supervise.Supervisor``, the same ``restarts`` budget, backoff and
+    warnings): when it dies while a ring is read, each rank finds it dead (its child's exit
+    status for the rank that started it; the ring's dead producer for the others), meets the
+    others again at the same socket name, where the kernel's bind elects the rank that starts
+    the new one, and hands it its ring to join (``NodeSession.join_ring``): the new node loader
+    takes over the batches the dead one held and carries on at the ring's position, so each
+    rank's stream goes on exactly once and in order. A node loader started by hand, or
+    ``restarts=0``, is not restarted."""
 
-    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float) -> None:
+    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float,
+                 restarts: Optional[Restarts] = None) -> None:
         self._spec = spec
         self._command = command
         self._start_timeout = start_timeout
+        self._restarts = restarts if restarts is not None and not spec.by_hand else Restarts(0, 0.0, 0.0)
         self.session: Optional[NodeSession] = None
+        self.supervisor: Optional[Supervisor] = None
+        self._ring_fd = -1  # the open ring's memfd, kept to hand to a restarted node loader
+        self._ring: "Optional[weakref.ref[Ring]]" = None
+        self._epoch: Optional[int] = None
 
     @property
     def pid(self) -> Optional[int]:
@@ -324,6 +476,8 @@ class NodeRings:
         """This rank's ring from the node's ``shmloader serve`` (started here when this is the
         node's first Loader); ``check`` vets it before it is returned. A failure ends the
         session."""
+        if self.session is not None and self._restarts.restarts > 0 and self.session.server_gone():
+            self.session.close()  # it died between rings: nothing to take over, meet the next one
         if self.session is None or self.session.closed:
             self.session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
         session = self.session
@@ -334,10 +488,12 @@ class NodeRings:
             try:
                 ring = Ring(fd, framework=framework, label=session.label, timeout=max(deadline - time.monotonic(), 0.1),
                             sealed=True, stall_warning_s=stall_warning_s, _producers=self)
+                if check is not None:
+                    check(ring)
+                if self._restarts.restarts > 0:
+                    self._supervise(fd, ring, epoch)
             finally:
                 os.close(fd)
-            if check is not None:
-                check(ring)
             return ring
         except BaseException:
             if ring is not None:
@@ -345,25 +501,110 @@ class NodeRings:
             session.close()
             raise
 
+    def _supervise(self, fd: int, ring: Ring, epoch: Optional[int]) -> None:
+        self._ring_fd = os.dup(fd)
+        self._ring = weakref.ref(ring)
+        self._epoch = epoch
+        start, world, rank = ring.start_batch, self._spec.world_size, self._spec.rank
+
+        def batch_name(j: int) -> str:
+            k = start + j
+            return f"stream batch {k}" + (f" (global batch {k * world + rank})" if world > 1 else "")
+
+        r = self._restarts
+        self.supervisor = Supervisor(restarts=r.restarts, window_s=r.window_s, backoff_s=r.backoff_s,
+                                     start_timeout=self._start_timeout, slots=ring.slots, spawn=self._rejoin,
+                                     mm=self._mapping, batch_name=batch_name)
+
+    def _mapping(self) -> Optional[mmap.mmap]:
+        ring = self._ring() if self._ring is not None else None
+        return ring._mm if ring is not None else None
+
+    def _rejoin(self) -> int:
+        """The Supervisor's spawn: a new session (starting the node loader when this rank wins
+        the bind) that joins this rank's ring; returns the node loader's pid."""
+        old = self.session
+        if old is not None:
+            old.close()
+        self.session = session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
+        session.join_ring(self._ring_fd, epoch=self._epoch, timeout=self._start_timeout)
+        assert session.server_pid is not None
+        return session.server_pid
+
+    def _restart(self, pid: int, code: Optional[int]) -> None:
+        """Restarts the dead node loader ``pid`` (``code``: its exit status when this rank
+        started it) through the Supervisor, or raises its error."""
+        sup, session = self.supervisor, self.session
+        assert sup is not None and session is not None
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else "died"
+        cause = f"the node loader pid {pid} (socket {self._spec.socket}) {how}"
+        try:
+            sup.restart(pid, code, cause=cause)
+        except LoaderError as e:
+            raise LoaderError(f"rank {self._spec.rank}: {e.message}", stderr=session.stderr_tail(),
+                              exit_code=e.exit_code) from None
+
     def stop(self) -> None:
         """After a ring's close: the session stays for the next ring."""
+        self.supervisor = None
+        self._ring = None
+        if self._ring_fd >= 0:
+            os.close(self._ring_fd)
+            self._ring_fd = -1
 
     def close(self) -> None:
         """After the last ring's close: the node loader sees a clean exit."""
+        self.stop()
         if self.session is not None:
             self.session.close()
 
     # ---- the ring's calls (_ring.Producers) ----
 
     def tick(self) -> None:
-        if self.session is not None:
-            self.session.check()
+        """Raises when the node loader this rank started has failed; restarts it (supervised)
+        when it was killed by a signal."""
+        session, sup = self.session, self.supervisor
+        if session is None:
+            return
+        child = session.child
+        code = child.poll() if child is not None and sup is not None else None
+        if child is not None and code is not None and code < 0 and sup is not None:
+            assert child.pid is not None
+            self._restart(child.pid, code)
+            return
+        session.check(supervised=sup is not None)
 
     def recover(self, rc: int) -> bool:
-        return False
+        """A producer death the C side reports (GB_EDEAD) while supervised: restart a node
+        loader that is gone, and wait out the start-up of a restarted one that has not
+        registered yet."""
+        sup, session = self.supervisor, self.session
+        if rc != _lib.EDEAD or sup is None or session is None or session.server_pid is None:
+            return False
+        pid = session.server_pid
+        if sup.starting() and not any(p.pid == pid for p in _registry.live(self._mapping())):
+            time.sleep(0.005)
+            return True
+        child = session.child
+        code = child.poll() if child is not None else None
+        if child is not None and code is None:
+            try:  # a killed child's threads may still be exiting
+                code = child.proc.wait(timeout=1.0) if child.proc is not None else None
+            except subprocess.TimeoutExpired:
+                return False
+        elif child is None:
+            deadline = time.monotonic() + 1.0
+            while not session.server_gone():
+                if time.monotonic() >= deadline:
+                    return False  # alive: not a death this can repair
+                time.sleep(0.01)
+        if code is not None and code >= 0:
+            return False  # it exited with a status: it said why
+        self._restart(pid, code)
+        return True
 
     def failure(self, rc: int, cls: Type[LoaderError], message: str) -> BaseException:
-        if rc == _lib.EDEAD:
+        if rc == _lib.EDEAD and self.supervisor is None:
             message += f"; {UNSUPERVISED}"
         return cls(message)
 

@@ -124,14 +124,16 @@ class Supervisor:
         """The running child is registered: its predecessor's death no longer excuses an error."""
         self._started_at = None
 
-    def restart(self, pid: int, code: int) -> int:
-        """Handles the death of child ``pid`` (exit ``code`` < 0): raises :class:`LoaderError`
-        for a deterministic failure or a spent budget, else starts a joining child after the
-        backoff and returns its pid."""
+    def restart(self, pid: int, code: Optional[int], cause: Optional[str] = None) -> int:
+        """Handles the death of child ``pid`` (exit ``code`` < 0; None when it is not this
+        process's child, and ``cause`` then words the death): raises :class:`LoaderError` for a
+        deterministic failure or a spent budget, else starts a joining child after the backoff
+        and returns its pid."""
         t_seen = time.monotonic()
         mm = self._mm()
         held = set(held_batches(mm, self._slots, pid)) if mm is not None else set()
-        cause = f"shmloader pid {pid} was killed by {_signal_name(code)}"
+        if cause is None:
+            cause = f"shmloader pid {pid} was killed by {_signal_name(code or 0)}"
         holding = (", holding " + ", ".join(self._batch_name(j) for j in sorted(held))) if held else ", holding no batch"
         while self._times and t_seen - self._times[0] > self._window_s:
             self._times.popleft()

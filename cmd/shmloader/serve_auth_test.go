@@ -1,0 +1,262 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// TestAcceptBacksOff: accept failures that pass (out of descriptors, an aborted connection)
+// do not end the accept loop: it waits, growing its wait, and serves the next connection;
+// only a closed listener ends it.
+func TestAcceptBacksOff(t *testing.T) {
+	a, b, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fl := &failingListener{errs: []error{
+		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.EMFILE)},
+		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ENFILE)},
+		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
+	}, conn: a}
+	srv := &nodeServer{log: zerolog.Nop(), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	t0 := time.Now()
+	go func() { srv.accept(fl); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("accept loop still running after its listener closed")
+	}
+	// The connection it got after the failures was served: it answers the handshake (a
+	// request before the hello is not a hello).
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := b.Write([]byte(`{"rank": 0}`)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, err := b.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "not a hello") {
+		t.Fatalf("after the accept failures: %q %v, want the served connection's answer", buf[:n], err)
+	}
+	fl.mu.Lock()
+	calls := fl.calls
+	fl.mu.Unlock()
+	// 3 failures, the connection, the close; waits of 5 + 10 + 20 ms between.
+	if calls != 5 || time.Since(t0) < 35*time.Millisecond {
+		t.Fatalf("%d accepts in %v, want 5 with backoffs of at least 35 ms in all", calls, time.Since(t0))
+	}
+}
+
+// failingListener returns its errors, then its connection, then net.ErrClosed.
+type failingListener struct {
+	mu    sync.Mutex
+	errs  []error
+	conn  *net.UnixConn
+	calls int
+}
+
+func (f *failingListener) AcceptUnix() (*net.UnixConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return nil, err
+	}
+	if c := f.conn; c != nil {
+		f.conn = nil
+		return c, nil
+	}
+	return nil, net.ErrClosed
+}
+
+// socketPair returns two connected SOCK_SEQPACKET Unix sockets.
+func socketPair() (*net.UnixConn, *net.UnixConn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "pair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = c.(*net.UnixConn)
+	}
+	return out[0], out[1], nil
+}
+
+// TestServeHandshake: a request without the node's proof is refused (the config digest is no
+// longer the only gate); a node loader with another secret fails the rank's check of its
+// proof; a connection that never says hello is dropped within helloTimeout and does not keep
+// the node loader alive after its ranks have left.
+func TestServeHandshake(t *testing.T) {
+	cfg := writeConfig(t, "c.toml", allDTypes(2, 3, ""))
+	sha := fileSHA(t, cfg)
+	socket := socketName(t)
+	cmd := exec.Command(binPath, "serve", "--config", cfg, "--socket", socket, "--local-world-size", "1", "--readers", "2")
+	cmd.Env = append(os.Environ(), secretEnv+"=the-job-secret")
+	p := startCmd(t, cmd)
+
+	// A client with another secret (the empty one): the node loader's proof fails its check,
+	// and its request, with a proof of its own secret, is refused.
+	other := &nodeClient{c: rawDial(t, socket, p)}
+	defer other.close()
+	if err := other.hello(); err == nil || !strings.Contains(err.Error(), "proof is wrong") {
+		t.Fatalf("hello to a node loader of another secret: %v", err)
+	}
+	u := uint64(0)
+	reply, fd, err := other.request(nodeRequest{Rank: &u, WorldSize: 1, ConfigSHA256: sha})
+	if err != nil || fd >= 0 || !strings.Contains(reply.Error, "does not prove the node's secret") {
+		t.Fatalf("request with the wrong proof: %v fd %d %+v", err, fd, reply)
+	}
+
+	// A silent connection: dropped after helloTimeout.
+	silent := rawDial(t, socket, p)
+	t0 := time.Now()
+	silent.SetReadDeadline(time.Now().Add(helloTimeout + 5*time.Second))
+	if _, err := silent.Read(make([]byte, 16)); !errors.Is(err, io.EOF) && err != nil && !isReset(err) {
+		t.Fatalf("silent connection: %v, want it closed by the node loader", err)
+	}
+	if d := time.Since(t0); d > helloTimeout+2*time.Second {
+		t.Fatalf("silent connection dropped after %v, want about %v", d, helloTimeout)
+	}
+
+	// A rank that knows the secret reads its stream, and the node loader exits when it leaves,
+	// although another silent connection is still open.
+	rawDial(t, socket, p)
+	rank := dialKeyed(t, socket, []byte("the-job-secret"))
+	rr := openRank(t, rank, 0, 1, sha, -1)
+	got, err := rr.read(-1, 1)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("rank 0: %v %v", got, err)
+	}
+	rr.c.Close()
+	rank.close()
+	p.expectExit(t, exitOK, 2*time.Second) // well before the silent one's helloTimeout
+}
+
+// rawDial connects to socket, once p listens, and says nothing.
+func rawDial(t *testing.T, socket string, p *proc) *net.UnixConn {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: "@" + socket, Net: "unixpacket"})
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("shmloader serve exited %d; stderr:\n%s", p.code, p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect %s: %v", socket, err)
+		}
+	}
+}
+
+// dialKeyed connects as a rank that knows key.
+func dialKeyed(t *testing.T, socket string, key []byte) *nodeClient {
+	t.Helper()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: "@" + socket, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &nodeClient{c: c, auth: nodeAuth{key: key}}
+	if err := nc.hello(); err != nil {
+		t.Fatal(fmt.Errorf("hello: %w", err))
+	}
+	t.Cleanup(nc.close)
+	return nc
+}
+
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// TestServeJoin: a node loader killed with kill -9 while its rank reads; another, started on
+// the same name, joins the rank's ring (a join request carrying its memfd): the rank reads the
+// rest of its stream, every batch once and in order, and a join with another rank's ring, or
+// none, is refused.
+func TestServeJoin(t *testing.T) {
+	const batches = 40
+	cfg := writeConfig(t, "c.toml", allDTypes(2, batches, "delay_ms = 2"))
+	sha := fileSHA(t, cfg)
+	socket := socketName(t)
+	first := startServe(t, cfg, socket, 2, 0, 2)
+	nc := dialNode(t, socket, first)
+	rr := openRank(t, nc, 1, 2, sha, -1)
+	got, err := rr.read(5, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.cmd.Process.Kill()
+	<-first.done
+	nc.close()
+
+	second := startServe(t, cfg, socket, 2, 0, 2)
+	u := func(v uint64) *uint64 { return &v }
+	refused := dialNode(t, socket, second)
+	if reply, _, err := refused.request(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}); err != nil ||
+		!reply.Usage || !strings.Contains(reply.Error, "a join request without the ring's memfd") {
+		t.Fatalf("join without a memfd: %v %+v", err, reply)
+	}
+	if reply, _, err := refused.requestFD(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd()); err != nil ||
+		!reply.Usage || !strings.Contains(reply.Error, "not rank 0's ring") {
+		t.Fatalf("join with rank 1's ring as rank 0: %v %+v", err, reply)
+	}
+	refused.close()
+	nc = dialNode(t, socket, second)
+	reply, fd, err := nc.requestFD(nodeRequest{Rank: u(1), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd())
+	if err != nil || reply.Error != "" || fd >= 0 {
+		t.Fatalf("join: %v fd %d %+v", err, fd, reply)
+	}
+	rest, err := rr.read(-1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, rest...)
+	if len(got) != batches {
+		t.Fatalf("%d batches, want %d", len(got), batches)
+	}
+	for k, g := range got {
+		if g != uint64(2*k+1) {
+			t.Fatalf("batch %d is global %d, want %d (in order, once)", k, g, 2*k+1)
+		}
+	}
+	rr.c.Close()
+	nc.close()
+	second.cmd.Process.Signal(syscall.SIGTERM)
+	second.expectExit(t, exitOK, 10*time.Second)
+}
+
+// requestFD is request with a descriptor passed along.
+func (nc *nodeClient) requestFD(req nodeRequest, fd int) (nodeReply, int, error) {
+	if req.Auth == "" {
+		req.Auth = hex.EncodeToString(nc.auth.proof("rank"))
+	}
+	b, _ := json.Marshal(req)
+	if _, _, err := nc.c.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
+		return nodeReply{}, -1, err
+	}
+	return nc.reply()
+}
