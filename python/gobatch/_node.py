@@ -307,6 +307,10 @@ class NodeRings:
     node loader over one session that outlives them; the ring's Producers calls watch the node
     loader this rank started, and say with a producer's death that it is not supervised."""
 
+    #: Epochs one ring carries: one (the node loader's cache outlives its rings, so a new ring
+    #: per epoch costs a request, not a cold cache).
+    ring_epochs = 1
+
     def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float) -> None:
         self._spec = spec
         self._command = command
