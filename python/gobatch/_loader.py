@@ -391,8 +391,9 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The epoch the running ``for`` iterates, or the next ``for`` will (``order =
-        "epochs"``; 0 otherwise)."""
+        """The epoch of the current iterator (``order = "epochs"``; 0 otherwise): the one a
+        ``for`` runs or would go on with. Once it is exhausted the next ``iter(loader)`` makes
+        it the next epoch."""
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
@@ -417,8 +418,8 @@ class Loader:
     def _place(self, epoch: int, batch: int) -> bool:
         """Places the loader at stream batch ``batch`` of ``epoch`` without a new ring when that
         is the running ring's next batch (an epoch that follows the one read to its end, or a
-        state saved here); False when it is not."""
-        if self._ring.next_batch != batch or batch >= self._ring_end:
+        state saved here, and the ring has not failed); False when it is not."""
+        if self._ring.next_batch != batch or batch >= self._ring_end or self._ring._failure is not None:
             return False
         self._epoch, self._positioned_at = epoch, batch
         self._placement += 1
