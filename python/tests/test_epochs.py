@@ -477,3 +477,20 @@ def test_stream_iterators_continue(framework: str) -> None:
             check_batch(b, cfg, k)
             k += 1
         assert k == 12
+
+
+def test_child_killed_across_an_epoch_boundary(data: Path, whole: list[list[Batch]]) -> None:
+    """The supervised restart of a killed child joins the ring with the same epochs: the
+    batches after it are the uninterrupted epochs', across the boundary."""
+    import signal
+
+    with gobatch.Loader(epochs_cfg(), data_root=data, restart_backoff_s=0.0) as loader:
+        n = len(loader)
+        got = run_epoch(loader, stop=n - 2)
+        first = loader.pid
+        os.kill(first, signal.SIGKILL)
+        with pytest.warns(gobatch.GobatchWarning, match="restart"):
+            got += run_epoch(loader)
+            got += run_epoch(loader)
+        assert loader.pid != first and loader.epoch == 1
+    assert same(got, whole[0] + whole[1])
