@@ -17,7 +17,13 @@ identified from each batch's own ``t0``/``x``/``y`` tensors. Checked:
   ranks, resumed mid-epoch equal to uninterrupted, two epochs differ, examples equal to the
   reference, and the mixing (segments per batch, Spearman(position, t0)) as planned;
 - a finished bounded stream raises ``StreamEndedError`` when iterated again (Loader and
-  attach), and epoch misuse is refused clearly.
+  attach), and epoch misuse is refused clearly;
+- the iterator contract (NumPy and torch): ``next(iter(loader))`` then ``for``, ``it =
+  iter(loader); next(it); for b in it``, a warm-up ``islice`` then the loop all continue the
+  current epoch; an exhausted iterator stays exhausted; the same patterns on a synthetic stream;
+- one child serves every epoch (same pid, no chunk decoded again in later epochs), a jump
+  starts a new one, a resume at an epoch's end continues, and a child killed near an epoch's
+  end is restarted into the same epochs.
 """
 
 from __future__ import annotations
