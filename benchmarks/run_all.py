@@ -75,6 +75,15 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "batch, batches/s per rank, chunk misses (issue 10 asks for the node loader's RSS at "
         "most 1.2x one rank's).",
     ),
+    "epochs": (
+        "Later epochs of a per-rank Loader (issue 19): one child across epochs against one per epoch",
+        [PY, "benchmarks/epochs_bench.py", "--baseline-commit", "19cc3da", "--days", "2"],
+        [PY, "benchmarks/epochs_bench.py", "--baseline-commit", "19cc3da", "--days", "1", "--rounds", "1"],
+        "a per-rank gobatch.Loader over presets/nowcast.toml with order = \"epochs\" and the data in "
+        "the cache, two epochs in one process: this build (one child, its cache kept) against the "
+        "one built from 19cc3da (main before it: a new child, an empty cache, for every epoch), "
+        "builds alternated round by round; batches/s and GB/s of each epoch.",
+    ),
     "objstore": (
         "Object storage against local disk (nowcast-ref larger than the cache)",
         [PY, "benchmarks/objstore_bench.py", "--days", "8", "--data", "data/nowcast-large"],

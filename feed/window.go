@@ -2,21 +2,27 @@ package feed
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 )
 
-// Window is the part of a rank's stream that one ring carries: `run --start K --epoch E`, or
-// the start and epoch of a node loader's request. Without an epoch the ring starts at Start
-// (0 when unset) and ends where the configured stream does; with one it carries exactly
-// epoch Epoch of the rank's stream, from its first batch or from Start, which must lie in it.
+// Window is the part of a rank's stream that one ring carries: `run --start K --epoch E
+// --epochs N`, or the start and epoch of a node loader's request. Without an epoch the ring
+// starts at Start (0 when unset) and ends where the configured stream does; with one it
+// carries epochs Epoch .. Epoch+Epochs-1 of the rank's stream (Epochs 0 counts as 1), one
+// after another, from the first batch of epoch Epoch or from Start, which must lie in that
+// epoch. So the ring ends at (Epoch+Epochs) * the rank's batches per epoch, from which the
+// consumer reads the epoch length back (gobatch.Loader runs many epochs in one ring, its
+// child's cache kept).
 type Window struct {
 	Start    uint64
 	StartSet bool
 	Epoch    uint64
 	EpochSet bool
+	Epochs   uint64
 }
 
 // RequestError is an error of what was asked rather than of the machine: a window outside
@@ -50,6 +56,15 @@ func (w Window) layout(cfg *config.Config, tensors []config.Tensor, st sampler.S
 	if !ok {
 		return ring.Layout{}, fmt.Errorf("--epoch %d: its batches are past the largest stream index", w.Epoch)
 	}
+	last := end // the end of the ring: of epoch Epoch+Epochs-1
+	if w.Epochs > 1 {
+		if w.Epoch > math.MaxUint64-(w.Epochs-1) {
+			return ring.Layout{}, fmt.Errorf("--epoch %d --epochs %d: the last epoch is past the largest epoch number", w.Epoch, w.Epochs)
+		}
+		if _, last, ok = sampler.EpochSpan(w.Epoch+w.Epochs-1, n); !ok {
+			return ring.Layout{}, fmt.Errorf("--epoch %d --epochs %d: the last epoch's batches are past the largest stream index; expected fewer epochs", w.Epoch, w.Epochs)
+		}
+	}
 	start := first
 	if w.StartSet {
 		if w.Start < first || w.Start >= end {
@@ -62,7 +77,7 @@ func (w Window) layout(cfg *config.Config, tensors []config.Tensor, st sampler.S
 	if err != nil {
 		return l, err
 	}
-	l.TotalBatches = end - start
+	l.TotalBatches = last - start
 	return l, l.Validate()
 }
 

@@ -64,6 +64,13 @@ func TestWindowEpoch(t *testing.T) {
 		{f: Window{Epoch: 2, EpochSet: true, Start: 21, StartSet: true}, err: "--start 21 is not in --epoch 2, whose batches are 14 .. 20 of this rank's stream (7 per epoch); expected --start in that range, or --epoch 3"},
 		{f: Window{Epoch: 2, EpochSet: true, Start: 13, StartSet: true}, err: "--start 13 is not in --epoch 2"},
 		{f: Window{Epoch: 1 << 62, EpochSet: true}, err: "past the largest stream index"},
+		// --epochs N: epochs E .. E+N-1 one after another, the ring ending at (E+N) * 7
+		{f: Window{Epoch: 2, EpochSet: true, Epochs: 1}, start: 14, total: 7},
+		{f: Window{Epoch: 2, EpochSet: true, Epochs: 3}, start: 14, total: 21},
+		{f: Window{Epoch: 2, EpochSet: true, Epochs: 3, Start: 18, StartSet: true}, start: 18, total: 17},
+		{f: Window{Epoch: 2, EpochSet: true, Epochs: 3, Start: 21, StartSet: true}, err: "--start 21 is not in --epoch 2"},
+		{f: Window{Epoch: 1 << 40, EpochSet: true, Epochs: 1 << 62}, err: "the last epoch's batches are past the largest stream index"},
+		{f: Window{Epoch: 1 << 40, EpochSet: true, Epochs: 1<<64 - 1}, err: "past the largest epoch number"},
 	} {
 		l, err := c.f.Layout(cfg, tensors, st)
 		if c.err != "" {

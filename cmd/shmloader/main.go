@@ -9,7 +9,7 @@
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--batch-size N]
-//	    [--cache-mb N] [--data-root ROOT] [--epoch E] [--join] [--log-format FORMAT]
+//	    [--cache-mb N] [--data-root ROOT] [--epoch E] [--epochs N] [--join] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--order ORDER] [--rank N] [--readers N] [--seed N] [--start K]
 //	    [--t0-end END] [--t0-start START] [-v] [--world-size N]
 //	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--data-root ROOT] [--json]

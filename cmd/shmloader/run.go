@@ -45,7 +45,7 @@ type runFlags struct {
 	ring     string
 	memfd    int
 	readers  int
-	window   feed.Window // --start, --epoch
+	window   feed.Window // --start, --epoch, --epochs
 	join     bool
 	allowUID *int // --allow-uid, with --join
 	sourceFlags
@@ -74,12 +74,20 @@ func cmdRun(args []string) int {
 		f.window.Start, f.window.StartSet = k, true
 		return nil
 	})
-	fs.Func("epoch", "with [batch] order = \"epochs\": produce epoch `E` of this rank's stream only, from its first batch or from --start, which must lie in it (gobatch.Loader runs one epoch per ring)", func(s string) error {
+	fs.Func("epoch", "with [batch] order = \"epochs\": produce epoch `E` of this rank's stream (and the next ones, --epochs), from its first batch or from --start, which must lie in it", func(s string) error {
 		e, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return fmt.Errorf("want an epoch number >= 0")
 		}
 		f.window.Epoch, f.window.EpochSet = e, true
+		return nil
+	})
+	fs.Func("epochs", "with --epoch E: produce `N` epochs, E .. E+N-1, one after another in the one ring (default 1; gobatch.Loader asks for many, so that one child with one cache serves them all)", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 {
+			return fmt.Errorf("want a number of epochs >= 1")
+		}
+		f.window.Epochs = n
 		return nil
 	})
 	fs.BoolVar(&f.join, "join", false, "attach to the existing ring (--ring NAME, or the trainer's --memfd FD when gobatch.Loader restarts its child) as an additional producer process: it takes over the batches of dead producers and continues at the ring's position")
@@ -151,6 +159,8 @@ func (f *runFlags) check(rest []string) (sampler.Stream, error) {
 		return sampler.Stream{}, errors.New("--allow-uid needs --join (a ring this process creates is its own)")
 	case f.readers < 1 || f.readers > 1024:
 		return sampler.Stream{}, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
+	case f.window.Epochs != 0 && !f.window.EpochSet:
+		return sampler.Stream{}, errors.New("--epochs needs --epoch (the first of the epochs)")
 	}
 	if f.ring != "" {
 		if err := shm.ValidateName(f.ring); err != nil {

@@ -190,3 +190,16 @@ func TestRunAllowUIDNeedsJoin(t *testing.T) {
 		t.Errorf("allowedUID = %d, unset %d", f.allowedUID(), (&runFlags{}).allowedUID())
 	}
 }
+
+// TestRunEpochsNeedsEpoch: --epochs counts epochs from --epoch's, so it is refused alone.
+func TestRunEpochsNeedsEpoch(t *testing.T) {
+	f := runFlags{config: "x.toml", ring: "r", memfd: -1, readers: 1, sourceFlags: sourceFlags{world: 1}}
+	f.window.Epochs = 3
+	if _, err := f.check(nil); err == nil || !strings.Contains(err.Error(), "--epochs needs --epoch") {
+		t.Errorf("--epochs without --epoch: %v", err)
+	}
+	f.window.EpochSet = true
+	if _, err := f.check(nil); err != nil {
+		t.Errorf("--epochs with --epoch: %v", err)
+	}
+}

@@ -2,8 +2,11 @@
 
 A Loader owns a :class:`gobatch.Ring` (the ring it reads now) and a producer strategy that makes
 each ring it reads: its own ``shmloader run`` child (``_own.OwnChild``) or, in node mode, the
-node loader's (``_node.NodeRings``). A new epoch, :meth:`Loader.set_epoch` and
-:meth:`Loader.load_state_dict` close the ring and ask the strategy for a new one."""
+node loader's (``_node.NodeRings``). With ``order = "epochs"`` one ring carries many epochs
+one after another (``ring_epochs`` of the strategy: its own child serves 65536 epochs with one
+cache), so a new epoch goes on in the same ring; :meth:`Loader.set_epoch` and
+:meth:`Loader.load_state_dict` to another place close the ring and ask the strategy for a new
+one."""
 
 from __future__ import annotations
 
@@ -132,15 +135,19 @@ class Loader:
     stream is a pure function of the configuration and its seed), so a resumed loader continues
     at exactly the next batch.
 
-    Epochs (``[batch] order = "epochs"``): each ``for batch in loader`` runs one epoch, a seeded
-    permutation of the whole sample space (every sample once, the last incomplete batch per
-    rank dropped), and ``len(loader)`` is this rank's batches per epoch. The first ``for`` runs
-    epoch ``epoch`` (0), each later one the next epoch, unless :meth:`set_epoch` or
-    :meth:`load_state_dict` placed the loader since: then it runs from there (a resumed epoch
-    from its saved batch). A ``for`` left early (``break``) skips the rest of its epoch. Ranks
-    see disjoint samples of every epoch, the same number of batches each, as with
-    ``DistributedSampler(drop_last=True)``. Each epoch is one ``shmloader`` child (it re-opens
-    the stores, and its cache starts empty).
+    Epochs (``[batch] order = "epochs"``): an epoch is a seeded permutation of the whole sample
+    space (every sample once, the last incomplete batch per rank dropped), and ``len(loader)``
+    is this rank's batches per epoch. ``iter(loader)`` is an iterator of the current epoch that
+    goes on where the last one stopped, as Python's iterators do: ``next(iter(loader))`` and
+    then ``for batch in loader`` yields the rest of that epoch, and so does a ``for`` after one
+    left early (``break``) or after a warm-up ``islice``. A new epoch begins only when the
+    current one is exhausted (the next ``iter`` then runs the next epoch) or :meth:`set_epoch`
+    says so (the ``DistributedSampler`` rule); :meth:`load_state_dict` places the loader in the
+    saved epoch at its saved batch. The first epoch is ``epoch`` (0). Ranks see disjoint samples
+    of every epoch, the same number of batches each, as with
+    ``DistributedSampler(drop_last=True)``. One ``shmloader`` child serves epoch after epoch in
+    one ring, its decoded-chunk cache kept; only a :meth:`set_epoch` or
+    :meth:`load_state_dict` to a place other than the next batch starts a new one.
 
     A bounded stream (``[batch] batches = N``) is read once: iterating it again after its end
     raises :class:`StreamEndedError` (never an empty loop).
@@ -195,8 +202,9 @@ class Loader:
         self._order = self._identity.order
         self._epoch = _first_epoch(epoch, self._order)
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
+        self._ring_end = 0  # epochs: the stream index where the ring ends (an epoch boundary)
         self._positioned_at = 0  # epochs: the stream batch the loader was last placed at
-        self._began = False  # epochs: a ``for`` has begun at that place
+        self._placement = 0  # epochs: counts placements; an iterator of an earlier one has ended
         command = Command(shmloader_path(shmloader), config_path, config_json, readers,
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
@@ -215,7 +223,8 @@ class Loader:
 
     def _open(self, start: Optional[int]) -> Ring:
         """A new ring from the producer strategy, from stream batch ``start`` (with epochs: of
-        the loader's epoch, whose length is read off it)."""
+        the loader's epoch, and the strategy's ``ring_epochs`` epochs from it, whose length is
+        read off the ring)."""
         epochs = self._order == ORDER_EPOCHS
         return self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
@@ -351,23 +360,28 @@ class Loader:
                               "(the same configuration over other data)")
         if mismatches:
             raise ValueError("state_dict is from another stream: " + ", ".join(mismatches))
-        epoch = nxt // self._epoch_batches if self._order == ORDER_EPOCHS else None
-        self._restart(start=nxt, epoch=epoch)
+        if self._order != ORDER_EPOCHS:
+            self._restart(start=nxt, epoch=None)
+        elif not self._place(nxt // self._epoch_batches, nxt):
+            self._restart(start=nxt, epoch=nxt // self._epoch_batches)
 
     # ---- epochs ----
 
     def _learn_epoch(self, ring: Ring) -> None:
-        """Reads this rank's batches per epoch off a new ring: ``shmloader run --epoch E`` ends
-        the ring's stream at the end of epoch E, stream index (E + 1) * batches per epoch."""
+        """Reads this rank's batches per epoch off a new ring: ``shmloader run --epoch E
+        --epochs K`` ends the ring's stream at the end of epoch E + K - 1, stream index
+        (E + K) * batches per epoch, and starts it inside epoch E."""
+        epochs = self._producer.ring_epochs
         end = ring.start_batch + (ring.total_batches or 0)
-        n, rest = divmod(end, self._epoch + 1)
-        if rest or n == 0 or not self._epoch * n <= ring.start_batch < end:
-            raise RingError(f"{ring._label}: asked for epoch {self._epoch}, got stream batches "
-                            f"{ring.start_batch} .. {end - 1}, which are not one epoch (is the shmloader "
-                            "binary older than this gobatch?)")
+        n, rest = divmod(end, self._epoch + epochs)
+        if rest or n == 0 or not self._epoch * n <= ring.start_batch < (self._epoch + 1) * n:
+            raise RingError(f"{ring._label}: asked for epochs {self._epoch} .. {self._epoch + epochs - 1}, got "
+                            f"stream batches {ring.start_batch} .. {end - 1}, which are not those epochs (is the "
+                            "shmloader binary older than this gobatch?)")
         self._epoch_batches = n
-        self._positioned_at = ring.start_batch  # a new child: the next ``for`` runs from here
-        self._began = False
+        self._ring_end = end
+        self._positioned_at = ring.start_batch  # a new ring: the next iterator runs from here
+        self._placement += 1
 
     @property
     def order(self) -> str:
@@ -377,16 +391,19 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The epoch the running ``for`` iterates, or the next ``for`` will (``order =
-        "epochs"``; 0 otherwise)."""
+        """The epoch of the current iterator (``order = "epochs"``; 0 otherwise): the one a
+        ``for`` runs or would go on with. Once it is exhausted the next ``iter(loader)`` makes
+        it the next epoch."""
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``for`` run epoch ``epoch`` from its first batch, as
-        ``DistributedSampler.set_epoch`` does (call it before each epoch, or let each ``for``
-        take the next epoch). Setting the epoch the loader is already placed at and has not
+        ``DistributedSampler.set_epoch`` does (call it before each epoch, or let each exhausted
+        epoch lead to the next). Setting the epoch the loader is already placed at and has not
         begun (a fresh loader, or one :meth:`load_state_dict` resumed inside that epoch) keeps
-        that place. Raises ``ValueError`` unless ``[batch] order = "epochs"``."""
+        that place. The epoch right after an exhausted one goes on in the same ring (the child
+        and its cache stay); any other epoch starts a new ring there. Iterators made before the
+        call are ended. Raises ``ValueError`` unless ``[batch] order = "epochs"``."""
         if self._order != ORDER_EPOCHS:
             raise ValueError(f"set_epoch({epoch!r}): {self._ring._label} streams without epochs ([batch] order = "
                              f"{self._order!r}); set [batch] order = {ORDER_EPOCHS!r} to iterate epochs")
@@ -395,7 +412,22 @@ class Loader:
         self._check_open()
         if epoch == self._epoch and self._unbegun():
             return
-        self._restart(start=None, epoch=epoch)
+        if not self._place(epoch, epoch * self._epoch_batches):
+            self._restart(start=None, epoch=epoch)
+
+    def _place(self, epoch: int, batch: int) -> bool:
+        """Places the loader at stream batch ``batch`` of ``epoch`` without a new ring when that
+        is the running ring's next batch (an epoch that follows the one read to its end, or a
+        state saved here, and the ring has not failed); False when it is not."""
+        if self._ring.next_batch != batch or batch >= self._ring_end or self._ring._failure is not None:
+            return False
+        self._epoch, self._positioned_at = epoch, batch
+        self._placement += 1
+        return True
+
+    def _exhausted(self) -> bool:
+        """The current epoch has been read to its end."""
+        return self._ring.next_batch >= (self._epoch + 1) * self._epoch_batches
 
     def _check_open(self) -> None:
         """A closed (or foreign) loader is not restarted for another epoch."""
@@ -405,8 +437,8 @@ class Loader:
             raise self._ring._closed_error()
 
     def _unbegun(self) -> bool:
-        """No ``for`` or ``next`` has taken a batch since the loader was placed."""
-        return not self._began and self.next_batch == self._positioned_at
+        """No batch has been taken since the loader was placed."""
+        return self.next_batch == self._positioned_at
 
     # ---- iteration ----
 
@@ -418,20 +450,25 @@ class Loader:
         return len(self._ring)
 
     def __iter__(self) -> Iterator[Batch]:
-        """The loader itself. With epochs: the next epoch (see the class doc). Otherwise as
-        :class:`gobatch.Ring`: raises :class:`StreamEndedError` on a bounded stream read to its
-        end."""
+        """With epochs: an iterator of the current epoch, from where the last one stopped; of
+        the next epoch once the current one is exhausted (see the class doc). Otherwise the
+        loader itself, as :class:`gobatch.Ring`: raises :class:`StreamEndedError` on a bounded
+        stream read to its end."""
         if self._order != ORDER_EPOCHS:
             if self._ring._read_to_end():
                 raise StreamEndedError(self._ended_message())
             return self
         self._check_open()
-        if not self._unbegun():
-            self._restart(start=None, epoch=self._epoch + 1)
-        self._began = True
-        return self
+        if self._exhausted():
+            nxt = self._epoch + 1
+            if not self._place(nxt, nxt * self._epoch_batches):
+                self._restart(start=None, epoch=nxt)  # the ring ended with the epoch
+        return _EpochIterator(self, self._placement)
 
     def __next__(self) -> Batch:
+        """The next batch; with epochs, of the current epoch (``StopIteration`` at its end)."""
+        if self._order == ORDER_EPOCHS and self._exhausted():
+            raise StopIteration
         return self._ring.__next__()
 
     def _ended_message(self) -> str:
@@ -503,3 +540,24 @@ class Loader:
     @property
     def _supervisor(self) -> Optional[Supervisor]:
         return getattr(self._producer, "supervisor", None)
+
+
+class _EpochIterator:
+    """``iter(loader)`` with epochs: the loader's batches up to the end of the epoch it was made
+    in. It shares the loader's position with every other iterator of that epoch, and ends once
+    the loader is placed elsewhere (:meth:`Loader.set_epoch`, :meth:`Loader.load_state_dict`,
+    the next epoch)."""
+
+    __slots__ = ("_loader", "_placement")
+
+    def __init__(self, loader: Loader, placement: int) -> None:
+        self._loader, self._placement = loader, placement
+
+    def __iter__(self) -> "_EpochIterator":
+        return self
+
+    def __next__(self) -> Batch:
+        loader = self._loader
+        if loader._placement != self._placement:
+            raise StopIteration
+        return loader.__next__()

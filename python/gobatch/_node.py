@@ -453,6 +453,10 @@ class NodeRings:
     rank's stream goes on exactly once and in order. A node loader started by hand, or
     ``restarts=0``, is not restarted."""
 
+    #: Epochs one ring carries: one (the node loader's cache outlives its rings, so a new ring
+    #: per epoch costs a request, not a cold cache).
+    ring_epochs = 1
+
     def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float,
                  restarts: Optional[Restarts] = None) -> None:
         self._spec = spec

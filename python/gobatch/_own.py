@@ -1,5 +1,6 @@
 """A Loader's own producer: a ``shmloader run`` child on a private memfd ring, one child per ring
-(an epoch, a resume), watched while the ring is read and restarted by the Supervisor when it is
+(the stream, or with epochs ``ring_epochs`` epochs one after another; a new one for a jump or a
+resume), watched while the ring is read and restarted by the Supervisor when it is
 killed (``_supervise``)."""
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class OwnChild:
     Producers calls for it (its exit status and stderr in errors, its state in stall warnings,
     its restart after a kill)."""
 
+    #: Epochs one ring carries (``run --epoch E --epochs K``): so many that one child, with its
+    #: cache, serves a whole training run; the stream index of the ring's end, (E + K) times the
+    #: batches per epoch, stays far below 2^64 for any real epoch length.
+    ring_epochs = 1 << 16
+
     def __init__(self, command: Command, *, rank: int, world_size: int, start_timeout: float,
                  close_timeout: float, restarts: Restarts) -> None:
         self._command = command
@@ -67,7 +73,7 @@ class OwnChild:
     def open(self, *, start: Optional[int], epoch: Optional[int], framework: str, stall_warning_s: float,
              check: Optional[Callable[[Ring], None]] = None) -> Ring:
         """Creates a sealable memfd, starts a child on it (from stream batch ``start``; with
-        ``epoch``, that epoch only), waits for the ring and attaches as its consumer; ``check``
+        ``epoch``, ``ring_epochs`` epochs from it), waits for the ring and attaches as its consumer; ``check``
         vets the ring before it is returned. A failure stops the child."""
         # Sealable: the child seals its size (PROTOCOL.md 1), and Ring checks the seals.
         fd = os.memfd_create("gobatch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -132,7 +138,7 @@ class OwnChild:
         if start is not None:
             args += ["--start", str(int(start))]
         if epoch is not None:
-            args += ["--epoch", str(epoch)]  # one epoch per child: its ring ends there
+            args += ["--epoch", str(epoch), "--epochs", str(self.ring_epochs)]
         if self._world_size != 1:
             args += ["--rank", str(self._rank), "--world-size", str(self._world_size)]
         return args

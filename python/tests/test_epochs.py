@@ -10,14 +10,20 @@ identified from each batch's own ``t0``/``x``/``y`` tensors. Checked:
 - two epochs in a row: every candidate at most once per epoch, exactly ``len * size * world``
   of them (drop-last below one batch per rank), a different order in each epoch, examples
   equal to the reference;
-- ``set_epoch`` and ``loader.epoch``; a ``for`` left early skips to the next epoch;
+- ``set_epoch`` and ``loader.epoch``; a ``for`` left early is continued by the next one;
 - ``state_dict``/``load_state_dict`` mid-epoch continue exactly as an uninterrupted run;
 - 2 ranks (with 1 and 2 readers) are disjoint and together complete;
 - an epoch over data 5x the cache (the block shuffle): every candidate once per epoch, 1 and 2
   ranks, resumed mid-epoch equal to uninterrupted, two epochs differ, examples equal to the
   reference, and the mixing (segments per batch, Spearman(position, t0)) as planned;
 - a finished bounded stream raises ``StreamEndedError`` when iterated again (Loader and
-  attach), and epoch misuse is refused clearly.
+  attach), and epoch misuse is refused clearly;
+- the iterator contract (NumPy and torch): ``next(iter(loader))`` then ``for``, ``it =
+  iter(loader); next(it); for b in it``, a warm-up ``islice`` then the loop all continue the
+  current epoch; an exhausted iterator stays exhausted; the same patterns on a synthetic stream;
+- one child serves every epoch (same pid, no chunk decoded again in later epochs), a jump
+  starts a new one, a resume at an epoch's end continues, and a child killed near an epoch's
+  end is restarted into the same epochs.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -133,7 +140,8 @@ def test_set_epoch_and_break(data: Path) -> None:
         assert same(run_epoch(loader), whole[2]) and loader.epoch == 2
         loader.set_epoch(0)
         assert same(run_epoch(loader, stop=3), whole[0][:3])
-        # A for left early: the next one runs the next epoch, whole.
+        # A for left early: the next one goes on with the same epoch, then the next one.
+        assert same(run_epoch(loader), whole[0][3:]) and loader.epoch == 0
         assert same(run_epoch(loader), whole[1]) and loader.epoch == 1
     with gobatch.Loader(epochs_cfg(), data_root=data, epoch=2) as loader:
         assert loader.epoch == 2 and same(run_epoch(loader), whole[2])
@@ -343,3 +351,152 @@ def test_epochs_larger_than_the_cache(big: Path) -> None:
             per = len(loader)
     assert not set(t0[0]) & set(t0[1]), "ranks 0 and 1 share samples"
     check_once(t0[0] + t0[1], candidates, per, 2, "2 ranks over 5x the cache")
+
+
+# ---- the iterator contract (issue 20) and one child across epochs (issue 19) ----
+
+FRAMEWORKS = ["numpy", "torch"]
+COUNTERS_S = 1.3  # the job counters are published at least once a second (PROTOCOL.md 2.5a)
+
+
+@pytest.fixture(scope="module")
+def whole(data: Path) -> list[list[Batch]]:
+    """Epochs 0 and 1, each from a fresh loader placed there (one ``for`` each)."""
+    out = []
+    for e in range(2):
+        with gobatch.Loader(epochs_cfg(), data_root=data, epoch=e) as loader:
+            out.append(run_epoch(loader))
+    return out
+
+
+def framework_of(batch: Any) -> str:
+    return "numpy" if isinstance(batch["t0"], np.ndarray) else "torch"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_next_then_for_is_the_same_epoch(data: Path, whole: list[list[Batch]], framework: str) -> None:
+    if framework == "torch":
+        pytest.importorskip("torch")
+    with gobatch.Loader(epochs_cfg(), data_root=data, framework=framework) as loader:
+        first = next(iter(loader))  # a look at the shapes
+        assert framework_of(first) == framework
+        head = [copied(first)]
+        del first
+        rest = run_epoch(loader)
+        assert same(head + rest, whole[0]), "next(iter(loader)) then for is not epoch 0"
+        assert loader.epoch == 0
+        assert same(run_epoch(loader), whole[1]) and loader.epoch == 1
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_iterator_continues_its_epoch(data: Path, whole: list[list[Batch]], framework: str) -> None:
+    if framework == "torch":
+        pytest.importorskip("torch")
+    with gobatch.Loader(epochs_cfg(), data_root=data, framework=framework) as loader:
+        it = iter(loader)
+        assert iter(it) is it
+        got = [copied(next(it))]
+        for b in it:
+            got.append(copied(b))
+        del b  # the leftover holds a slot (leases: another part of issue 20)
+        assert same(got, whole[0]), "it = iter(loader); next(it); for b in it: is not epoch 0"
+        assert list(it) == [], "an exhausted iterator yields again"
+        second = iter(loader)  # epoch 0 is exhausted: the next epoch
+        assert loader.epoch == 1 and list(it) == [], "the old epoch's iterator runs the new epoch"
+        assert same([copied(b) for b in second], whole[1])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_warm_up_then_training_loop(data: Path, whole: list[list[Batch]], framework: str) -> None:
+    from itertools import islice
+    if framework == "torch":
+        pytest.importorskip("torch")
+    with gobatch.Loader(epochs_cfg(), data_root=data, framework=framework) as loader:
+        it = iter(loader)
+        for _ in islice(it, 3):
+            pass
+        del _  # the leftover holds a slot (leases: another part of issue 20)
+        got = run_epoch(loader, stop=2)  # the training loop, left early
+        got += [copied(b) for b in it]  # and the rest of the epoch through the first iterator
+        assert same(got, whole[0][3:]), "a warm-up then the loop is not the rest of epoch 0"
+        assert same(run_epoch(loader), whole[1])
+
+
+def test_one_child_serves_every_epoch(data: Path, ref: NowcastReference, candidates: set[int],
+                                      whole: list[list[Batch]]) -> None:
+    with gobatch.Loader(epochs_cfg(), data_root=data) as loader:
+        n, pid = len(loader), loader.pid
+        first = run_epoch(loader)
+        time.sleep(COUNTERS_S)
+        misses = loader.stats()["cache_misses"]
+        assert misses > 0
+        loader.set_epoch(1)  # the usual loop's call: the next epoch goes on in the same ring
+        second = run_epoch(loader)
+        third = run_epoch(loader)  # no set_epoch: the next one as well
+        assert loader.pid == pid and loader.epoch == 2, "a new child for the next epoch"
+        time.sleep(COUNTERS_S)
+        assert loader.stats()["cache_misses"] == misses, "epochs 1 and 2 decoded again what the cache held"
+        state = loader.state_dict()
+        assert state["next_batch"] == 3 * n and state["epoch"] == 3
+        loader.set_epoch(1)  # a jump back: a new ring there
+        assert loader.pid != pid and same(run_epoch(loader), whole[1])
+    assert same(first, whole[0]) and same(second, whole[1])
+    for e, epoch in enumerate((first, second, third)):
+        check_once([s[0] for s in samples(epoch)], candidates, n, 1, f"epoch {e} of one child")
+    assert [s[0] for s in samples(second)] != [s[0] for s in samples(third)]
+    check_examples(ref, third[-2:])
+    with gobatch.Loader(epochs_cfg(), data_root=data) as loader:  # resumed at an epoch's end
+        loader.load_state_dict(state)
+        assert loader.epoch == 3 and same(run_epoch(loader, stop=2), run_epoch_of(data, 3, stop=2))
+
+
+def run_epoch_of(data: Path, epoch: int, stop: int | None = None) -> list[Batch]:
+    with gobatch.Loader(epochs_cfg(), data_root=data, epoch=epoch) as loader:
+        return run_epoch(loader, stop=stop)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_stream_iterators_continue(framework: str) -> None:
+    """The same patterns on a stream of the synthetic source (no epochs): every iterator goes on
+    where the last stopped, values as the synthetic contract says."""
+    from itertools import islice
+
+    from synthetic import check_batch
+    if framework == "torch":
+        pytest.importorskip("torch")
+    cfg = synthetic_config({"x": ((3,), "int32")}, size=2, batches=12)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        k = 0
+        check_batch(next(iter(loader)), cfg, k)
+        k += 1
+        it = iter(loader)
+        for b in islice(it, 2):
+            check_batch(b, cfg, k)
+            k += 1
+        del b
+        for b in loader:
+            check_batch(b, cfg, k)
+            k += 1
+            if k == 7:
+                break
+        for b in it:
+            check_batch(b, cfg, k)
+            k += 1
+        assert k == 12
+
+
+def test_child_killed_across_an_epoch_boundary(data: Path, whole: list[list[Batch]]) -> None:
+    """The supervised restart of a killed child joins the ring with the same epochs: the
+    batches after it are the uninterrupted epochs', across the boundary."""
+    import signal
+
+    with gobatch.Loader(epochs_cfg(), data_root=data, restart_backoff_s=0.0) as loader:
+        n = len(loader)
+        got = run_epoch(loader, stop=n - 2)
+        first = loader.pid
+        os.kill(first, signal.SIGKILL)
+        with pytest.warns(gobatch.GobatchWarning, match="restart"):
+            got += run_epoch(loader)
+            got += run_epoch(loader)
+        assert loader.pid != first and loader.epoch == 1
+    assert same(got, whole[0] + whole[1])
