@@ -58,6 +58,10 @@
 //	                                named longitude/latitude (lon/lat), else the anchor's own
 //	locations = "pv"                anchor only: centre the examples on the systems of that
 //	                                points source instead of on pixels drawn from the grid
+//	datetime_features, solar_position, t0_embedding
+//	                                points, the anchor's locations only: the values
+//	                                ocf-data-sampler adds to each sample (sitefeatures.go,
+//	                                package features)
 //
 // # Dimensions
 //
@@ -109,7 +113,8 @@
 // projection, by the chord on the WGS84 ellipsoid in longitude/latitude (distance.go). The batch's
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
-// then location_id when site-anchored.
+// then location_id when site-anchored, then the site features (float32: date_sin, date_cos,
+// time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]).
 //
 // # Times
 //

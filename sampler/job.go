@@ -56,7 +56,9 @@ type Job struct {
 	nt     bool     // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
 	anchor *gridSource
 	points []*pointSource
-	sites  *sites // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
+	sites  *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
+	lidAt  int              // the index of the location_id tensor when site-anchored
+	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
 
 	cands          []int32 // anchor time indices where every window fits, ascending
 	rejections     []Rejection
@@ -394,7 +396,7 @@ func fmtBound(t *time.Time) string {
 }
 
 // layTensors lists the batch's tensors: the data sources in configuration order, then t0, x,
-// y, then the point ids.
+// y, then the point ids, location_id and the site features.
 func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
@@ -411,11 +413,17 @@ func (j *Job) layTensors() error {
 		meta = append(meta, config.Tensor{Name: p.s.idsTensor(), DType: config.Int64, Shape: []int{j.size, p.s.NearestK}})
 	}
 	if j.sites != nil {
+		j.lidAt = len(j.tensors) + len(meta)
 		meta = append(meta, config.Tensor{Name: LocationIDTensor, DType: config.Int64, Shape: []int{j.size}})
 	}
+	feats, err := j.siteFeatureTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, feats...)
 	for _, t := range meta {
 		if names[t.Name] {
-			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id); expected another source name", t.Name)
+			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features); expected another source name", t.Name)
 		}
 		names[t.Name] = true
 		j.tensors = append(j.tensors, t)

@@ -72,6 +72,9 @@ type Spec struct {
 	MinStalenessMinutes int64 // nwp: the run's init time is at least this much older than t0
 	MaxStalenessMinutes int64 // nwp: and at most this much older (0 = no limit)
 
+	// Features (points, the anchor's locations only): the site features (sitefeatures.go).
+	Features SiteFeatures
+
 	NearestK  int    // points: systems per example
 	IDsTensor string // points: name of the int64 [k] tensor of system ids (default <name>_system)
 
@@ -164,6 +167,7 @@ func decodeSpec(t *config.Table) config.Spec {
 	d.crop()
 	d.staleness()
 	d.points()
+	d.siteFeatures()
 	d.normalisation()
 	d.chunkReads()
 	d.dropout()

@@ -105,7 +105,7 @@ func Translate(cfg *Config, lines func(field string) int) (*Translation, []Probl
 		sources = append(sources, t.nwp(n, len(sources)))
 	}
 	if cfg.Generation != nil {
-		sources = append(sources, t.generation(cfg.Generation, len(sources)))
+		sources = append(sources, t.generation(cfg, len(sources)))
 	}
 	if len(t.problems) > 0 {
 		return nil, t.problems
@@ -215,15 +215,37 @@ func (t *translator) nwp(n *NWP, i int) map[string]any {
 	return src
 }
 
-func (t *translator) generation(g *Generation, i int) map[string]any {
+func (t *translator) generation(cfg *Config, i int) map[string]any {
 	const path = "input_data.generation"
+	g := cfg.Generation
 	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
 	src := map[string]any{"name": GenerationName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
 	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
 	t.set(src, i, "variable", GenerationVariable, path+".zarr_path")
 	t.window(src, i, g.Window, path)
 	t.dropout(src, i, g.Dropout, path)
+	t.siteFeatures(src, i, cfg)
 	return src
+}
+
+// siteFeatures asks for the values PVNetDataset adds to every sample, on the generation source
+// the examples are centred on: the datetime encodings (always), the solar position and the t0
+// embedding (when configured).
+func (t *translator) siteFeatures(src map[string]any, i int, cfg *Config) {
+	t.set(src, i, "datetime_features", true, "input_data.generation")
+	if w := cfg.SolarPosition; w != nil {
+		const path = "input_data.solar_position"
+		t.set(src, i, "solar_position", map[string]any{
+			"time_resolution_minutes": w.Resolution, "interval_start_minutes": w.Start, "interval_end_minutes": w.End,
+		}, path)
+	}
+	if len(cfg.T0Embedding) > 0 {
+		list := make([]string, len(cfg.T0Embedding))
+		for j, e := range cfg.T0Embedding {
+			list[j] = e[0] + ":" + e[1]
+		}
+		t.set(src, i, "t0_embedding", list, "input_data.t0_embedding.embeddings")
+	}
 }
 
 func anyList[T any](l []T) []any {

@@ -1,0 +1,175 @@
+"""gobatch's batches from an ocf-data-sampler YAML carry the values PVNetDataset adds to each
+sample (issue 18, item 2, first part): the datetime encodings, the t0 embedding and the solar
+position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them.
+
+The reference is ocf-data-sampler itself: ``PVNetDataset(yaml).get_sample(t0, location_id)``
+for every row gobatch delivers (a batch carries t0 and location_id), run in a child process
+(pyaml_env changes PyYAML's SafeLoader for the whole process) of this interpreter or of the one
+GOBATCH_OCF_PYTHON names; without it the tests skip. The stores are written here with xarray in
+ocf-data-sampler's layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyproj
+import pytest
+import xarray as xr
+
+pytestmark = pytest.mark.timeout(300)
+
+GEOS = "+proj=geos +lon_0=9.5 +h=35785831 +a=6378169 +rf=295.488065897 +units=m +no_defs +type=crs"
+T0 = np.datetime64("2024-02-28T08:00")  # a leap year: day 60 is 29 February
+
+CONFIG = textwrap.dedent("""\
+    general:
+      name: values
+      description: the values PVNetDataset adds to each sample
+    input_data:
+      generation:
+        zarr_path: gen.zarr
+        time_resolution_minutes: 30
+        interval_start_minutes: -60
+        interval_end_minutes: 120
+      satellite:
+        zarr_path: sat.zarr
+        time_resolution_minutes: 5
+        interval_start_minutes: -30
+        interval_end_minutes: 0
+        image_size_pixels_height: 8
+        image_size_pixels_width: 10
+        channels: [IR_016, VIS006]
+        normalisation_constants:
+          IR_016: {mean: 1.0, std: 2.0}
+          VIS006: {mean: 1.0, std: 2.0}
+      solar_position:
+        time_resolution_minutes: 15
+        interval_start_minutes: -120
+        interval_end_minutes: 240
+      t0_embedding:
+        embeddings: [["1h", "cyclic"], ["6h", "linear"], ["24h", "cyclic"], ["1y", "cyclic"], ["2y", "linear"]]
+""")
+
+
+def area(x: np.ndarray, y: np.ndarray) -> str:
+    """A pyresample area definition of the grid (x descending, y ascending)."""
+    return textwrap.dedent(f"""\
+        msg_seviri_test:
+          description: a geostationary test area
+          projection: {{a: 6378169.0, h: 35785831.0, lon_0: 9.5, proj: geos, rf: 295.488065897, type: crs, units: m, x_0: 0.0, y_0: 0.0}}
+          shape: {{height: {len(y)}, width: {len(x)}}}
+          area_extent:
+            lower_left_xy: [{x[0] + 1500.0}, {y[0] - 1500.0}]
+            upper_right_xy: [{x[-1] - 1500.0}, {y[-1] + 1500.0}]
+            units: m
+        """)
+
+
+def write_stores(root: Path) -> None:
+    """A satellite over England and three sites with generation and a capacity that changes."""
+    rng = np.random.default_rng(18)
+    gx, gy = pyproj.Transformer.from_crs("EPSG:4326", GEOS, always_xy=True).transform(-1.5, 52.6)
+    x = gx + 3000.0 * (30 - np.arange(60))  # descending, as archives often are
+    y = gy + 3000.0 * (np.arange(50) - 25)
+    times = T0 - np.timedelta64(60, "m") + np.arange(96) * np.timedelta64(5, "m")
+    sat = xr.Dataset(
+        {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
+                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": area(x, y)})},
+        coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x})
+    sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
+
+    lon, lat = np.array([-1.9, -1.2, -1.6]), np.array([52.4, 52.9, 52.6])
+    gtimes = T0 - np.timedelta64(3, "h") + np.arange(20) * np.timedelta64(30, "m")
+    gen = xr.Dataset(
+        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), 3)).astype(np.float32)),
+         "capacity_mwp": (("time_utc", "location_id"), rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32))},
+        coords={"time_utc": gtimes, "location_id": np.array([1, 2, 3]),
+                "longitude": ("location_id", lon), "latitude": ("location_id", lat)})
+    gen.to_zarr(root / "gen.zarr", zarr_format=2, consolidated=True)
+
+
+_REF_SCRIPT = """
+import json, sys
+try:
+    import pandas as pd
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+except ImportError as e:
+    print(json.dumps({"missing": str(e)})); sys.exit(0)
+ds = PVNetDataset(sys.argv[1])
+out = []
+for t0, loc in json.loads(sys.stdin.read()):
+    s = ds.get_sample(pd.Timestamp(t0, unit="s"), loc)
+    out.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in s.items() if k != "nwp"})
+print(json.dumps({"samples": out}))
+"""
+
+KEYS = ["date_sin", "date_cos", "time_sin", "time_cos", "t0_embedding", "solar_azimuth", "solar_elevation"]
+
+
+def ocf_samples(root: Path, config: str, pairs: list[tuple[int, int]]) -> list[dict]:
+    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
+    r = subprocess.run([python, "-c", _REF_SCRIPT, config], cwd=root, input=json.dumps(pairs),
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    if "missing" in out:
+        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
+    return out["samples"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("ocfvalues")
+    write_stores(r)
+    (r / "pvnet.yaml").write_text(CONFIG)
+    return r
+
+
+def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int) -> list[dict[str, np.ndarray]]:
+    """Every row of the first batches of gobatch.Loader on the YAML, each key a copy."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rows = []
+    with gobatch.Loader("pvnet.yaml", batch_size=4, seed=3, framework="numpy") as loader:
+        for k, batch in enumerate(loader):
+            for e in range(4):
+                rows.append({key: np.array(batch[key][e]) for key in [*KEYS, "t0", "location_id"]})
+            if k + 1 == batches:
+                break
+    return rows
+
+
+def test_features_equal_ocf_get_sample(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = gobatch_rows(root, monkeypatch, batches=6)
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    assert len(set(pairs)) > 5, pairs  # several t0s and sites
+    ref = ocf_samples(root, "pvnet.yaml", pairs)
+    for row, want, pair in zip(rows, ref, pairs):
+        assert want["t0"] == pair[0] and want["location_id"] == pair[1]
+        for key in KEYS:
+            got, exp = row[key], np.asarray(want[key])
+            assert got.dtype == np.float32 and got.shape == exp.shape, (key, got.shape, exp.shape)
+            # float32 of ocf's float64 (the t0 embedding is float32 in ocf too)
+            np.testing.assert_allclose(got, exp.astype(np.float32), rtol=0, atol=2e-7, err_msg=f"{key} at {pair}")
+
+
+def test_shapes_follow_the_windows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tensors are (B, T) over each window: generation's for the datetime encodings (7 steps
+    -60..120 at 30 minutes), solar_position's for the sun (25 steps -120..240 at 15 minutes);
+    the t0 embedding has two values per cyclic period and one per linear one."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rep = gobatch.plan("pvnet.yaml", batch_size=4)
+    shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
+    assert shapes["date_sin"] == shapes["time_cos"] == [4, 7]
+    assert shapes["solar_azimuth"] == shapes["solar_elevation"] == [4, 25]
+    assert shapes["t0_embedding"] == [4, 8]
