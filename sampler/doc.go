@@ -34,7 +34,12 @@
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
 //	                                to the int64 tensor ids_tensor (default <name>_system)
 //	nan_policy                      "keep" (default) or "zero"
+//	nan_fill                        instead of nan_policy: NaN becomes this value after the
+//	                                normalisation (ocf-data-sampler's dropout_value)
 //	normalise_mean, normalise_std   per channel (points: one value): (v - mean) / std
+//	normalise_clip_min, normalise_clip_max
+//	                                per channel, with normalise_mean: the value is clipped to
+//	                                [min, max] first (ocf-data-sampler's clip; inf: no bound)
 //	dropout_timedeltas_minutes, dropout_fraction
 //	                                with probability fraction, values after t0 + one of the
 //	                                (non-positive) timedeltas become NaN (grid, points)

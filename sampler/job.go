@@ -216,7 +216,7 @@ func (j *Job) measureData() error {
 	for _, s := range j.srcs {
 		c := s.data()
 		c.id = uint64(s.spec().Index)
-		c.nanToZero = s.spec().NaNPolicy == NaNZero
+		c.nanFill, c.fill = s.spec().nanFill()
 		c.refuseMissing = s.spec().MissingChunks == MissingError
 		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
 		n := int64(1)

@@ -2,6 +2,7 @@ package ocf
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -177,18 +178,38 @@ func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum 
 		t.set(src, i, k.key, k.v, path+"."+k.key)
 	}
 	t.set(src, i, "channels", g.Channels, path+".channels")
-	mean, std := make([]float64, len(g.Channels)), make([]float64, len(g.Channels))
+	n := len(g.Channels)
+	mean, std, lo, hi := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	clip := false
 	for j, c := range g.Channels {
 		name := c
 		if contains(accum, c) {
 			name = "diff_" + c
 		}
-		mean[j], std[j] = g.Norm[name].Mean, g.Norm[name].Std
+		nc := g.Norm[name]
+		mean[j], std[j], lo[j], hi[j] = nc.Mean, nc.Std, math.Inf(-1), math.Inf(1)
+		if nc.ClipMin != nil {
+			lo[j], clip = *nc.ClipMin, true
+		}
+		if nc.ClipMax != nil {
+			hi[j], clip = *nc.ClipMax, true
+		}
 	}
-	if len(g.Channels) > 0 {
+	if n > 0 {
 		t.set(src, i, "normalise_mean", mean, path+".normalisation_constants")
 		t.set(src, i, "normalise_std", std, path+".normalisation_constants")
 	}
+	if clip {
+		t.set(src, i, "normalise_clip_min", lo, path+".normalisation_constants")
+		t.set(src, i, "normalise_clip_max", hi, path+".normalisation_constants")
+	}
+	t.nanFill(src, i, g.Dropout, path)
+}
+
+// nanFill: after the normalisation, ocf-data-sampler fills every NaN of a source with its
+// dropout_value (0 by default).
+func (t *translator) nanFill(src map[string]any, i int, d Dropout, path string) {
+	t.set(src, i, "nan_fill", d.Value, path+".dropout_value")
 }
 
 func (t *translator) satellite(s *Satellite, sites bool, i int) map[string]any {
@@ -224,6 +245,7 @@ func (t *translator) generation(cfg *Config, i int) map[string]any {
 	t.set(src, i, "variable", GenerationVariable, path+".zarr_path")
 	t.window(src, i, g.Window, path)
 	t.dropout(src, i, g.Dropout, path)
+	t.nanFill(src, i, g.Dropout, path)
 	t.siteFeatures(src, i, cfg)
 	return src
 }

@@ -1,6 +1,7 @@
 """gobatch's batches from an ocf-data-sampler YAML carry the values PVNetDataset adds to each
 sample (issue 18, item 2, first part): the datetime encodings, the t0 embedding and the solar
-position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them.
+position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them; and the satellite is
+normalised with ocf's clip and its NaNs filled with the dropout_value.
 
 The reference is ocf-data-sampler itself: ``PVNetDataset(yaml).get_sample(t0, location_id)``
 for every row gobatch delivers (a batch carries t0 and location_id), run in a child process
@@ -95,6 +96,23 @@ def write_stores(root: Path) -> None:
     gen.to_zarr(root / "gen.zarr", zarr_format=2, consolidated=True)
 
 
+def write_flat_satellite(root: Path, name: str, dtype: str) -> None:
+    """A satellite whose values depend on (channel, time) only, so that a pixel of gobatch's crop
+    equals every pixel of ocf-data-sampler's, wherever each places its crop (their centre rules
+    differ: docs/OCF.md). The values cross the clip bounds; float32 has NaN time steps."""
+    src = xr.open_zarr(root / "sat.zarr")
+    nt = src.sizes["time"]
+    per_time = np.stack([np.linspace(-40, 460, nt), np.linspace(300, -20, nt)])  # (channel, time)
+    if dtype == "float32":
+        per_time[0, 5::7] = np.nan
+        per_time[1, 3::11] = np.nan
+    else:
+        per_time = np.round(per_time)
+    data = np.broadcast_to(per_time[:, :, None, None], (2, nt, src.sizes["y_geostationary"], src.sizes["x_geostationary"]))
+    flat = xr.Dataset({"data": (src["data"].dims, data.astype(dtype), src["data"].attrs)}, coords=src.coords)
+    flat.to_zarr(root / name, zarr_format=2, consolidated=True)
+
+
 _REF_SCRIPT = """
 import json, sys
 try:
@@ -106,6 +124,7 @@ ds = PVNetDataset(sys.argv[1])
 out = []
 for t0, loc in json.loads(sys.stdin.read()):
     s = ds.get_sample(pd.Timestamp(t0, unit="s"), loc)
+    s["satellite_actual"] = s["satellite_actual"][:, :, 0, 0]  # spatially constant in these tests
     out.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in s.items() if k != "nwp"})
 print(json.dumps({"samples": out}))
 """
@@ -132,16 +151,17 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int) -> list[dict[str, np.ndarray]]:
+def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
+                 config: str = "pvnet.yaml") -> list[dict[str, np.ndarray]]:
     """Every row of the first batches of gobatch.Loader on the YAML, each key a copy."""
     import gobatch
 
     monkeypatch.chdir(root)
     rows = []
-    with gobatch.Loader("pvnet.yaml", batch_size=4, seed=3, framework="numpy") as loader:
+    with gobatch.Loader(config, batch_size=4, seed=3, framework="numpy") as loader:
         for k, batch in enumerate(loader):
             for e in range(4):
-                rows.append({key: np.array(batch[key][e]) for key in [*KEYS, "t0", "location_id"]})
+                rows.append({key: np.array(batch[key][e]) for key in [*KEYS, "t0", "location_id", "satellite"]})
             if k + 1 == batches:
                 break
     return rows
@@ -173,3 +193,32 @@ def test_shapes_follow_the_windows(root: Path, monkeypatch: pytest.MonkeyPatch) 
     assert shapes["date_sin"] == shapes["time_cos"] == [4, 7]
     assert shapes["solar_azimuth"] == shapes["solar_elevation"] == [4, 25]
     assert shapes["t0_embedding"] == [4, 8]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16"])
+def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """(clip(v, clip_min, clip_max) - mean) / std per channel, then NaN -> dropout_value: each
+    pixel of gobatch's satellite equals ocf-data-sampler's satellite_actual in float32 (int16
+    data goes through gobatch's table converter, float32 through its decoded cache)."""
+    name = f"flat_{dtype}"
+    write_flat_satellite(root, f"{name}.zarr", dtype)
+    text = CONFIG.replace("zarr_path: sat.zarr", f"zarr_path: {name}.zarr").replace(
+        "IR_016: {mean: 1.0, std: 2.0}", "IR_016: {mean: 100.0, std: 40.0, clip_min: 0.0, clip_max: 350.0}").replace(
+        "VIS006: {mean: 1.0, std: 2.0}", "VIS006: {mean: 50.0, std: 30.0, clip_max: 200.0}").replace(
+        "    image_size_pixels_height: 8\n", "    dropout_value: -1.5\n    image_size_pixels_height: 8\n")
+    assert "clip_min: 0.0" in text and "dropout_value: -1.5" in text
+    (root / f"{name}.yaml").write_text(text)
+    rows = gobatch_rows(root, monkeypatch, batches=4, config=f"{name}.yaml")
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    ref = ocf_samples(root, f"{name}.yaml", pairs)
+    seen_clip = seen_nan = False
+    for row, want, pair in zip(rows, ref, pairs):
+        exp = np.asarray(want["satellite_actual"], dtype=np.float64)  # (T, C) of ocf's float64
+        got = row["satellite"]  # (T, C, H, W), spatially constant
+        assert got.dtype == np.float32 and got.shape[:2] == exp.shape
+        np.testing.assert_array_equal(got, np.broadcast_to(exp.astype(np.float32)[:, :, None, None], got.shape),
+                                      err_msg=f"satellite at {pair}")
+        seen_clip |= bool(np.any(exp[:, 0] == (350.0 - 100.0) / 40.0) or np.any(exp[:, 0] == -100.0 / 40.0))
+        seen_nan |= bool(np.any(exp == -1.5))
+    assert seen_clip, "no clipped value in the rows: the test proves nothing"
+    assert seen_nan == (dtype == "float32"), "NaN fill seen only with float32's NaNs"
