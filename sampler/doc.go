@@ -63,6 +63,9 @@
 //	                                named longitude/latitude (lon/lat), else the anchor's own
 //	locations = "pv"                anchor only: centre the examples on the systems of that
 //	                                points source instead of on pixels drawn from the grid
+//	capacity = "cap"                points: divide the values step by step by points source
+//	                                "cap" (the same store, window and nearest_k; capacity.go),
+//	                                then fill NaN; adds the capacity_mwp tensor
 //	datetime_features, solar_position, t0_embedding
 //	                                points, the anchor's locations only: the values
 //	                                ocf-data-sampler adds to each sample (sitefeatures.go,
@@ -119,7 +122,8 @@
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
 // then location_id when site-anchored, then the site features (float32: date_sin, date_cos,
-// time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]).
+// time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]),
+// then capacity_mwp (float32 [B]) with a capacity key.
 //
 // # Times
 //

@@ -128,6 +128,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		if lids != nil {
 			lids[e] = j.sites.id(ex.site)
 		}
+		if j.capDiv != nil {
+			j.capDiv.apply(tensors, e)
+		}
 		if j.feat != nil {
 			lon, lat := j.sites.position(ex.site)
 			j.feat.fill(tensors, e, ex.t0, lon, lat)

@@ -59,6 +59,7 @@ type Job struct {
 	sites  *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
 	lidAt  int              // the index of the location_id tensor when site-anchored
 	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
+	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
 
 	cands          []int32 // anchor time indices where every window fits, ascending
 	rejections     []Rejection
@@ -217,6 +218,9 @@ func (j *Job) measureData() error {
 		c := s.data()
 		c.id = uint64(s.spec().Index)
 		c.nanFill, c.fill = s.spec().nanFill()
+		if s.spec().Capacity != "" {
+			c.nanFill = false // filled after the division (capacity.go)
+		}
 		c.refuseMissing = s.spec().MissingChunks == MissingError
 		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
 		n := int64(1)
@@ -421,6 +425,11 @@ func (j *Job) layTensors() error {
 		return err
 	}
 	meta = append(meta, feats...)
+	capT, err := j.capacityTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, capT...)
 	for _, t := range meta {
 		if names[t.Name] {
 			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features); expected another source name", t.Name)

@@ -75,6 +75,10 @@ type Spec struct {
 	// Features (points, the anchor's locations only): the site features (sitefeatures.go).
 	Features SiteFeatures
 
+	// Capacity (points): the name of the points source whose values divide this one's
+	// (capacity.go).
+	Capacity string
+
 	NearestK  int    // points: systems per example
 	IDsTensor string // points: name of the int64 [k] tensor of system ids (default <name>_system)
 
@@ -342,6 +346,7 @@ func (d *specDecoder) points() {
 	}
 	s.NearestK = int(d.mustInt("nearest_k", 1, maxK))
 	s.IDsTensor = t.String("ids_tensor", "")
+	s.Capacity = t.String("capacity", "")
 }
 
 // normalisation reads the NaN policy and the optional per-channel mean and std.

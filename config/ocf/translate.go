@@ -79,6 +79,10 @@ const (
 	GenerationName = "generation"
 	// GenerationVariable is the data array ocf-data-sampler reads from a generation store.
 	GenerationVariable = "generation_mw"
+	// CapacityName is the source of the generation store's capacity_mwp array, which
+	// divides the generation step by step.
+	CapacityName     = "generation_capacity"
+	CapacityVariable = "capacity_mwp"
 )
 
 // nwpCRS is the coordinate reference system of each provider's grid, as ocf-data-sampler's
@@ -107,6 +111,7 @@ func Translate(cfg *Config, lines func(field string) int) (*Translation, []Probl
 	}
 	if cfg.Generation != nil {
 		sources = append(sources, t.generation(cfg, len(sources)))
+		sources = append(sources, t.capacity(cfg.Generation, len(sources)))
 	}
 	if len(t.problems) > 0 {
 		return nil, t.problems
@@ -246,7 +251,20 @@ func (t *translator) generation(cfg *Config, i int) map[string]any {
 	t.window(src, i, g.Window, path)
 	t.dropout(src, i, g.Dropout, path)
 	t.nanFill(src, i, g.Dropout, path)
+	t.set(src, i, "capacity", CapacityName, path+".zarr_path")
 	t.siteFeatures(src, i, cfg)
+	return src
+}
+
+// capacity is the generation store's capacity_mwp over the generation's window: the
+// generation is divided by it, per time step, as ocf-data-sampler divides.
+func (t *translator) capacity(g *Generation, i int) map[string]any {
+	const path = "input_data.generation"
+	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
+	src := map[string]any{"name": CapacityName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
+	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
+	t.set(src, i, "variable", CapacityVariable, path+".zarr_path")
+	t.window(src, i, g.Window, path)
 	return src
 }
 

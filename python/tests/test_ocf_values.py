@@ -39,6 +39,7 @@ CONFIG = textwrap.dedent("""\
         time_resolution_minutes: 30
         interval_start_minutes: -60
         interval_end_minutes: 120
+        dropout_value: 0.25
       satellite:
         zarr_path: sat.zarr
         time_resolution_minutes: 5
@@ -88,9 +89,11 @@ def write_stores(root: Path) -> None:
 
     lon, lat = np.array([-1.9, -1.2, -1.6]), np.array([52.4, 52.9, 52.6])
     gtimes = T0 - np.timedelta64(3, "h") + np.arange(20) * np.timedelta64(30, "m")
+    capacity = rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32)
+    capacity[7::5, 1] = np.nan  # the quotient is NaN there: ocf fills it with dropout_value
     gen = xr.Dataset(
         {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), 3)).astype(np.float32)),
-         "capacity_mwp": (("time_utc", "location_id"), rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32))},
+         "capacity_mwp": (("time_utc", "location_id"), capacity)},
         coords={"time_utc": gtimes, "location_id": np.array([1, 2, 3]),
                 "longitude": ("location_id", lon), "latitude": ("location_id", lat)})
     gen.to_zarr(root / "gen.zarr", zarr_format=2, consolidated=True)
@@ -161,7 +164,8 @@ def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
     with gobatch.Loader(config, batch_size=4, seed=3, framework="numpy") as loader:
         for k, batch in enumerate(loader):
             for e in range(4):
-                rows.append({key: np.array(batch[key][e]) for key in [*KEYS, "t0", "location_id", "satellite"]})
+                rows.append({key: np.array(batch[key][e])
+                             for key in [*KEYS, "t0", "location_id", "satellite", "generation", "capacity_mwp"]})
             if k + 1 == batches:
                 break
     return rows
@@ -179,6 +183,15 @@ def test_features_equal_ocf_get_sample(root: Path, monkeypatch: pytest.MonkeyPat
             assert got.dtype == np.float32 and got.shape == exp.shape, (key, got.shape, exp.shape)
             # float32 of ocf's float64 (the t0 embedding is float32 in ocf too)
             np.testing.assert_allclose(got, exp.astype(np.float32), rtol=0, atol=2e-7, err_msg=f"{key} at {pair}")
+        # generation / capacity per step (float32 in both), NaN -> dropout_value; the capacity
+        # at the window's first step
+        np.testing.assert_array_equal(row["generation"][:, 0], np.asarray(want["generation"], np.float32),
+                                      err_msg=f"generation at {pair}")
+        assert row["capacity_mwp"].dtype == np.float32, pair
+        # a NaN capacity stays NaN here: ocf fills arrays, not this scalar
+        np.testing.assert_array_equal(row["capacity_mwp"], np.float32(want["capacity_mwp"]), err_msg=f"capacity_mwp at {pair}")
+    filled = [r for r, w in zip(rows, ref) if 0.25 in w["generation"]]
+    assert filled, "no NaN capacity in the rows: the fill is untested"
 
 
 def test_shapes_follow_the_windows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
