@@ -83,3 +83,33 @@ func TestSiteFeaturesRefusedNamingTheKey(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFillSiteFeatures is the cost of the datetime features and the t0 embedding in a
+// warm Fill of the in-memory nowcast: "none" is the same job without them, the baseline of the
+// same run. (The solar position costs features.BenchmarkSun per step and example.)
+func BenchmarkFillSiteFeatures(b *testing.B) {
+	for _, c := range []struct{ name, pv string }{
+		{"none", ""},
+		{"features", "datetime_features = true\nt0_embedding = [\"1h:cyclic\", \"24h:cyclic\", \"1y:cyclic\"]"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			j, _, err := newSheared(b, `locations = "pv"`, "", c.pv)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := batchBuf(j)
+			for g := uint64(0); g < 300; g++ { // warm: every chunk decoded
+				if err := j.Fill(ctx, g, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := j.Fill(ctx, uint64(i%300), buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

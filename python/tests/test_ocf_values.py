@@ -1,7 +1,8 @@
 """gobatch's batches from an ocf-data-sampler YAML carry the values PVNetDataset adds to each
 sample (issue 18, item 2, first part): the datetime encodings, the t0 embedding and the solar
-position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them; and the satellite is
-normalised with ocf's clip and its NaNs filled with the dropout_value.
+position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them; the generation divided
+by its capacity per step and capacity_mwp; the satellite and the NWP normalised with ocf's clip
+and their NaNs filled with each source's dropout_value.
 
 The reference is ocf-data-sampler itself: ``PVNetDataset(yaml).get_sample(t0, location_id)``
 for every row gobatch delivers (a batch carries t0 and location_id), run in a child process
@@ -128,6 +129,8 @@ out = []
 for t0, loc in json.loads(sys.stdin.read()):
     s = ds.get_sample(pd.Timestamp(t0, unit="s"), loc)
     s["satellite_actual"] = s["satellite_actual"][:, :, 0, 0]  # spatially constant in these tests
+    for key, nwp in s.get("nwp", {}).items():
+        s["nwp_" + key] = nwp["nwp"]  # (T_n, C, W, H)
     out.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in s.items() if k != "nwp"})
 print(json.dumps({"samples": out}))
 """
@@ -155,7 +158,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
-                 config: str = "pvnet.yaml") -> list[dict[str, np.ndarray]]:
+                 config: str = "pvnet.yaml", extra: tuple[str, ...] = ()) -> list[dict[str, np.ndarray]]:
     """Every row of the first batches of gobatch.Loader on the YAML, each key a copy."""
     import gobatch
 
@@ -165,7 +168,7 @@ def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
         for k, batch in enumerate(loader):
             for e in range(4):
                 rows.append({key: np.array(batch[key][e])
-                             for key in [*KEYS, "t0", "location_id", "satellite", "generation", "capacity_mwp"]})
+                             for key in [*KEYS, "t0", "location_id", "satellite", "generation", "capacity_mwp", *extra]})
             if k + 1 == batches:
                 break
     return rows
@@ -235,3 +238,46 @@ def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch:
         seen_nan |= bool(np.any(exp == -1.5))
     assert seen_clip, "no clipped value in the rows: the test proves nothing"
     assert seen_nan == (dtype == "float32"), "NaN fill seen only with float32's NaNs"
+
+
+def test_nwp_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a UKV NWP whose channels are constant: one above its clip_max, one below its
+    clip_min, one all NaN (its dropout_value). Constant values make the comparison independent of
+    the NWP window rule and crop placement, which differ (docs/OCF.md)."""
+    xo, yo = np.arange(300000.0, 560000.0, 2000.0), np.arange(420000.0, 200000.0, -2000.0)
+    init = T0 - np.timedelta64(6, "h") + np.arange(5) * np.timedelta64(3, "h")
+    step = np.arange(10) * np.timedelta64(1, "h")
+    per_channel = np.array([400.0, -10.0, np.nan], np.float32)
+    data = np.broadcast_to(per_channel[None, None, :, None, None], (len(init), len(step), 3, len(xo), len(yo)))
+    xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"), data.copy())},
+               coords={"init_time": init, "step": step, "variable": ["t", "dswrf", "sr"], "x": xo, "y": yo},
+               ).to_zarr(root / "ukvflat.zarr", zarr_format=2, consolidated=True)
+    nwp = textwrap.indent(textwrap.dedent("""\
+        nwp:
+          ukv:
+            provider: ukv
+            zarr_path: ukvflat.zarr
+            time_resolution_minutes: 60
+            interval_start_minutes: -60
+            interval_end_minutes: 120
+            image_size_pixels_height: 4
+            image_size_pixels_width: 6
+            dropout_value: -2.5
+            channels: [t, dswrf, sr]
+            normalisation_constants:
+              t: {mean: 280.0, std: 10.0, clip_max: 350.0}
+              dswrf: {mean: 100.0, std: 50.0, clip_min: 0.0}
+              sr: {mean: 1.0, std: 2.0}
+        """), "  ")
+    text = CONFIG.replace("  satellite:\n", nwp + "  satellite:\n", 1)
+    (root / "nwp.yaml").write_text(text)
+    rows = gobatch_rows(root, monkeypatch, batches=2, config="nwp.yaml", extra=("ukv",))
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    ref = ocf_samples(root, "nwp.yaml", pairs)
+    want = np.array([(350.0 - 280.0) / 10.0, (0.0 - 100.0) / 50.0, -2.5], np.float32)
+    for row, sample, pair in zip(rows, ref, pairs):
+        exp = np.asarray(sample["nwp_ukv"])  # (T_n, C, W, H) of ocf's float64
+        got = row["ukv"]  # (T_n, C, H, W)
+        assert got.shape[:2] == exp.shape[:2] and got.shape[2:] == exp.shape[:1:-1], (got.shape, exp.shape)
+        np.testing.assert_array_equal(exp, np.broadcast_to(want[None, :, None, None], exp.shape))  # ocf's own values
+        np.testing.assert_array_equal(got, np.broadcast_to(want[None, :, None, None], got.shape), err_msg=f"ukv at {pair}")
