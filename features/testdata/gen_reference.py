@@ -25,7 +25,7 @@ with open(HERE + "sun_ocf.csv", "w") as f:
 
 # Datetime encodings and the t0 embedding at random minutes, plus the ends of a leap year.
 embeddings = [("1h", "cyclic"), ("6h", "linear"), ("24h", "cyclic"), ("1y", "cyclic"), ("2y", "linear"), ("4y", "cyclic")]
-times = [pd.Timestamp("2016-01-01") + pd.Timedelta(minutes=int(m)) for m in rng.integers(0, 11 * 365 * 1440, 2000)]
+times = [pd.Timestamp("2016-01-01") + pd.Timedelta(minutes=int(m)) for m in rng.integers(0, 11 * 365 * 1440, 500)]
 times += [pd.Timestamp(s) for s in ["2024-12-31 23:59", "2024-02-29 12:30", "2023-12-31 00:00", "2024-01-01 00:00"]]
 with open(HERE + "datetime_ocf.csv", "w") as f:
     f.write("unix_s,date_sin,date_cos,time_sin,time_cos," + ",".join(f"e{i}" for i in range(10)) + "\n")
