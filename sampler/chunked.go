@@ -58,10 +58,14 @@ type chunked struct {
 	tstride   []int     // transpose: stride in the store-order chunk of each canonical axis (0: absent)
 	fpool     sync.Pool // *[]float32 of elems: the converted chunk in store order (transpose)
 
-	chanAxis  int       // -1: normalise with mean[0], std[0] (or not at all)
-	normMean  []float64 // per channel of the store (identity where unselected); nil: none
-	normStd   []float64
-	nanToZero bool
+	chanAxis int       // -1: normalise with mean[0], std[0] (or not at all)
+	normMean []float64 // per channel of the store (identity where unselected); nil: none
+	normStd  []float64
+	// normLo, normHi: the clip bounds applied before the normalisation, per channel as normMean
+	// (-Inf, +Inf: none).
+	normLo, normHi []float64
+	nanFill        bool    // NaN becomes fill after the normalisation
+	fill           float32 // (nan_policy "zero": 0; nan_fill: its value)
 
 	// Chunk reads: refuse chunks that are not stored (missing_chunks = "error"), the deadline of
 	// one read (0: none), and the counts of chunks decoded and of those that were absent.
@@ -432,9 +436,8 @@ func (c *chunked) convert(dst []float32, native []byte) {
 func (c *chunked) postprocess(idx []int, dst []float32) {
 	if c.normMean != nil {
 		if c.chanAxis < 0 {
-			m, s := c.normMean[0], c.normStd[0]
 			for i, v := range dst {
-				dst[i] = float32((float64(v) - m) / s)
+				dst[i] = c.normalise(0, v)
 			}
 		} else {
 			outer, inner := 1, 1
@@ -452,22 +455,21 @@ func (c *chunked) postprocess(idx []int, dst []float32) {
 					if ch >= len(c.normMean) {
 						break // past the array's edge: never read
 					}
-					m, s := c.normMean[ch], c.normStd[ch]
-					if m == 0 && s == 1 {
+					if c.identity(ch) {
 						continue
 					}
 					blk := dst[(o*cc+k)*inner : (o*cc+k+1)*inner]
 					for i, v := range blk {
-						blk[i] = float32((float64(v) - m) / s)
+						blk[i] = c.normalise(ch, v)
 					}
 				}
 			}
 		}
 	}
-	if c.nanToZero {
+	if c.nanFill {
 		for i, v := range dst {
 			if v != v {
-				dst[i] = 0
+				dst[i] = c.fill
 			}
 		}
 	}
@@ -481,13 +483,18 @@ func (c *chunked) prepareConvs() error {
 		return nil
 	}
 	cf := cfParams(c.arr)
-	made := map[[2]float64]*rowconv.Conv{}
-	conv := func(m, s float64, norm bool) (*rowconv.Conv, error) {
-		k := [2]float64{m, s}
+	made := map[[4]float64]*rowconv.Conv{}
+	conv := func(ch int, norm bool) (*rowconv.Conv, error) {
+		k := [4]float64{0, 1, math.Inf(-1), math.Inf(1)}
+		if norm {
+			k = [4]float64{c.normMean[ch], c.normStd[ch], c.normLo[ch], c.normHi[ch]}
+		}
 		if cv := made[k]; cv != nil {
 			return cv, nil
 		}
-		cv, err := rowconv.New(rowconv.Params{Src: c.elem, CF: cf, Norm: norm, Mean: m, Std: s, NaNToZero: c.nanToZero})
+		clip := !math.IsInf(k[2], -1) || !math.IsInf(k[3], 1)
+		cv, err := rowconv.New(rowconv.Params{Src: c.elem, CF: cf, Norm: norm, Mean: k[0], Std: k[1],
+			Clip: clip, ClipMin: k[2], ClipMax: k[3], NaNFill: c.nanFill, Fill: c.fill})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.what, err)
 		}
@@ -495,19 +502,14 @@ func (c *chunked) prepareConvs() error {
 		return cv, nil
 	}
 	if c.normMean == nil || c.chanAxis < 0 {
-		m, s, norm := 0.0, 1.0, c.normMean != nil
-		if norm {
-			m, s = c.normMean[0], c.normStd[0]
-		}
-		cv, err := conv(m, s, norm)
+		cv, err := conv(0, c.normMean != nil)
 		c.convs = []*rowconv.Conv{cv}
 		return err
 	}
 	c.convs = make([]*rowconv.Conv, len(c.normMean))
 	for ch := range c.convs {
-		m, s := c.normMean[ch], c.normStd[ch]
-		// As postprocess: a channel of mean 0 and std 1 is left as CF decodes it.
-		cv, err := conv(m, s, m != 0 || s != 1)
+		// As postprocess: a channel whose normalisation is the identity is left as CF decodes it.
+		cv, err := conv(ch, !c.identity(ch))
 		if err != nil {
 			return err
 		}
@@ -528,31 +530,54 @@ func (c *chunked) rowConv(ch int) *rowconv.Conv {
 	return c.convs[ch]
 }
 
-// setNormalisation installs per-channel mean and std for the selected store channels.
-func (c *chunked) setNormalisation(chanAxis int, selected []int, mean, std []float64) {
+// setNormalisation installs per-channel mean, std and clip bounds (nil: none; ±Inf for a
+// missing bound) for the selected store channels.
+func (c *chunked) setNormalisation(chanAxis int, selected []int, mean, std, lo, hi []float64) {
 	if mean == nil {
 		return
 	}
 	if chanAxis < 0 {
 		c.normMean, c.normStd = mean[:1], std[:1]
+		c.normLo, c.normHi = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
+		if lo != nil {
+			c.normLo, c.normHi = lo[:1], hi[:1]
+		}
 		return
 	}
 	n := c.shape[chanAxis]
 	c.chanAxis = chanAxis
-	c.normMean = make([]float64, n)
-	c.normStd = make([]float64, n)
-	for i := range c.normStd {
-		c.normStd[i] = 1
+	c.normMean, c.normStd = make([]float64, n), make([]float64, n)
+	c.normLo, c.normHi = make([]float64, n), make([]float64, n)
+	for i := range n {
+		c.normStd[i], c.normLo[i], c.normHi[i] = 1, math.Inf(-1), math.Inf(1)
 	}
 	for j, ch := range selected {
 		c.normMean[ch], c.normStd[ch] = mean[j], std[j]
+		if lo != nil {
+			c.normLo[ch], c.normHi[ch] = lo[j], hi[j]
+		}
 	}
+}
+
+// identity reports whether channel ch's normalisation changes nothing: mean 0, std 1, no clip.
+func (c *chunked) identity(ch int) bool {
+	return c.normMean[ch] == 0 && c.normStd[ch] == 1 && math.IsInf(c.normLo[ch], -1) && math.IsInf(c.normHi[ch], 1)
+}
+
+// normalise is channel ch's normalisation of v, as ocf-data-sampler's: clip, then (v - mean) /
+// std in float64; NaN stays NaN.
+func (c *chunked) normalise(ch int, v float32) float32 {
+	x := float64(v)
+	if x == x {
+		x = min(max(x, c.normLo[ch]), c.normHi[ch])
+	}
+	return float32((x - c.normMean[ch]) / c.normStd[ch])
 }
 
 // fillValue is what a dropped-out (or otherwise absent) value becomes.
 func (c *chunked) fillValue() float32 {
-	if c.nanToZero {
-		return 0
+	if c.nanFill {
+		return c.fill
 	}
 	return float32(math.NaN())
 }

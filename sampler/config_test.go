@@ -30,6 +30,12 @@ func TestSpecErrors(t *testing.T) {
 		{"dropout positive", "cache_mb = 64", "cache_mb = 64\ndropout_timedeltas_minutes = [15]\ndropout_fraction = 0.5", []string{"source[0].dropout_timedeltas_minutes", "out of range"}},
 		{"dropout on nwp", "min_staleness_minutes = 60", "min_staleness_minutes = 60\ndropout_timedeltas_minutes = [-60]\ndropout_fraction = 0.5", []string{"source[1].dropout_fraction", "not supported"}},
 		{"staleness order", "min_staleness_minutes = 60", "min_staleness_minutes = 60\nmax_staleness_minutes = 30", []string{"source[1].max_staleness_minutes", "below min_staleness_minutes"}},
+		{"clip without max", "cache_mb = 64", "cache_mb = 64\nnormalise_mean = [1, 2, 3, 4]\nnormalise_std = [1, 1, 1, 1]\nnormalise_clip_min = [0, 0, 0, 0]", []string{"source[0].normalise_clip_max", "missing"}},
+		{"clip without mean", "cache_mb = 64", "cache_mb = 64\nnormalise_clip_min = [0, 0, 0, 0]\nnormalise_clip_max = [1, 1, 1, 1]", []string{"source[0].normalise_clip_min", "without normalise_mean"}},
+		{"clip length", "cache_mb = 64", "cache_mb = 64\nnormalise_mean = [1, 2, 3, 4]\nnormalise_std = [1, 1, 1, 1]\nnormalise_clip_min = [0, 0, 0]\nnormalise_clip_max = [1, 1, 1, 1]", []string{"source[0].normalise_clip_min", "3 and 4 values; expected one per normalise_mean value (4)"}},
+		{"clip order", "cache_mb = 64", "cache_mb = 64\nnormalise_mean = [1, 2, 3, 4]\nnormalise_std = [1, 1, 1, 1]\nnormalise_clip_min = [0, -inf, 2, 0]\nnormalise_clip_max = [1, 1, 2, inf]", []string{"source[0].normalise_clip_min", "element 2 (2) is not below normalise_clip_max's (2)"}},
+		{"nan_fill and nan_policy", "cache_mb = 64", "cache_mb = 64\nnan_policy = \"zero\"\nnan_fill = -1", []string{"source[0].nan_fill", "set together with nan_policy"}},
+		{"nan_fill nan", "cache_mb = 64", "cache_mb = 64\nnan_fill = nan", []string{"source[0].nan_fill", "expected a finite float32 number"}},
 		{"sampling mode", "cache_mb = 64", "cache_mb = 64\nsampling = \"shuffle\"", []string{"source[0].sampling", `unknown mode "shuffle"`}},
 	}
 	for _, c := range cases {

@@ -34,7 +34,12 @@
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
 //	                                to the int64 tensor ids_tensor (default <name>_system)
 //	nan_policy                      "keep" (default) or "zero"
+//	nan_fill                        instead of nan_policy: NaN becomes this value after the
+//	                                normalisation (ocf-data-sampler's dropout_value)
 //	normalise_mean, normalise_std   per channel (points: one value): (v - mean) / std
+//	normalise_clip_min, normalise_clip_max
+//	                                per channel, with normalise_mean: the value is clipped to
+//	                                [min, max] first (ocf-data-sampler's clip; inf: no bound)
 //	dropout_timedeltas_minutes, dropout_fraction
 //	                                with probability fraction, values after t0 + one of the
 //	                                (non-positive) timedeltas become NaN (grid, points)
@@ -58,6 +63,13 @@
 //	                                named longitude/latitude (lon/lat), else the anchor's own
 //	locations = "pv"                anchor only: centre the examples on the systems of that
 //	                                points source instead of on pixels drawn from the grid
+//	capacity = "cap"                points: divide the values step by step by points source
+//	                                "cap" (the same store, window and nearest_k; capacity.go),
+//	                                then fill NaN; adds the capacity_mwp tensor
+//	datetime_features, solar_position, t0_embedding
+//	                                points, the anchor's locations only: the values
+//	                                ocf-data-sampler adds to each sample (sitefeatures.go,
+//	                                package features)
 //
 // # Dimensions
 //
@@ -109,7 +121,9 @@
 // projection, by the chord on the WGS84 ellipsoid in longitude/latitude (distance.go). The batch's
 // tensors are the sources' data (float32) in configuration order, then t0 (int64 unix
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
-// then location_id when site-anchored.
+// then location_id when site-anchored, then the site features (float32: date_sin, date_cos,
+// time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]),
+// then capacity_mwp (float32 [B]) with a capacity key.
 //
 // # Times
 //

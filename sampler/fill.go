@@ -115,7 +115,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	ys := bytesAsFloat64(tensors[ns+2])
 	var lids []int64
 	if j.sites != nil {
-		lids = bytesAsInt64(tensors[len(tensors)-1]) // location_id, the last tensor
+		lids = bytesAsInt64(tensors[j.lidAt])
 	}
 	ex := &rs.ex
 	for e := 0; e < j.size; e++ {
@@ -131,6 +131,13 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		ys[e] = j.anchor.ys[ex.cy]
 		if lids != nil {
 			lids[e] = j.sites.id(ex.site)
+		}
+		if j.capDiv != nil {
+			j.capDiv.apply(tensors, e)
+		}
+		if j.feat != nil {
+			lon, lat := j.sites.position(ex.site)
+			j.feat.fill(tensors, e, ex.t0, lon, lat)
 		}
 	}
 	// The gather may write the slot with stores that bypass the caches: order them before the

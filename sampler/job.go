@@ -57,7 +57,10 @@ type Job struct {
 	nt     bool     // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
 	anchor *gridSource
 	points []*pointSource
-	sites  *sites // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
+	sites  *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
+	lidAt  int              // the index of the location_id tensor when site-anchored
+	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
+	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
 
 	cands          []int32 // anchor time indices where every window fits, ascending
 	rejections     []Rejection
@@ -218,7 +221,10 @@ func (j *Job) measureData() error {
 	for _, s := range j.srcs {
 		c := s.data()
 		c.id = uint64(s.spec().Index)
-		c.nanToZero = s.spec().NaNPolicy == NaNZero
+		c.nanFill, c.fill = s.spec().nanFill()
+		if s.spec().Capacity != "" {
+			c.nanFill = false // filled after the division (capacity.go)
+		}
 		c.refuseMissing = s.spec().MissingChunks == MissingError
 		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
 		n := int64(1)
@@ -409,7 +415,7 @@ func fmtBound(t *time.Time) string {
 }
 
 // layTensors lists the batch's tensors: the data sources in configuration order, then t0, x,
-// y, then the point ids.
+// y, then the point ids, location_id and the site features.
 func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
@@ -426,11 +432,22 @@ func (j *Job) layTensors() error {
 		meta = append(meta, config.Tensor{Name: p.s.idsTensor(), DType: ring.Int64, Shape: []int{j.size, p.s.NearestK}})
 	}
 	if j.sites != nil {
+		j.lidAt = len(j.tensors) + len(meta)
 		meta = append(meta, config.Tensor{Name: LocationIDTensor, DType: ring.Int64, Shape: []int{j.size}})
 	}
+	feats, err := j.siteFeatureTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, feats...)
+	capT, err := j.capacityTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, capT...)
 	for _, t := range meta {
 		if names[t.Name] {
-			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id); expected another source name", t.Name)
+			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp); expected another source name", t.Name)
 		}
 		names[t.Name] = true
 		j.tensors = append(j.tensors, t)

@@ -323,6 +323,43 @@ func TestNormaliseAndNaNPolicy(t *testing.T) {
 	}
 }
 
+// TestClipAndNaNFill: ocf-data-sampler's normalisation, (clip(v, lo, hi) - mean) / std per
+// channel (an absent bound is infinite), then NaN -> nan_fill (its dropout_value).
+func TestClipAndNaNFill(t *testing.T) {
+	j, ds := newMemJob(t, smallMem, "normalise_mean = [0.5, 0, 0, 0.25]\nnormalise_std = [0.25, 1, 1, 2]\n"+
+		"normalise_clip_min = [0.2, -inf, 0.1, -inf]\nnormalise_clip_max = [0.7, inf, inf, 0.4]\nnan_fill = -1.5", Options{})
+	buf := batchBuf(j)
+	lo, hi := []float64{0.2, math.Inf(-1), 0.1, math.Inf(-1)}, []float64{0.7, math.Inf(1), math.Inf(1), 0.4}
+	mean, std := []float64{0.5, 0, 0, 0.25}, []float64{0.25, 1, 1, 2}
+	var clipped, filled int
+	for b := uint64(0); b < 20; b++ {
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+		sat := bytesAsFloat32(buf[0])
+		for e := 0; e < 4; e++ {
+			_, ti, cy, cx := j.Draw(b, e)
+			ws, _, _, _ := refExample(ds, ti, cy, cx)
+			for i, w := range ws {
+				c := i / 64 % 4
+				x := math.Min(math.Max(float64(w), lo[c]), hi[c])
+				want := float32((x - mean[c]) / std[c])
+				if w != w {
+					want, filled = -1.5, filled+1
+				} else if x != float64(w) {
+					clipped++
+				}
+				if got := sat[e*len(ws)+i]; got != want {
+					t.Fatalf("batch %d example %d value %d (channel %d): %v, want %v (stored %v)", b, e, i, c, got, want, w)
+				}
+			}
+		}
+	}
+	if clipped == 0 || filled == 0 {
+		t.Fatalf("%d clipped, %d filled: the test proves nothing", clipped, filled)
+	}
+}
+
 func TestFillAllocatesNothingWhenWarm(t *testing.T) {
 	for _, extra := range []string{"", "sampling = \"locality\"\nsegment_steps = 24\nresident_segments = 6"} {
 		j, _ := newMemJob(t, smallMem, extra, Options{})

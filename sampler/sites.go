@@ -38,6 +38,10 @@ func (s *sites) centre(i int) (cy, cx int) { return int(s.cy[i]), int(s.cx[i]) }
 
 func (s *sites) id(i int) int64 { return s.src.ids[s.sys[i]] }
 
+// position is location i's system position in its own coordinates (x, y: longitude,
+// latitude when in degrees).
+func (s *sites) position(i int) (x, y float64) { return s.src.xs[s.sys[i]], s.src.ys[s.sys[i]] }
+
 // Locations is the number of locations the examples are centred on when site-anchored (0:
 // centres are drawn from the whole grid). Location indices run over [0, Locations()).
 func (j *Job) Locations() int {

@@ -107,7 +107,7 @@ func shear(ds map[string]*memDataset) (X, Y func(cy, cx int) float64) {
 	return X, Y
 }
 
-func newSheared(t *testing.T, anchorKeys, nwpKeys, pvKeys string) (*Job, map[string]*memDataset, error) {
+func newSheared(t testing.TB, anchorKeys, nwpKeys, pvKeys string) (*Job, map[string]*memDataset, error) {
 	t.Helper()
 	text := fmt.Sprintf(memConfig, anchorKeys)
 	text = strings.Replace(text, `role = "nwp"`, `role = "nwp"`+"\n"+nwpKeys, 1)

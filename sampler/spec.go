@@ -73,6 +73,13 @@ type Spec struct {
 	MinStalenessMinutes int64 // nwp: the run's init time is at least this much older than t0
 	MaxStalenessMinutes int64 // nwp: and at most this much older (0 = no limit)
 
+	// Features (points, the anchor's locations only): the site features (sitefeatures.go).
+	Features SiteFeatures
+
+	// Capacity (points): the name of the points source whose values divide this one's
+	// (capacity.go).
+	Capacity string
+
 	NearestK  int    // points: systems per example
 	IDsTensor string // points: name of the int64 [k] tensor of system ids (default <name>_system)
 
@@ -83,6 +90,12 @@ type Spec struct {
 	FetchBufferMB int64     // bound on the bytes those reads hold (compressed and decoded)
 	NormaliseMean []float64 // per channel (or one value for points); empty = none
 	NormaliseStd  []float64
+	// ClipMin, ClipMax: per channel as NormaliseMean, the bounds values are clipped to before
+	// they are normalised (±Inf: none); nil: no clip.
+	ClipMin, ClipMax []float64
+	// NaNFill: NaN becomes NaNFillValue after the normalisation (nan_fill, or nan_policy "zero").
+	NaNFill      bool
+	NaNFillValue float64
 
 	DropoutTimedeltasMinutes []int64 // each <= 0
 	DropoutFraction          float64
@@ -173,7 +186,9 @@ func decodeSpec(t *config.Table) config.Spec {
 	d.crop()
 	d.staleness()
 	d.points()
+	d.siteFeatures()
 	d.normalisation()
+	d.clip()
 	d.chunkReads()
 	d.dropout()
 	d.alignment()
@@ -340,6 +355,7 @@ func (d *specDecoder) points() {
 	}
 	s.NearestK = int(d.mustInt("nearest_k", 1, maxK))
 	s.IDsTensor = t.String("ids_tensor", "")
+	s.Capacity = t.String("capacity", "")
 }
 
 // normalisation reads the NaN policy and the optional per-channel mean and std.
@@ -348,6 +364,15 @@ func (d *specDecoder) normalisation() {
 	s.NaNPolicy = t.String("nan_policy", NaNKeep)
 	if s.NaNPolicy != NaNKeep && s.NaNPolicy != NaNZero {
 		d.bad("nan_policy", "unknown policy %q; expected %q or %q", s.NaNPolicy, NaNKeep, NaNZero)
+	}
+	if t.Has("nan_fill") {
+		s.NaNFill, s.NaNFillValue = true, t.Float("nan_fill", 0)
+		if s.NaNPolicy == NaNZero {
+			d.bad("nan_fill", "set together with nan_policy = %q; expected one of them", NaNZero)
+		}
+		if v := s.NaNFillValue; math.IsNaN(v) || math.IsInf(float64(float32(v)), 0) {
+			d.bad("nan_fill", "%v; expected a finite float32 number", v)
+		}
 	}
 	s.NormaliseMean = t.Floats("normalise_mean")
 	s.NormaliseStd = t.Floats("normalise_std")
@@ -389,6 +414,44 @@ func (d *specDecoder) normalisation() {
 			d.bad("normalise_mean", "element %d is %v; expected a finite number", i, v)
 		}
 	}
+}
+
+// clip reads the optional per-channel clip bounds, applied before the normalisation
+// (ocf-data-sampler's clip_min and clip_max): both or neither, one per channel, ±inf for a
+// missing bound, each min below its max.
+func (d *specDecoder) clip() {
+	s, t := d.s, d.t
+	if !t.Has("normalise_clip_min") && !t.Has("normalise_clip_max") {
+		return
+	}
+	s.ClipMin, s.ClipMax = t.Floats("normalise_clip_min"), t.Floats("normalise_clip_max")
+	switch {
+	case s.ClipMin == nil:
+		d.bad("normalise_clip_min", "missing or not an array of numbers; expected both normalise_clip_min and normalise_clip_max")
+	case s.ClipMax == nil:
+		d.bad("normalise_clip_max", "missing or not an array of numbers; expected both normalise_clip_min and normalise_clip_max")
+	case s.NormaliseMean == nil:
+		d.bad("normalise_clip_min", "set without normalise_mean; the clip belongs to the normalisation")
+	case len(s.ClipMin) != len(s.NormaliseMean) || len(s.ClipMax) != len(s.NormaliseMean):
+		d.bad("normalise_clip_min", "%d and %d values; expected one per normalise_mean value (%d)", len(s.ClipMin), len(s.ClipMax), len(s.NormaliseMean))
+	default:
+		for i := range s.ClipMin {
+			if !(s.ClipMin[i] < s.ClipMax[i]) { // NaN fails too
+				d.bad("normalise_clip_min", "element %d (%v) is not below normalise_clip_max's (%v)", i, s.ClipMin[i], s.ClipMax[i])
+			}
+		}
+	}
+}
+
+// nanFill is what NaN becomes after the normalisation: ok false when it stays NaN.
+func (s *Spec) nanFill() (ok bool, v float32) {
+	switch {
+	case s.NaNFill:
+		return true, float32(s.NaNFillValue)
+	case s.NaNPolicy == NaNZero:
+		return true, 0
+	}
+	return false, 0
 }
 
 // chunkReads reads what a chunk that is missing or slow to read does, and how many chunk reads

@@ -73,13 +73,15 @@ func channelLast(a *memArray) {
 }
 
 // storedJob is a job over the in-memory nowcast with every data array stored as sc, with
-// per-channel normalisation and nan_policy zero when norm is set.
+// per-channel normalisation and nan_policy zero (the satellite: a clip and nan_fill) when norm is
+// set.
 func storedJob(t *testing.T, sc storedCase, chLast, norm bool, float32Cache bool) *Job {
 	t.Helper()
 	sat := `sampling = "random"`
 	text := memConfigFmt(sat)
 	if norm {
-		text = memConfigFmt(sat + "\nnormalise_mean = [1.5, 0, -2.25, 0.125]\nnormalise_std = [0.3, 1, 7, 2]\nnan_policy = \"zero\"")
+		text = memConfigFmt(sat + "\nnormalise_mean = [1.5, 0, -2.25, 0.125]\nnormalise_std = [0.3, 1, 7, 2]\nnan_fill = -1.5" +
+			"\nnormalise_clip_min = [0.2, -inf, -inf, 0]\nnormalise_clip_max = [0.6, inf, 0.5, inf]")
 		text = strings.Replace(text, `channels = ["u", "v", "w"]`, `channels = ["w", "u"]`+"\nnormalise_mean = [3, -1]\nnormalise_std = [0.5, 4]\nnan_policy = \"zero\"", 1)
 		text = strings.Replace(text, "nearest_k = 5", "nearest_k = 5\nnormalise_mean = [0.7]\nnormalise_std = [2.5]\nnan_policy = \"zero\"", 1)
 	}

@@ -222,7 +222,7 @@ func openGrid(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*gr
 			return nil, err
 		}
 	}
-	c.setNormalisation(1, g.chans, sp.NormaliseMean, sp.NormaliseStd)
+	c.setNormalisation(1, g.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
 	return g, nil
 }
 
@@ -278,7 +278,7 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 		return nil, err
 	}
 	n.crop = *crop
-	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd)
+	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
 	return n, nil
 }
 
@@ -305,7 +305,7 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 		return nil, cfg.Errorf(sp.Field+".nearest_k", "%d; the store has only %d systems", sp.NearestK, nk)
 	}
 	p.setOrder()
-	c.setNormalisation(-1, nil, sp.NormaliseMean, sp.NormaliseStd)
+	c.setNormalisation(-1, nil, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
 	return p, nil
 }
 

@@ -123,10 +123,10 @@ func TestTranslateBase(t *testing.T) {
 		t.Fatal(problems)
 	}
 	srcs := tr.Raw["source"].([]any)
-	if len(srcs) != 3 {
+	if len(srcs) != 4 {
 		t.Fatalf("%d sources", len(srcs))
 	}
-	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
+	sat, ukv, gen, capa := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any), srcs[3].(map[string]any)
 	if sat["anchor"] != true || sat["locations"] != GenerationName || sat["store"] != "sat.zarr" {
 		t.Errorf("satellite: %v", sat)
 	}
@@ -140,11 +140,56 @@ func TestTranslateBase(t *testing.T) {
 	if gen["role"] != "points" || gen["variable"] != GenerationVariable || gen["nearest_k"] != int64(1) {
 		t.Errorf("generation: %v", gen)
 	}
+	// The values PVNetDataset computes: divided by the same store's capacity over the same
+	// window, the datetime encodings, every source's NaNs filled with its dropout_value (0).
+	if gen["capacity"] != CapacityName || capa["name"] != CapacityName || capa["variable"] != CapacityVariable ||
+		capa["store"] != gen["store"] || capa["interval_start_minutes"] != gen["interval_start_minutes"] || capa["nan_fill"] != nil {
+		t.Errorf("capacity: %v / %v", gen, capa)
+	}
+	if gen["datetime_features"] != true || gen["nan_fill"] != 0.0 || sat["nan_fill"] != 0.0 || ukv["nan_fill"] != 0.0 {
+		t.Errorf("features or fills: %v / %v / %v", gen, sat, ukv)
+	}
 	if l := tr.Lines["source[1].channels"]; l != 22 {
 		t.Errorf("source[1].channels is at line %d, want 22", l)
 	}
 	if f := tr.Fields["source[0].store"]; f != "input_data.satellite.zarr_path" {
 		t.Errorf("source[0].store names %q", f)
+	}
+}
+
+// The clip bounds (an absent one infinite), the dropout_values, the solar position and the t0
+// embedding become gobatch's keys.
+func TestTranslateValues(t *testing.T) {
+	text := strings.Replace(base, "VIS006: {mean: 3.0, std: 4.0}", "VIS006: {mean: 3.0, std: 4.0, clip_min: 0.5}", 1)
+	text = strings.Replace(text, "    channels: [IR_016, VIS006]\n", "    channels: [IR_016, VIS006]\n    dropout_value: -1.5\n", 1)
+	text += "    dropout_value: 2.0\n  solar_position:\n    time_resolution_minutes: 15\n    interval_start_minutes: -30\n    interval_end_minutes: 60\n" +
+		"  t0_embedding:\n    embeddings: [[1h, cyclic], [2y, linear]]\n"
+	cfg, problems := Read([]byte(text), envOf(nil))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	tr, problems := Translate(cfg, cfg.Line)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	srcs := tr.Raw["source"].([]any)
+	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
+	lo, hi := sat["normalise_clip_min"].([]any), sat["normalise_clip_max"].([]any)
+	if !math.IsInf(lo[0].(float64), -1) || lo[1] != 0.5 || !math.IsInf(hi[0].(float64), 1) || !math.IsInf(hi[1].(float64), 1) {
+		t.Errorf("clip %v %v", lo, hi)
+	}
+	if _, ok := ukv["normalise_clip_min"]; ok {
+		t.Errorf("ukv clips: %v", ukv)
+	}
+	if sat["nan_fill"] != -1.5 || gen["nan_fill"] != 2.0 {
+		t.Errorf("fills %v %v", sat["nan_fill"], gen["nan_fill"])
+	}
+	sol := gen["solar_position"].(map[string]any)
+	if sol["time_resolution_minutes"] != int64(15) || sol["interval_start_minutes"] != int64(-30) || sol["interval_end_minutes"] != int64(60) {
+		t.Errorf("solar_position %v", sol)
+	}
+	if e := gen["t0_embedding"].([]any); len(e) != 2 || e[0] != "1h:cyclic" || e[1] != "2y:linear" {
+		t.Errorf("t0_embedding %v", e)
 	}
 }
 

@@ -2,6 +2,7 @@ package ocf
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -78,6 +79,10 @@ const (
 	GenerationName = "generation"
 	// GenerationVariable is the data array ocf-data-sampler reads from a generation store.
 	GenerationVariable = "generation_mw"
+	// CapacityName is the source of the generation store's capacity_mwp array, which
+	// divides the generation step by step.
+	CapacityName     = "generation_capacity"
+	CapacityVariable = "capacity_mwp"
 )
 
 // nwpCRS is the coordinate reference system of each provider's grid, as ocf-data-sampler's
@@ -105,7 +110,8 @@ func Translate(cfg *Config, lines func(field string) int) (*Translation, []Probl
 		sources = append(sources, t.nwp(n, len(sources)))
 	}
 	if cfg.Generation != nil {
-		sources = append(sources, t.generation(cfg.Generation, len(sources)))
+		sources = append(sources, t.generation(cfg, len(sources)))
+		sources = append(sources, t.capacity(cfg.Generation, len(sources)))
 	}
 	if len(t.problems) > 0 {
 		return nil, t.problems
@@ -177,18 +183,38 @@ func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum 
 		t.set(src, i, k.key, k.v, path+"."+k.key)
 	}
 	t.set(src, i, "channels", g.Channels, path+".channels")
-	mean, std := make([]float64, len(g.Channels)), make([]float64, len(g.Channels))
+	n := len(g.Channels)
+	mean, std, lo, hi := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	clip := false
 	for j, c := range g.Channels {
 		name := c
 		if contains(accum, c) {
 			name = "diff_" + c
 		}
-		mean[j], std[j] = g.Norm[name].Mean, g.Norm[name].Std
+		nc := g.Norm[name]
+		mean[j], std[j], lo[j], hi[j] = nc.Mean, nc.Std, math.Inf(-1), math.Inf(1)
+		if nc.ClipMin != nil {
+			lo[j], clip = *nc.ClipMin, true
+		}
+		if nc.ClipMax != nil {
+			hi[j], clip = *nc.ClipMax, true
+		}
 	}
-	if len(g.Channels) > 0 {
+	if n > 0 {
 		t.set(src, i, "normalise_mean", mean, path+".normalisation_constants")
 		t.set(src, i, "normalise_std", std, path+".normalisation_constants")
 	}
+	if clip {
+		t.set(src, i, "normalise_clip_min", lo, path+".normalisation_constants")
+		t.set(src, i, "normalise_clip_max", hi, path+".normalisation_constants")
+	}
+	t.nanFill(src, i, g.Dropout, path)
+}
+
+// nanFill: after the normalisation, ocf-data-sampler fills every NaN of a source with its
+// dropout_value (0 by default).
+func (t *translator) nanFill(src map[string]any, i int, d Dropout, path string) {
+	t.set(src, i, "nan_fill", d.Value, path+".dropout_value")
 }
 
 func (t *translator) satellite(s *Satellite, sites bool, i int) map[string]any {
@@ -215,15 +241,51 @@ func (t *translator) nwp(n *NWP, i int) map[string]any {
 	return src
 }
 
-func (t *translator) generation(g *Generation, i int) map[string]any {
+func (t *translator) generation(cfg *Config, i int) map[string]any {
 	const path = "input_data.generation"
+	g := cfg.Generation
 	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
 	src := map[string]any{"name": GenerationName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
 	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
 	t.set(src, i, "variable", GenerationVariable, path+".zarr_path")
 	t.window(src, i, g.Window, path)
 	t.dropout(src, i, g.Dropout, path)
+	t.nanFill(src, i, g.Dropout, path)
+	t.set(src, i, "capacity", CapacityName, path+".zarr_path")
+	t.siteFeatures(src, i, cfg)
 	return src
+}
+
+// capacity is the generation store's capacity_mwp over the generation's window: the
+// generation is divided by it, per time step, as ocf-data-sampler divides.
+func (t *translator) capacity(g *Generation, i int) map[string]any {
+	const path = "input_data.generation"
+	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
+	src := map[string]any{"name": CapacityName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
+	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
+	t.set(src, i, "variable", CapacityVariable, path+".zarr_path")
+	t.window(src, i, g.Window, path)
+	return src
+}
+
+// siteFeatures asks for the values PVNetDataset adds to every sample, on the generation source
+// the examples are centred on: the datetime encodings (always), the solar position and the t0
+// embedding (when configured).
+func (t *translator) siteFeatures(src map[string]any, i int, cfg *Config) {
+	t.set(src, i, "datetime_features", true, "input_data.generation")
+	if w := cfg.SolarPosition; w != nil {
+		const path = "input_data.solar_position"
+		t.set(src, i, "solar_position", map[string]any{
+			"time_resolution_minutes": w.Resolution, "interval_start_minutes": w.Start, "interval_end_minutes": w.End,
+		}, path)
+	}
+	if len(cfg.T0Embedding) > 0 {
+		list := make([]string, len(cfg.T0Embedding))
+		for j, e := range cfg.T0Embedding {
+			list[j] = e[0] + ":" + e[1]
+		}
+		t.set(src, i, "t0_embedding", list, "input_data.t0_embedding.embeddings")
+	}
 }
 
 func anyList[T any](l []T) []any {

@@ -50,6 +50,9 @@ var arithKernels = map[zarr.Elem]kernel{
 // never used.
 func newArith(c *Conv, p Params) {
 	fn, ok := arithKernels[p.Src]
+	if p.Norm && p.Clip || p.NaNFill && p.Fill != 0 { // the kernels neither clip nor fill with other than 0: the table serves
+		return
+	}
 	if !ok || !cpu.X86.HasAVX2 || p.Src == zarr.Float16 && !cpu.X86.HasF16C {
 		return
 	}
@@ -67,7 +70,7 @@ func newArith(c *Conv, p Params) {
 	if p.Norm {
 		flags |= 2
 	}
-	if p.NaNToZero {
+	if p.NaNFill {
 		flags |= 4
 	}
 	table, raw := c.table(), patterns(c.size)

@@ -14,12 +14,12 @@ import (
 func TestArithKept(t *testing.T) {
 	cases := []Params{
 		{Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Masks: []float64{-1}}},
-		{Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Offset: 273.15, Masks: []float64{-1, -32768}}, Norm: true, Mean: 280, Std: 12.5, NaNToZero: true},
-		{Src: zarr.Uint16, CF: zarr.CFParams{Scale: 0.01, Offset: -5, Masks: []float64{65535, math.NaN()}}, NaNToZero: true},
+		{Src: zarr.Int16, CF: zarr.CFParams{Scale: 0.001, Offset: 273.15, Masks: []float64{-1, -32768}}, Norm: true, Mean: 280, Std: 12.5, NaNFill: true},
+		{Src: zarr.Uint16, CF: zarr.CFParams{Scale: 0.01, Offset: -5, Masks: []float64{65535, math.NaN()}}, NaNFill: true},
 		{Src: zarr.Int8, CF: zarr.CFParams{Scale: 1}, Norm: true, Mean: 0.5, Std: 3},
 		{Src: zarr.Uint8, CF: zarr.CFParams{Scale: 0.5, Offset: 10, Masks: []float64{255, 0.5, 1e6}}},
 		{Src: zarr.Float16, CF: zarr.CFParams{Scale: 1}},
-		{Src: zarr.Float16, CF: zarr.CFParams{Scale: 0.5, Offset: 1, Masks: []float64{-0.0, 65504}}, Norm: true, Mean: 1, Std: 0.25, NaNToZero: true},
+		{Src: zarr.Float16, CF: zarr.CFParams{Scale: 0.5, Offset: 1, Masks: []float64{-0.0, 65504}}, Norm: true, Mean: 1, Std: 0.25, NaNFill: true},
 	}
 	for _, p := range cases {
 		c, err := New(p)

@@ -23,13 +23,17 @@ func reference(t *testing.T, p Params, raw []byte, n int) []float32 {
 	if p.Norm {
 		m, s := p.Mean, p.Std
 		for i, v := range out {
-			out[i] = float32((float64(v) - m) / s)
+			x := float64(v)
+			if p.Clip && !math.IsNaN(x) {
+				x = math.Min(math.Max(x, p.ClipMin), p.ClipMax)
+			}
+			out[i] = float32((x - m) / s)
 		}
 	}
-	if p.NaNToZero {
+	if p.NaNFill {
 		for i, v := range out {
 			if v != v {
-				out[i] = 0
+				out[i] = p.Fill
 			}
 		}
 	}
@@ -83,7 +87,11 @@ func makeCase(dt, sel uint8, scale, offset, mean, std float64, n uint8, offs uin
 	}
 	p.Norm = sel&(1<<4) != 0
 	p.Mean, p.Std = mean, std
-	p.NaNToZero = sel&(1<<5) != 0
+	p.NaNFill = sel&(1<<5) != 0
+	if sel&(1<<6) != 0 { // ocf-data-sampler's clip, and a dropout_value as the NaN fill
+		p.Clip, p.ClipMin, p.ClipMax = true, mean-std, mean+2*std
+		p.Fill = -1.5
+	}
 	c.p = p
 	return c
 }

@@ -12,11 +12,16 @@ import (
 type Params struct {
 	Src zarr.Elem     // stored element type: Int8, Uint8, Int16, Uint16, Float16 or Float32
 	CF  zarr.CFParams // scale, offset, masks, as zarr.NewFloat32Decoder takes them
-	// Norm: then v = float32((float64(v) - Mean) / Std). Mean 0 and Std 1 change
+	// Norm: then v = float32((float64(clip(v)) - Mean) / Std). Mean 0 and Std 1 change
 	// nothing but quiet signalling NaNs of float32 data (the sampler skips such channels).
 	Norm      bool
 	Mean, Std float64
-	NaNToZero bool // then NaN -> 0 (last)
+	// Clip (with Norm): clip(v) = min(max(v, ClipMin), ClipMax) first, as ocf-data-sampler
+	// clips before it normalises; NaN stays NaN.
+	Clip             bool
+	ClipMin, ClipMax float64
+	NaNFill          bool    // then NaN -> Fill (last)
+	Fill             float32 // what NaNFill puts in place of NaN
 }
 
 // Conv converts rows of stored values to float32 as its Params say. A Conv is
@@ -42,17 +47,24 @@ type Conv struct {
 type post struct {
 	norm      bool
 	mean, std float64
-	nanToZero bool
+	clip      bool
+	lo, hi    float64
+	nanFill   bool
+	fill      float32
 }
 
-// apply returns v normalised (float64 arithmetic, rounded once to float32) and with
-// NaN replaced by 0 when the policy says so.
+// apply returns v clipped and normalised (float64 arithmetic, rounded once to float32)
+// and with NaN replaced by the fill value when the policy says so.
 func (p *post) apply(v float32) float32 {
 	if p.norm {
-		v = float32((float64(v) - p.mean) / p.std)
+		x := float64(v)
+		if p.clip && x == x {
+			x = min(max(x, p.lo), p.hi)
+		}
+		v = float32((x - p.mean) / p.std)
 	}
-	if p.nanToZero && v != v {
-		v = 0
+	if p.nanFill && v != v {
+		v = p.fill
 	}
 	return v
 }
@@ -68,7 +80,8 @@ func New(p Params) (*Conv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowconv: %s: %w", p.Src, err)
 	}
-	c := &Conv{size: p.Src.Size(), dec: dec, post: post{norm: p.Norm, mean: p.Mean, std: p.Std, nanToZero: p.NaNToZero}}
+	c := &Conv{size: p.Src.Size(), dec: dec, post: post{norm: p.Norm, mean: p.Mean, std: p.Std,
+		clip: p.Norm && p.Clip, lo: p.ClipMin, hi: p.ClipMax, nanFill: p.NaNFill, fill: p.Fill}}
 	switch c.size {
 	case 1:
 		c.lut8 = new([1 << 8]float32)
@@ -79,7 +92,7 @@ func New(p Params) (*Conv, error) {
 		c.fillTable(c.lut16[:])
 		c.tab = &c.lut16[0]
 	default:
-		c.copy = p.CF.Scale == 1 && p.CF.Offset == 0 && !hasMask(p.CF.Masks) && !p.Norm && !p.NaNToZero
+		c.copy = p.CF.Scale == 1 && p.CF.Offset == 0 && !hasMask(p.CF.Masks) && !p.Norm && !p.NaNFill
 	}
 	setKernels(c, p)
 	return c, nil
@@ -126,7 +139,7 @@ func ahead(next []byte, size, srcStride, n, m int) *byte {
 }
 
 func (c *Conv) postRow(dst []float32) {
-	if !c.post.norm && !c.post.nanToZero {
+	if !c.post.norm && !c.post.nanFill {
 		return
 	}
 	for i, v := range dst {

@@ -1,0 +1,283 @@
+"""gobatch's batches from an ocf-data-sampler YAML carry the values PVNetDataset adds to each
+sample (issue 18, item 2, first part): the datetime encodings, the t0 embedding and the solar
+position, per (t0, location_id) as ocf-data-sampler 1.0.24 computes them; the generation divided
+by its capacity per step and capacity_mwp; the satellite and the NWP normalised with ocf's clip
+and their NaNs filled with each source's dropout_value.
+
+The reference is ocf-data-sampler itself: ``PVNetDataset(yaml).get_sample(t0, location_id)``
+for every row gobatch delivers (a batch carries t0 and location_id), run in a child process
+(pyaml_env changes PyYAML's SafeLoader for the whole process) of this interpreter or of the one
+GOBATCH_OCF_PYTHON names; without it the tests skip. The stores are written here with xarray in
+ocf-data-sampler's layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyproj
+import pytest
+import xarray as xr
+
+pytestmark = pytest.mark.timeout(300)
+
+GEOS = "+proj=geos +lon_0=9.5 +h=35785831 +a=6378169 +rf=295.488065897 +units=m +no_defs +type=crs"
+T0 = np.datetime64("2024-02-28T08:00")  # a leap year: day 60 is 29 February
+
+CONFIG = textwrap.dedent("""\
+    general:
+      name: values
+      description: the values PVNetDataset adds to each sample
+    input_data:
+      generation:
+        zarr_path: gen.zarr
+        time_resolution_minutes: 30
+        interval_start_minutes: -60
+        interval_end_minutes: 120
+        dropout_value: 0.25
+      satellite:
+        zarr_path: sat.zarr
+        time_resolution_minutes: 5
+        interval_start_minutes: -30
+        interval_end_minutes: 0
+        image_size_pixels_height: 8
+        image_size_pixels_width: 10
+        channels: [IR_016, VIS006]
+        normalisation_constants:
+          IR_016: {mean: 1.0, std: 2.0}
+          VIS006: {mean: 1.0, std: 2.0}
+      solar_position:
+        time_resolution_minutes: 15
+        interval_start_minutes: -120
+        interval_end_minutes: 240
+      t0_embedding:
+        embeddings: [["1h", "cyclic"], ["6h", "linear"], ["24h", "cyclic"], ["1y", "cyclic"], ["2y", "linear"]]
+""")
+
+
+def area(x: np.ndarray, y: np.ndarray) -> str:
+    """A pyresample area definition of the grid (x descending, y ascending)."""
+    return textwrap.dedent(f"""\
+        msg_seviri_test:
+          description: a geostationary test area
+          projection: {{a: 6378169.0, h: 35785831.0, lon_0: 9.5, proj: geos, rf: 295.488065897, type: crs, units: m, x_0: 0.0, y_0: 0.0}}
+          shape: {{height: {len(y)}, width: {len(x)}}}
+          area_extent:
+            lower_left_xy: [{x[0] + 1500.0}, {y[0] - 1500.0}]
+            upper_right_xy: [{x[-1] - 1500.0}, {y[-1] + 1500.0}]
+            units: m
+        """)
+
+
+def write_stores(root: Path) -> None:
+    """A satellite over England and three sites with generation and a capacity that changes."""
+    rng = np.random.default_rng(18)
+    gx, gy = pyproj.Transformer.from_crs("EPSG:4326", GEOS, always_xy=True).transform(-1.5, 52.6)
+    x = gx + 3000.0 * (30 - np.arange(60))  # descending, as archives often are
+    y = gy + 3000.0 * (np.arange(50) - 25)
+    times = T0 - np.timedelta64(60, "m") + np.arange(96) * np.timedelta64(5, "m")
+    sat = xr.Dataset(
+        {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
+                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": area(x, y)})},
+        coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x})
+    sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
+
+    lon, lat = np.array([-1.9, -1.2, -1.6]), np.array([52.4, 52.9, 52.6])
+    gtimes = T0 - np.timedelta64(3, "h") + np.arange(20) * np.timedelta64(30, "m")
+    capacity = rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32)
+    capacity[7::5, 1] = np.nan  # the quotient is NaN there: ocf fills it with dropout_value
+    gen = xr.Dataset(
+        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), 3)).astype(np.float32)),
+         "capacity_mwp": (("time_utc", "location_id"), capacity)},
+        coords={"time_utc": gtimes, "location_id": np.array([1, 2, 3]),
+                "longitude": ("location_id", lon), "latitude": ("location_id", lat)})
+    gen.to_zarr(root / "gen.zarr", zarr_format=2, consolidated=True)
+
+
+def write_flat_satellite(root: Path, name: str, dtype: str) -> None:
+    """A satellite whose values depend on (channel, time) only, so that a pixel of gobatch's crop
+    equals every pixel of ocf-data-sampler's, wherever each places its crop (their centre rules
+    differ: docs/OCF.md). The values cross the clip bounds; float32 has NaN time steps."""
+    src = xr.open_zarr(root / "sat.zarr")
+    nt = src.sizes["time"]
+    per_time = np.stack([np.linspace(-40, 460, nt), np.linspace(300, -20, nt)])  # (channel, time)
+    if dtype == "float32":
+        per_time[0, 5::7] = np.nan
+        per_time[1, 3::11] = np.nan
+    else:
+        per_time = np.round(per_time)
+    data = np.broadcast_to(per_time[:, :, None, None], (2, nt, src.sizes["y_geostationary"], src.sizes["x_geostationary"]))
+    flat = xr.Dataset({"data": (src["data"].dims, data.astype(dtype), src["data"].attrs)}, coords=src.coords)
+    flat.to_zarr(root / name, zarr_format=2, consolidated=True)
+
+
+_REF_SCRIPT = """
+import json, sys
+try:
+    import pandas as pd
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+except ImportError as e:
+    print(json.dumps({"missing": str(e)})); sys.exit(0)
+ds = PVNetDataset(sys.argv[1])
+out = []
+for t0, loc in json.loads(sys.stdin.read()):
+    s = ds.get_sample(pd.Timestamp(t0, unit="s"), loc)
+    s["satellite_actual"] = s["satellite_actual"][:, :, 0, 0]  # spatially constant in these tests
+    for key, nwp in s.get("nwp", {}).items():
+        s["nwp_" + key] = nwp["nwp"]  # (T_n, C, W, H)
+    out.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in s.items() if k != "nwp"})
+print(json.dumps({"samples": out}))
+"""
+
+KEYS = ["date_sin", "date_cos", "time_sin", "time_cos", "t0_embedding", "solar_azimuth", "solar_elevation"]
+
+
+def ocf_samples(root: Path, config: str, pairs: list[tuple[int, int]]) -> list[dict]:
+    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
+    r = subprocess.run([python, "-c", _REF_SCRIPT, config], cwd=root, input=json.dumps(pairs),
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    if "missing" in out:
+        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
+    return out["samples"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("ocfvalues")
+    write_stores(r)
+    (r / "pvnet.yaml").write_text(CONFIG)
+    return r
+
+
+def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
+                 config: str = "pvnet.yaml", extra: tuple[str, ...] = ()) -> list[dict[str, np.ndarray]]:
+    """Every row of the first batches of gobatch.Loader on the YAML, each key a copy."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rows = []
+    with gobatch.Loader(config, batch_size=4, seed=3, framework="numpy") as loader:
+        for k, batch in enumerate(loader):
+            for e in range(4):
+                rows.append({key: np.array(batch[key][e])
+                             for key in [*KEYS, "t0", "location_id", "satellite", "generation", "capacity_mwp", *extra]})
+            if k + 1 == batches:
+                break
+    return rows
+
+
+def test_features_equal_ocf_get_sample(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = gobatch_rows(root, monkeypatch, batches=6)
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    assert len(set(pairs)) > 5, pairs  # several t0s and sites
+    ref = ocf_samples(root, "pvnet.yaml", pairs)
+    for row, want, pair in zip(rows, ref, pairs):
+        assert want["t0"] == pair[0] and want["location_id"] == pair[1]
+        for key in KEYS:
+            got, exp = row[key], np.asarray(want[key])
+            assert got.dtype == np.float32 and got.shape == exp.shape, (key, got.shape, exp.shape)
+            # float32 of ocf's float64 (the t0 embedding is float32 in ocf too)
+            np.testing.assert_allclose(got, exp.astype(np.float32), rtol=0, atol=2e-7, err_msg=f"{key} at {pair}")
+        # generation / capacity per step (float32 in both), NaN -> dropout_value; the capacity
+        # at the window's first step
+        np.testing.assert_array_equal(row["generation"][:, 0], np.asarray(want["generation"], np.float32),
+                                      err_msg=f"generation at {pair}")
+        assert row["capacity_mwp"].dtype == np.float32, pair
+        # a NaN capacity stays NaN here: ocf fills arrays, not this scalar
+        np.testing.assert_array_equal(row["capacity_mwp"], np.float32(want["capacity_mwp"]), err_msg=f"capacity_mwp at {pair}")
+    filled = [r for r, w in zip(rows, ref) if 0.25 in w["generation"]]
+    assert filled, "no NaN capacity in the rows: the fill is untested"
+
+
+def test_shapes_follow_the_windows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tensors are (B, T) over each window: generation's for the datetime encodings (7 steps
+    -60..120 at 30 minutes), solar_position's for the sun (25 steps -120..240 at 15 minutes);
+    the t0 embedding has two values per cyclic period and one per linear one."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rep = gobatch.plan("pvnet.yaml", batch_size=4)
+    shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
+    assert shapes["date_sin"] == shapes["time_cos"] == [4, 7]
+    assert shapes["solar_azimuth"] == shapes["solar_elevation"] == [4, 25]
+    assert shapes["t0_embedding"] == [4, 8]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16"])
+def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """(clip(v, clip_min, clip_max) - mean) / std per channel, then NaN -> dropout_value: each
+    pixel of gobatch's satellite equals ocf-data-sampler's satellite_actual in float32 (int16
+    data goes through gobatch's table converter, float32 through its decoded cache)."""
+    name = f"flat_{dtype}"
+    write_flat_satellite(root, f"{name}.zarr", dtype)
+    text = CONFIG.replace("zarr_path: sat.zarr", f"zarr_path: {name}.zarr").replace(
+        "IR_016: {mean: 1.0, std: 2.0}", "IR_016: {mean: 100.0, std: 40.0, clip_min: 0.0, clip_max: 350.0}").replace(
+        "VIS006: {mean: 1.0, std: 2.0}", "VIS006: {mean: 50.0, std: 30.0, clip_max: 200.0}").replace(
+        "    image_size_pixels_height: 8\n", "    dropout_value: -1.5\n    image_size_pixels_height: 8\n")
+    assert "clip_min: 0.0" in text and "dropout_value: -1.5" in text
+    (root / f"{name}.yaml").write_text(text)
+    rows = gobatch_rows(root, monkeypatch, batches=4, config=f"{name}.yaml")
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    ref = ocf_samples(root, f"{name}.yaml", pairs)
+    seen_clip = seen_nan = False
+    for row, want, pair in zip(rows, ref, pairs):
+        exp = np.asarray(want["satellite_actual"], dtype=np.float64)  # (T, C) of ocf's float64
+        got = row["satellite"]  # (T, C, H, W), spatially constant
+        assert got.dtype == np.float32 and got.shape[:2] == exp.shape
+        np.testing.assert_array_equal(got, np.broadcast_to(exp.astype(np.float32)[:, :, None, None], got.shape),
+                                      err_msg=f"satellite at {pair}")
+        seen_clip |= bool(np.any(exp[:, 0] == (350.0 - 100.0) / 40.0) or np.any(exp[:, 0] == -100.0 / 40.0))
+        seen_nan |= bool(np.any(exp == -1.5))
+    assert seen_clip, "no clipped value in the rows: the test proves nothing"
+    assert seen_nan == (dtype == "float32"), "NaN fill seen only with float32's NaNs"
+
+
+def test_nwp_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a UKV NWP whose channels are constant: one above its clip_max, one below its
+    clip_min, one all NaN (its dropout_value). Constant values make the comparison independent of
+    the NWP window rule and crop placement, which differ (docs/OCF.md)."""
+    xo, yo = np.arange(300000.0, 560000.0, 2000.0), np.arange(420000.0, 200000.0, -2000.0)
+    init = T0 - np.timedelta64(6, "h") + np.arange(5) * np.timedelta64(3, "h")
+    step = np.arange(10) * np.timedelta64(1, "h")
+    per_channel = np.array([400.0, -10.0, np.nan], np.float32)
+    data = np.broadcast_to(per_channel[None, None, :, None, None], (len(init), len(step), 3, len(xo), len(yo)))
+    xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"), data.copy())},
+               coords={"init_time": init, "step": step, "variable": ["t", "dswrf", "sr"], "x": xo, "y": yo},
+               ).to_zarr(root / "ukvflat.zarr", zarr_format=2, consolidated=True)
+    nwp = textwrap.indent(textwrap.dedent("""\
+        nwp:
+          ukv:
+            provider: ukv
+            zarr_path: ukvflat.zarr
+            time_resolution_minutes: 60
+            interval_start_minutes: -60
+            interval_end_minutes: 120
+            image_size_pixels_height: 4
+            image_size_pixels_width: 6
+            dropout_value: -2.5
+            channels: [t, dswrf, sr]
+            normalisation_constants:
+              t: {mean: 280.0, std: 10.0, clip_max: 350.0}
+              dswrf: {mean: 100.0, std: 50.0, clip_min: 0.0}
+              sr: {mean: 1.0, std: 2.0}
+        """), "  ")
+    text = CONFIG.replace("  satellite:\n", nwp + "  satellite:\n", 1)
+    (root / "nwp.yaml").write_text(text)
+    rows = gobatch_rows(root, monkeypatch, batches=2, config="nwp.yaml", extra=("ukv",))
+    pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
+    ref = ocf_samples(root, "nwp.yaml", pairs)
+    want = np.array([(350.0 - 280.0) / 10.0, (0.0 - 100.0) / 50.0, -2.5], np.float32)
+    for row, sample, pair in zip(rows, ref, pairs):
+        exp = np.asarray(sample["nwp_ukv"])  # (T_n, C, W, H) of ocf's float64
+        got = row["ukv"]  # (T_n, C, H, W)
+        assert got.shape[:2] == exp.shape[:2] and got.shape[2:] == exp.shape[:1:-1], (got.shape, exp.shape)
+        np.testing.assert_array_equal(exp, np.broadcast_to(want[None, :, None, None], exp.shape))  # ocf's own values
+        np.testing.assert_array_equal(got, np.broadcast_to(want[None, :, None, None], got.shape), err_msg=f"ukv at {pair}")

@@ -1,0 +1,75 @@
+package sampler
+
+import (
+	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
+)
+
+// Capacity: with capacity = "cap" on a points source (ocf-data-sampler's generation), its values
+// are divided, step by step and system by system, by those of points source "cap" (the
+// capacity_mwp array of the same store, over the same window and systems), and a NaN of the
+// quotient becomes the source's nan_fill, as ocf-data-sampler fills after it divides. The batch
+// then also has the float32 [B] tensor capacity_mwp: the capacity at the window's first step
+// (of the first system), as ocf-data-sampler's capacity_mwp key.
+
+// CapacityTensor is the name of the tensor of the capacity at the window's first step.
+const CapacityTensor = "capacity_mwp"
+
+// capacityDiv divides source gen's rows by source cap's (both tensors' indices) and writes the
+// first step's capacity to tensor at.
+type capacityDiv struct {
+	gen, cap, at int
+	per          int // values per example (steps times nearest_k)
+	fill         bool
+	fillV        float32
+}
+
+// capacityTensors checks the capacity keys and lists the capacity_mwp tensor, at index at.
+func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
+	for gi, s := range j.srcs {
+		sp := s.spec()
+		if sp.Capacity == "" {
+			continue
+		}
+		if j.capDiv != nil {
+			return nil, j.cfg.Errorf(sp.Field+".capacity", "a second source with a capacity; expected one")
+		}
+		ci := -1
+		for i, o := range j.srcs {
+			if o.spec().Name == sp.Capacity {
+				ci = i
+			}
+		}
+		if ci < 0 || ci == gi {
+			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q names no other source; expected the name of a points source over the capacity array", sp.Capacity)
+		}
+		cp := j.srcs[ci].spec()
+		switch {
+		case cp.Role != RolePoints:
+			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q is a %s source; expected a points source", sp.Capacity, cp.Role)
+		case j.stores[ci] != j.stores[gi]:
+			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q reads %s; expected this source's store %s (the same systems)", sp.Capacity, j.stores[ci], j.stores[gi])
+		case cp.window() != sp.window() || cp.NearestK != sp.NearestK:
+			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q has another time window or nearest_k; expected the same as this source's", sp.Capacity)
+		}
+		fill, v := sp.nanFill()
+		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v}
+		return []config.Tensor{{Name: CapacityTensor, DType: ring.Float32, Shape: []int{j.size}}}, nil
+	}
+	return nil, nil
+}
+
+// apply divides example e's generation by its capacity (float32 division, as numpy divides two
+// float32 arrays), fills the NaNs, and writes the first step's capacity.
+func (d *capacityDiv) apply(tensors [][]byte, e int) {
+	gen := bytesAsFloat32(tensors[d.gen])[e*d.per : (e+1)*d.per]
+	capa := bytesAsFloat32(tensors[d.cap])[e*d.per : (e+1)*d.per]
+	for i, c := range capa {
+		v := gen[i] / c
+		if v != v && d.fill {
+			v = d.fillV
+		}
+		gen[i] = v
+	}
+	bytesAsFloat32(tensors[d.at])[e] = capa[0]
+}

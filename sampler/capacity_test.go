@@ -1,0 +1,107 @@
+package sampler
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// capacityConfig is the in-memory nowcast with its pv divided by a capacity array of the same
+// store (source "pvcap"), NaN quotients filled with fill.
+func capacityJob(t *testing.T, pvKeys, capKeys string) (*Job, map[string]*memDataset, error) {
+	t.Helper()
+	text := memConfigFmt("") + `
+[[source]]
+name = "pvcap"
+kind = "zarr"
+store = "pv.zarr"
+variable = "cap"
+role = "points"
+time_resolution_minutes = 5
+interval_start_minutes = -30
+interval_end_minutes = 60
+` + capKeys + "\n"
+	text = strings.Replace(text, "nearest_k = 5", "nearest_k = 5\n"+pvKeys, 1)
+	cfg, err := parseCfg(t, text)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds := newMemNowcast(smallMem)
+	pv := ds["pv.zarr"].arrays
+	c := *pv["power"]
+	c.raw = make([]float64, len(c.raw))
+	for i := range c.raw {
+		c.raw[i] = 5 + float64(i%7)
+		if i%13 == 4 {
+			c.raw[i] = math.NaN()
+		}
+	}
+	pv["cap"] = &c
+	j, err := NewJob(cfg, Options{Open: memOpen(ds)})
+	if err == nil {
+		t.Cleanup(j.Close)
+	}
+	return j, ds, err
+}
+
+func TestCapacityDividesAndFillsAfter(t *testing.T) {
+	j, _, err := capacityJob(t, "capacity = \"pvcap\"\nnan_fill = 0.25", "nearest_k = 5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same job without the division is the reference: its pv and pvcap are as stored.
+	ref, _, err := capacityJob(t, "", "nearest_k = 5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := j.Tensors()
+	last := tn[len(tn)-1]
+	if last.Name != CapacityTensor || len(last.Shape) != 1 || last.Shape[0] != 4 {
+		t.Fatalf("last tensor %+v", last)
+	}
+	buf, rbuf := batchBuf(j), batchBuf(ref)
+	var filled int
+	for b := uint64(0); b < 20; b++ {
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Fill(ctx, b, rbuf); err != nil {
+			t.Fatal(err)
+		}
+		got, gen, capa := bytesAsFloat32(buf[2]), bytesAsFloat32(rbuf[2]), bytesAsFloat32(rbuf[3])
+		first := bytesAsFloat32(buf[len(buf)-1])
+		per := len(gen) / 4
+		for i := range got {
+			want := gen[i] / capa[i]
+			if want != want {
+				want, filled = 0.25, filled+1
+			}
+			if got[i] != want {
+				t.Fatalf("batch %d value %d: %v, want %v / %v = %v", b, i, got[i], gen[i], capa[i], want)
+			}
+		}
+		for e := range 4 {
+			if c := capa[e*per]; first[e] != c && !(c != c && first[e] != first[e]) {
+				t.Fatalf("batch %d example %d: capacity_mwp %v, want %v", b, e, first[e], c)
+			}
+		}
+	}
+	if filled == 0 {
+		t.Fatal("no NaN quotient: the fill is untested")
+	}
+}
+
+func TestCapacityRefusedNamingTheKey(t *testing.T) {
+	cases := []struct{ pv, capKeys, want string }{
+		{`capacity = "nope"`, "nearest_k = 5", `source[2].capacity: "nope" names no other source`},
+		{`capacity = "pv"`, "nearest_k = 5", `source[2].capacity: "pv" names no other source`},
+		{`capacity = "nwp"`, "nearest_k = 5", `source[2].capacity: "nwp" is a nwp source`},
+		{`capacity = "pvcap"`, "nearest_k = 4", `source[2].capacity: "pvcap" has another time window or nearest_k`},
+	}
+	for _, c := range cases {
+		_, _, err := capacityJob(t, c.pv, c.capKeys)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v\nwant it to contain %q", c.pv, err, c.want)
+		}
+	}
+}
