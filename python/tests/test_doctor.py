@@ -13,7 +13,7 @@ from typing import Dict
 
 import pytest
 
-from gobatch import _doctor, _native
+from gobatch import _doctor, _native, _protocol
 from synthetic import python_env
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,7 +29,8 @@ def test_doctor_reports_every_part_and_check() -> None:
     lines = p.stdout.splitlines()
     want_proj = subprocess.run(["pkg-config", "--modversion", "proj"], capture_output=True, text=True).stdout.strip()
     assert want_proj, "pkg-config does not know PROJ"
-    for name, pattern in [("gobatch", r"0\.\d+\.\d+"), ("shmloader", r"ring layout 1\b"), ("C library", "ring layout 1,"),
+    for name, pattern in [("gobatch", r"0\.\d+\.\d+"), ("shmloader", rf"ring layout {_protocol.LAYOUT_VERSION}\b"),
+                          ("C library", f"ring layout {_protocol.LAYOUT_VERSION},"),
                           ("PROJ", rf"^{re.escape(want_proj)}, system library"), ("shared memory", "GiB free"),
                           ("memfd sealing", "F_SEAL_SEAL works")]:
         got = [line for line in lines if line.startswith(f"ok    {name}: ")]
