@@ -93,7 +93,7 @@ class Loader:
             ``batch``, ``ring`` and ``source`` entries.
         batch_size, order, seed, t0_start, t0_end, cache_mb: replace the file's ``[batch]``
             values and the cache budget (``--batch-size`` ...); a YAML file needs batch_size.
-        framework: ``"numpy"`` (read-only arrays) or ``"torch"`` (tensors sharing that memory).
+        framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
         readers: reader goroutines of the child (``--readers``).

@@ -119,8 +119,8 @@ class Ring:
     """A gobatch ring, attached as its one consumer. Use :func:`attach` or :class:`gobatch.Loader`.
 
     Iterating yields one :class:`Batch` per step, in stream order: a dict ``{tensor name:
-    array}`` of read-only NumPy arrays (``framework="numpy"``) or torch tensors
-    (``framework="torch"``), views into the batch's shared slot. The slot is lent to the batch
+    array}`` of NumPy arrays (``framework="numpy"``) or torch tensors (``framework="torch"``),
+    writable views into the batch's shared slot. The slot is lent to the batch
     until its last view is gone (given back by the next ``next()``), or :meth:`Batch.release`,
     or a ``with batch:`` block ends, so a kept tensor never changes. When the next batch's slot
     is still lent, ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
@@ -246,7 +246,7 @@ class Ring:
 
     def _map_payload(self, fd: int) -> None:
         g = self._geom
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if self._framework == "torch" else 0)
+        prot = mmap.PROT_READ | mmap.PROT_WRITE  # a lent batch is writable (Batch)
         try:
             self._mm = mmap.mmap(fd, g.segment_bytes, flags=mmap.MAP_SHARED, prot=prot)
         except OSError as e:
@@ -338,8 +338,6 @@ class Ring:
             # past it (every later index off by one). A fresh traceback for each raise.
             raise self._failure.with_traceback(None)
         book = self._book
-        if book.write_error is not None:
-            self._settle_leases()  # raises it
         with self._lock:
             ptr = self._ptr
             if ptr is None:
@@ -419,18 +417,16 @@ class Ring:
     # ---- leases (_lease) ----
 
     def _end_lease(self, slot: int, token: Any) -> None:
-        """Batch.release(): gives the slot back now, then raises an in-place write found."""
+        """Batch.release(): gives the slot back now."""
         if self._foreign:
             raise self._foreign_error()
         with self._lock:
             self._book.end(slot, token)
-        self._book.raise_write_error()
 
     def _settle_leases(self) -> None:
-        """Gives back slots whose lease ended and raises an in-place write found."""
+        """Gives back slots whose lease ended."""
         with self._lock:
             self._book.settle()
-        self._book.raise_write_error()
 
     def _free_next_slot(self) -> None:
         """gb_next found the next batch's slot still lent. Views caught in reference cycles are
@@ -510,15 +506,9 @@ class Ring:
         mapped until they are freed; their slots are never written again). Idempotent."""
         if self._foreign:
             raise self._foreign_error()
-        written: Optional[LoaderError] = None
         if self._ptr is not None:
-            try:
-                self._settle_leases()
-            except LoaderError as e:
-                written = e
+            self._settle_leases()
         self._close_ring()
-        if written is not None:
-            raise written
 
     def _close_ring(self) -> None:
         if self._ptr is None:
