@@ -358,7 +358,7 @@ Leases = Union[ArrayLeases, TensorLeases]
 
 
 def leases_for(framework: str, ring: "weakref.ref[_Lender]", ptr: int, mm: mmap.mmap, payload: List[int],
-               specs: List[TensorSpec], label: str) -> Leases:
+               specs: List[TensorSpec]) -> Leases:
     """The lease book of a ring attached for ``framework`` ("numpy" or "torch"); ``payload``
     holds each slot's offset in the mapping."""
     if framework == "torch":

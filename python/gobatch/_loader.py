@@ -274,8 +274,11 @@ class Loader:
         return self._ring.closed
 
     def stats(self) -> Dict[str, Any]:
-        """The ring's counters: see :meth:`gobatch.Ring.stats`."""
-        return self._ring.stats()
+        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children
+        restarted after a kill over the loader's life (0 in node mode)."""
+        stats = self._ring.stats()
+        stats["restarts"] = getattr(self._producer, "restart_count", 0)
+        return stats
 
     def release(self) -> None:
         """Hand the slot of the batch handed out last back to the producers now: see

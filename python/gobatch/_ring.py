@@ -15,10 +15,8 @@ import logging
 import math
 import mmap
 import os
-import sys
 import threading
 import time
-import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Type
 
@@ -26,11 +24,11 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from . import _registry
+from . import _caller, _registry
+from ._caller import site as _site
 from ._lease import Batch, Leases, TensorSpec, leases_for
 from .errors import (
     GobatchError,
-    GobatchWarning,
     LoaderError,
     RingError,
     RingTruncatedError,
@@ -257,7 +255,10 @@ class Ring:
         _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, int(prot & mmap.PROT_WRITE != 0))
         payload = [g.payload_offset + s * g.slot_stride for s in range(int(g.slot_count))]
         self._book: Leases = leases_for(self._framework, weakref.ref(self), self._ptr, self._mm, payload,
-                                        self._specs, self._label)
+                                        self._specs)
+        # Per slot, the batch lent there last: its stream index and the user's (file, line) that
+        # took it, for SlotsHeldError.
+        self._handed: List[Tuple[int, Tuple[str, int]]] = [(-1, ("?", 0))] * int(g.slot_count)
 
     # ---- properties ----
 
@@ -346,6 +347,7 @@ class Ring:
             # loop drops one per step) and takes the next.
             rc: int = self._next(ptr, book.ended(), _POLL_MS)
             if rc >= 0:
+                self._handed[rc] = (self._delivered, _site())
                 self._delivered += 1
                 return book.lend(rc)
         return self._next_slow(rc)
@@ -373,6 +375,7 @@ class Ring:
                 # a batch dropped while this call waits (another thread) goes back now
                 rc = int(self._next(ptr, self._book.ended(), _POLL_MS))
                 if rc >= 0:
+                    self._handed[rc] = (self._delivered, _site())
                     self._delivered += 1
                     return self._book.lend(rc)
 
@@ -408,7 +411,7 @@ class Ring:
                f"stall_warning_s={self._stall_warning_s:g}); {'; '.join(self._producers.states(self._mm))}; "
                "still waiting")
         _log.warning(msg)
-        warnings.warn(msg, GobatchWarning, stacklevel=_caller_level())  # at the caller's next() / for
+        _caller.warn(msg)  # at the caller's next() / for
 
     def _producer_states(self) -> List[str]:
         """One phrase per producer process and its state (the stall warning's)."""
@@ -440,13 +443,25 @@ class Ring:
         held = self._book.held()
         n = int(self._geom.slot_count)
         raise SlotsHeldError(
-            f"{self._label}: {held} of {n} slots hold batches that are still referenced, and the next batch "
-            f"({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. A batch is never "
+            f"{self._label}: {held} of {n} slots hold batches that are still referenced ({self._holders()}), "
+            f"and the next batch ({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. "
+            "A batch is never "
             "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
             "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
             f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
             "the usual `for batch in loader:` holds 2 while it fetches the next)",
             held=held, slots=n)
+
+    def _holders(self) -> str:
+        """The batches that hold slots, and the lines that took them: "batch 20 (slot 0, from
+        train.py:42), ..."."""
+        start = self.start_batch
+        out = []
+        for slot, token in enumerate(self._book.tokens):
+            if token is not None:
+                j, (path, line) = self._handed[slot]
+                out.append(f"batch {start + j} (slot {slot}, taken at {os.path.basename(path)}:{line})")
+        return ", ".join(out)
 
     def release(self) -> None:
         """Hand the slot of the batch handed out last back to the producers now, even if the
@@ -644,15 +659,6 @@ def _job_figures(s: "_lib.Stats") -> Dict[str, Any]:
         # their fraction. A store cut short shows here instead of as silent NaN.
         **_chunk_counts(s),
     }
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of warnings.warn, called by this function's caller, that names the
-    first frame outside gobatch (the trainer's ``next()`` or ``for``), through Loader or not."""
-    frame, level = sys._getframe(2), 2
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("gobatch."):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _stall_seconds(value: float) -> float:

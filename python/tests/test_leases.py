@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import sys
 import threading
 import time
 import warnings
@@ -295,6 +296,7 @@ def test_batches_are_writable_and_writes_stay_in_their_batch(memfd, framework):
         pytest.importorskip("torch")
     fr = published(memfd, 2, slots=2)
     with Ring(memfd, framework=framework, label="fake") as r:
+        line = sys._getframe().f_lineno + 1
         b = next(r)
         if framework == "torch":
             b["x"][1:].sub_(1).div_(2)  # through a view
@@ -307,8 +309,11 @@ def test_batches_are_writable_and_writes_stay_in_their_batch(memfd, framework):
         assert value(b) == 0 and float(b["x"][1, 0]) == -0.5 and float(b["x"][0, 0]) == 0
         b1 = next(r)
         assert value(b1) == 1 and float(b1["x"][1, 0]) == 1  # the other slot: untouched
-        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
+        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0") as ei:
             next(r)  # the written batch is still held: its slot is not reused
+        # the message names the batches held and the lines that took them
+        assert (f"2 of 2 slots hold batches that are still referenced (batch 0 (slot 0, taken at "
+                f"test_leases.py:{line}), batch 1 (slot 1, taken at test_leases.py:{line + 10}))") in str(ei.value)
         assert fr.slot_state(0) == READING
         kept = b["y"]
         b.release()  # the slot goes back; the kept view's memory may be written later
