@@ -14,6 +14,7 @@ from . import _ring
 from ._batch_options import TimeLike, batch_flags
 from ._child import Command, shmloader_path
 from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, config_identity
+from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
 from ._node import NodeRings, node_spec
 from ._own import OwnChild, Restarts
@@ -82,6 +83,12 @@ class Loader:
     naming the field. A request that waits ``stall_warning_s`` seconds warns
     (:class:`GobatchWarning`, and the ``gobatch`` logger) with the child's state: running,
     stopped, a zombie, or its exit status once it has exited.
+
+    PyTorch: when torch is imported by the time the Loader is made (or ``framework="torch"``),
+    the Loader is also a ``torch.utils.data.IterableDataset``, so
+    ``torch.utils.data.DataLoader(loader, batch_size=None)`` yields its batches in order (with
+    ``num_workers=0``; ``pin_memory=True`` copies each into pinned memory), and ``len()`` of the
+    DataLoader is the Loader's. :mod:`gobatch.lightning` has a LightningDataModule.
 
     Inside a torch ``DataLoader`` worker process the loader takes that worker's disjoint share
     of the stream, as a rank does: worker ``w`` of ``W`` on rank ``r`` of ``n`` is rank
@@ -155,6 +162,10 @@ class Loader:
 
 
     _foreign = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Loader":
+        # A torch IterableDataset too when torch is in use (see _dataset).
+        return super().__new__(loader_class(cls, kwargs.get("framework")) if cls is Loader else cls)
 
     def __init__(
         self,
