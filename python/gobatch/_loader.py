@@ -132,6 +132,11 @@ class Loader:
         restart_window_s: the window, in seconds, that ``restarts`` counts in (default 600).
         restart_backoff_s: seconds before the first restart of a window, doubled for each
             further one (default 0.05).
+        pin_memory: register the ring's memory with CUDA as page-locked (``cudaHostRegister``
+            through torch), so that ``.to(device, non_blocking=True)`` of a batch is an
+            asynchronous DMA from its slot; hold the batch until the copy is done
+            (:func:`gobatch.cuda_batches` does). Without CUDA: a :class:`GobatchWarning`, and
+            nothing else changes.
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
 
@@ -192,6 +197,7 @@ class Loader:
         node_rank: Optional[int] = None,
         batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
+        pin_memory: bool = False,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -221,6 +227,7 @@ class Loader:
             self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
                                       start_timeout=start_timeout, close_timeout=close_timeout,
                                       restarts=Restarts(restarts, float(restart_window_s), float(restart_backoff_s)))
+        self._pin = bool(pin_memory)
         self._ring: Ring = self._open(start)
         _ring.track(self)
 
@@ -228,8 +235,11 @@ class Loader:
         """A new ring from the producer strategy, from stream batch ``start`` (with epochs: of
         the loader's epoch, whose length is read off it)."""
         epochs = self._order == ORDER_EPOCHS
-        return self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
+        ring = self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
+        if self._pin and not ring.pin_memory():
+            self._pin = False  # no CUDA: said once (Ring.pin_memory warns), not at every new ring
+        return ring
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
         """Closes the ring, stops its producer and opens a new ring at stream batch ``start``
@@ -248,6 +258,11 @@ class Loader:
     def framework(self) -> str:
         """``"numpy"`` or ``"torch"``."""
         return self._framework
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the ring's memory is registered with CUDA as page-locked (``pin_memory``)."""
+        return self._ring._pinned is not None
 
     @property
     def specs(self) -> Dict[str, TensorSpec]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from . import _caller, _registry
+from . import _caller, _cuda, _registry
 from ._caller import site as _site
 from ._lease import Batch, Leases, TensorSpec, leases_for
 from .errors import (
@@ -143,6 +143,7 @@ class Ring:
     _shm_path: Optional[str] = None
     _label = "ring"
     _framework = "numpy"
+    _pinned: Optional[Tuple[int, int]] = None  # the mapping registered with CUDA (pin_memory)
 
     def __init__(
         self,
@@ -474,6 +475,19 @@ class Ring:
                 self._book.revoke((self._delivered - 1) % int(self._geom.slot_count))
         self._settle_leases()
 
+    # ---- GPU ----
+
+    def pin_memory(self) -> bool:
+        """Registers the ring's mapping with CUDA as page-locked memory, so that
+        ``.to(device, non_blocking=True)`` of a batch is an asynchronous DMA from its slot
+        (hold the batch until the copy is done: :func:`gobatch.cuda_batches`). Without CUDA it
+        warns (:class:`GobatchWarning`) and does nothing. Returns whether the mapping is pinned;
+        it stays so until :meth:`close`."""
+        if self._pinned is None and self._mm is not None:
+            addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
+            self._pinned = _cuda.pin(addr, len(self._mm), self._label)
+        return self._pinned is not None
+
     # ---- statistics ----
 
     def stats(self) -> Dict[str, Any]:
@@ -535,6 +549,9 @@ class Ring:
             creator_gone = not self._creator_alive()
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
+        pinned, self._pinned = self._pinned, None
+        if pinned is not None:
+            _cuda.unpin(pinned)
         self._book.close()
         if self._mm is not None:
             try:

@@ -154,3 +154,47 @@ def test_numpy_users_do_not_import_torch():
                          cwd=str(__import__("pathlib").Path(__file__).parent))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "object"]
+
+
+# ---- GPU: pinned rings and copies that hold their slot ----
+
+
+def test_pin_memory_without_cuda_warns_at_the_users_line_and_changes_nothing():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: see test_pin_memory_and_cuda_batches_on_a_gpu")
+    cfg = config(SOURCES, size=4, batches=6, slots=3)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        loader = gobatch.Loader(cfg, framework="torch", pin_memory=True)
+    with loader:
+        warned = [w for w in got if issubclass(w.category, gobatch.GobatchWarning)]
+        assert len(warned) == 1 and "pin_memory=True does nothing here: no CUDA device" in str(warned[0].message)
+        assert warned[0].filename == __file__
+        assert not loader.pinned
+        for k, batch in enumerate(loader):
+            check_batch(batch, cfg, k)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_cuda_batches_on_the_cpu_yields_the_batches_in_order(framework):
+    cfg = config(SOURCES, size=4, batches=9, slots=2)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        k = 0
+        for batch in gobatch.cuda_batches(loader, "cpu"):
+            assert all(isinstance(t, torch.Tensor) for t in batch.values())
+            check_batch(batch, cfg, k)
+            k += 1
+        assert k == 9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_pin_memory_and_cuda_batches_on_a_gpu():
+    cfg = config(SOURCES, size=4, batches=40, slots=4)
+    with gobatch.Loader(cfg, framework="torch", pin_memory=True) as loader:
+        assert loader.pinned
+        k = 0
+        for batch in gobatch.cuda_batches(loader, "cuda"):
+            assert all(t.is_cuda for t in batch.values())
+            check_batch({n: t.cpu() for n, t in batch.items()}, cfg, k)
+            k += 1
+        assert k == 40
