@@ -33,6 +33,6 @@ def site() -> Tuple[str, int]:
     """``(file, line)`` of the first caller outside gobatch. Only the two are kept, never the
     frame, which would keep the caller's locals (and the batches they name) alive."""
     frame = _getframe(2)
-    while frame.f_back is not None and frame.f_globals["__name__"].startswith("gobatch"):
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("gobatch."):
         frame = frame.f_back
     return frame.f_code.co_filename, frame.f_lineno

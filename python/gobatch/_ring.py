@@ -39,6 +39,10 @@ from .errors import (
 __all__ = ["Batch", "Ring", "TensorSpec", "Producers", "producer_states", "process_state", "track"]
 
 _POLL_MS = 100  # the longest a C call blocks: Python handles Ctrl-C at least this often
+# SlotsHeldError names the line that took each held batch among a ring's first this many
+# batches (the warm-up and first steps, where a kept reference shows first): finding the
+# line costs about half a microsecond, which later batches do not pay.
+_SITE_BATCHES = 1000
 STALL_WARNING_S = 30.0  # default stall_warning_s: a next() waiting this long warns, and again each period
 _log = logging.getLogger("gobatch")
 
@@ -253,12 +257,12 @@ class Ring:
         # A named ring's file can be truncated under us (PROTOCOL.md 1.1): the library's SIGBUS
         # guard turns a touch of a cut page into zeros and a RingTruncatedError at next().
         addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
-        _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, int(prot & mmap.PROT_WRITE != 0))
+        _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, 1)  # 1: the mapping is writable
         payload = [g.payload_offset + s * g.slot_stride for s in range(int(g.slot_count))]
         self._book: Leases = leases_for(self._framework, weakref.ref(self), self._ptr, self._mm, payload,
                                         self._specs)
-        # Per slot, the batch lent there last: its stream index and the user's (file, line) that
-        # took it, for SlotsHeldError.
+        # Per slot, for SlotsHeldError: the batch lent there (its index since attach) and the
+        # user's (file, line) that took it, recorded for the first _SITE_BATCHES batches only.
         self._handed: List[Tuple[int, Tuple[str, int]]] = [(-1, ("?", 0))] * int(g.slot_count)
 
     # ---- properties ----
@@ -348,7 +352,8 @@ class Ring:
             # loop drops one per step) and takes the next.
             rc: int = self._next(ptr, book.ended(), _POLL_MS)
             if rc >= 0:
-                self._handed[rc] = (self._delivered, _site())
+                if self._delivered < _SITE_BATCHES:
+                    self._handed[rc] = (self._delivered, _site())
                 self._delivered += 1
                 return book.lend(rc)
         return self._next_slow(rc)
@@ -376,7 +381,8 @@ class Ring:
                 # a batch dropped while this call waits (another thread) goes back now
                 rc = int(self._next(ptr, self._book.ended(), _POLL_MS))
                 if rc >= 0:
-                    self._handed[rc] = (self._delivered, _site())
+                    if self._delivered < _SITE_BATCHES:
+                        self._handed[rc] = (self._delivered, _site())
                     self._delivered += 1
                     return self._book.lend(rc)
 
@@ -454,14 +460,18 @@ class Ring:
             held=held, slots=n)
 
     def _holders(self) -> str:
-        """The batches that hold slots, and the lines that took them: "batch 20 (slot 0, from
-        train.py:42), ..."."""
-        start = self.start_batch
+        """The batches that hold slots, and the lines that took them: "batch 20 (slot 0, taken
+        at train.py:42), ..."."""
+        n, last = int(self._geom.slot_count), self._delivered - 1
         out = []
         for slot, token in enumerate(self._book.tokens):
             if token is not None:
-                j, (path, line) = self._handed[slot]
-                out.append(f"batch {start + j} (slot {slot}, taken at {os.path.basename(path)}:{line})")
+                j = last - (last - slot) % n  # the latest batch lent to the slot: the one holding it
+                where = ""
+                if self._handed[slot][0] == j:
+                    path, line = self._handed[slot][1]
+                    where = f", taken at {os.path.basename(path)}:{line}"
+                out.append(f"batch {self.start_batch + j} (slot {slot}{where})")
         return ", ".join(out)
 
     def release(self) -> None:
