@@ -67,21 +67,28 @@ func counterDefs() []ring.CounterDef {
 // publish adds the source's counters to the ring's job counters every PublishEvery, and once
 // more when Stop asks, so that the consumer's stats() show the cache hit rate and evictions.
 // With several rings fed from one source (shmloader serve) each ring shows the one source's
-// figures: its misses counted once.
+// figures: its misses counted once. The ring's first batch is published after the counters
+// of its fill (fill calls publishCounters), so that stats() are right from the first batch.
 func (f *Feed) publish() {
 	defer close(f.pubDone)
-	var c Counters
 	t := time.NewTicker(PublishEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-f.stopPub:
-			c.Publish(f.r.R, f.pool.src.Stats())
+			f.publishCounters()
 			return
 		case <-t.C:
-			c.Publish(f.r.R, f.pool.src.Stats())
+			f.publishCounters()
 		}
 	}
+}
+
+// publishCounters adds the source's counters since the last call to the ring's job counters.
+func (f *Feed) publishCounters() {
+	f.pubMu.Lock()
+	defer f.pubMu.Unlock()
+	f.counters.Publish(f.r.R, f.pool.src.Stats())
 }
 
 // Counters turns a source's statistics into one ring's counters (PROTOCOL.md 2.5a): each

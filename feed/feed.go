@@ -45,6 +45,10 @@ type Feed struct {
 	stopPub chan struct{} // closed by Stop: the publisher publishes once more and returns
 	pubDone chan struct{}
 
+	first    uint64     // the stream index of the ring's first batch
+	pubMu    sync.Mutex // guards counters: the publisher and the first batch's fill publish
+	counters Counters
+
 	mu       sync.Mutex
 	err      error // the feed's first error, by the precedence of record
 	watchErr error
@@ -54,7 +58,7 @@ type Feed struct {
 // or Stop. opt is the watchdog's (a parent to watch).
 func (p *Pool) Start(r *Ring, stream sampler.Stream, opt ring.WatchOptions) *Feed {
 	f := &Feed{r: r, stream: stream, pool: p, done: make(chan struct{}), watched: make(chan struct{}),
-		stopPub: make(chan struct{}), pubDone: make(chan struct{})}
+		stopPub: make(chan struct{}), pubDone: make(chan struct{}), first: r.R.Layout().StartBatch}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	for range p.readers {
@@ -157,6 +161,9 @@ func (f *Feed) fill(w *ring.WriteSlot, batch [][]byte) error {
 			w.Abandon(err) // the consumer gets the text
 		}
 		return err
+	}
+	if w.Seq() == f.first {
+		f.publishCounters() // the consumer's stats() count this fill once it has the first batch
 	}
 	return w.Publish()
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ._child import shmloader_path
 from ._config import ORDER_EPOCHS, ORDER_STREAM
+from ._cuda import cuda_batches
 from ._lease import Batch, TensorSpec
 from ._loader import Loader
 from ._named import attach
@@ -38,6 +39,7 @@ __all__ = [
     "Batch",
     "TensorSpec",
     "attach",
+    "cuda_batches",
     "plan",
     "shmloader_path",
     "GobatchError",

@@ -2,7 +2,7 @@
 
 A ring keeps one lease book for its framework: :class:`ArrayLeases` (numpy: the slot's arrays'
 reference counts show a live view) or :class:`TensorLeases` (torch: the slot's storage use count
-shows a live view, and the tensors' version counters show an in-place write). Both answer the
+shows a live view). Both answer the
 same calls, made by :class:`gobatch.Ring` with its lock held: ``lend`` a slot to a new Batch,
 ``ended`` (the slot to give back with the C call that takes the next batch), ``end`` a lease
 (``Batch.release``), ``revoke`` one (``Ring.release``), ``settle`` (give back every slot whose
@@ -50,16 +50,17 @@ class Batch(dict):  # type: ignore[type-arg]
     The slot is lent to the batch: it goes back to the producers when the last view of the
     batch is gone (this dict's arrays or tensors and every view derived from them; the dict
     itself holds them), or at :meth:`release`, or when a ``with batch:`` block ends. Until then
-    its values never change. After :meth:`release` the batch is empty, and arrays of it that
-    are still referenced may be overwritten by later batches: copy what you keep beyond it."""
+    the batch is its own: nothing else reads or writes its slot, and its arrays and tensors are
+    writable (in-place normalisation changes this batch only). After :meth:`release` the batch
+    is empty, and arrays of it that are still referenced may be overwritten by later batches:
+    copy what you keep beyond it."""
 
     __slots__ = ("_lease",)
 
     _lease: Optional[Tuple["weakref.ref[_Lender]", int, Any]]  # (ring, slot, lease token) until released
 
     def release(self) -> None:
-        """Hand the slot back to the producers now and empty the batch (idempotent). Raises
-        :class:`LoaderError` when a tensor of the batch was written in place (torch)."""
+        """Hand the slot back to the producers now and empty the batch (idempotent)."""
         lease, self._lease = self._lease, None
         dict.clear(self)  # first: views gone with it need no new storage (torch)
         if lease is not None:
@@ -125,7 +126,6 @@ class _Book:
 
     def __init__(self, ring: "weakref.ref[_Lender]", ptr: int, slots: int) -> None:
         self.tokens: List[Any] = [None] * slots
-        self.write_error: Optional[LoaderError] = None  # torch: an in-place write found when a lease ended
         self._ring = ring
         self._ptr: Optional[int] = ptr
         self._release = _lib.lib().gb_release
@@ -137,11 +137,6 @@ class _Book:
     def held(self) -> int:
         """Slots lent to batches."""
         return sum(token is not None for token in self.tokens)
-
-    def raise_write_error(self) -> None:
-        err, self.write_error = self.write_error, None
-        if err is not None:
-            raise err
 
     def close(self) -> None:
         """The ring is closed: nothing is given back any more. Lent batches keep their views; a
@@ -259,8 +254,8 @@ class ArrayLeases(_Book):
 
 class _TorchSlot:
     """torch: one slot's storage (one for all its tensors, so that one use count shows every
-    view of any of them) and per tensor a tensor of its own over it (its own version counter,
-    named in the in-place write error). Batches get ``detach()`` copies of the tensors."""
+    view of any of them) and per tensor a tensor over it. Batches get ``detach()`` copies of the
+    tensors."""
 
     def __init__(self, mm: mmap.mmap, base: int, specs: List[TensorSpec]) -> None:
         import torch  # imported only when asked for
@@ -293,114 +288,79 @@ class _TorchSlot:
 
 
 class TensorLeases(_Book):
-    """torch: per slot the slot's storage and tensors (_TorchSlot), and per lent slot the
-    tensors' versions at lending. A lease ends when the storage's use count is back to the
-    slot's own (every tensor, view or ``.numpy()`` array of the batch holds the storage); the
-    version counters show an in-place write through any of them."""
+    """torch: per slot the slot's storage and tensors (_TorchSlot), and the slots lent. A lease
+    ends when the storage's use count is back to the slot's own (every tensor, view or
+    ``.numpy()`` array of the batch holds the storage). A batch's tensors are its own while it
+    holds the slot: in-place writes change only that slot's memory, which the producers
+    overwrite with a later batch only after the lease ended."""
 
     def __init__(self, ring: "weakref.ref[_Lender]", ptr: int, mm: mmap.mmap, payload: List[int],
-                 specs: List[TensorSpec], label: str) -> None:
+                 specs: List[TensorSpec]) -> None:
         super().__init__(ring, ptr, len(payload))
-        self._label = label
         self._slots = [_TorchSlot(mm, base, specs) for base in payload]
-        self._versions: Dict[int, List[int]] = {}
+        self._lent: List[int] = []
 
     def lend(self, slot: int) -> Batch:
         """Lends ``slot`` to a new Batch: per tensor a ``detach()`` of the slot's own tensor,
-        which shares its storage and version counter."""
-        tensors = self._slots[slot].tensors
+        which shares its storage."""
         token = self.tokens[slot] = object()
-        batch = Batch({name: t.detach() for name, t in tensors})
+        self._lent.append(slot)
+        batch = Batch({name: t.detach() for name, t in self._slots[slot].tensors})
         batch._lease = (self._ring, slot, token)
-        self._versions[slot] = [t._version for _, t in tensors]
         return batch
 
     def ended(self) -> int:
-        """Gives back the slots whose lease ended but one, returned for the C call that takes
-        the next batch (-1: none); raises the error of a lent batch written in place (revoked,
-        its slot given back)."""
-        if not self._versions:
+        """Ends the lease of every lent slot whose storage no view uses any more, and gives all
+        of them back but one, which it returns for the C call that takes the next batch (-1 when
+        none ended)."""
+        lent = self._lent
+        if not lent:
             return -1
-        rel = self._poll(keep_one=True)
-        if self.write_error is not None:
-            if rel >= 0:
-                self._give(rel)
-            self.raise_write_error()
-        return rel
-
-    def _note_writes(self, slot: int, clean: bool = False) -> None:
-        """A lease ending: keeps the error for a tensor of the slot's batch written in place
-        while lent (raised by the next next(), release() or close()). A batch released while
-        referenced leaves tensors on the slot's storage: the slot gets a new one, so that they
-        do not count as views of its next batch. ``clean``: the caller found the batch unwritten
-        and its storage unused just now."""
-        versions = self._versions.pop(slot, None)
-        if versions is None or clean:
-            return
-        if self.write_error is None:
-            self.write_error = self._written(slot, versions)
-        ts = self._slots[slot]
-        if not ts.unused():
-            self._slots[slot] = ts.renewed()
-
-    def _written(self, slot: int, versions: List[int]) -> Optional[LoaderError]:
-        for (name, t), version in zip(self._slots[slot].tensors, versions):
-            if t._version != version:
-                return LoaderError(
-                    f"{self._label}: tensor {name!r} was modified in place while it was lent out; "
-                    "batches are read-only views of shared memory (clone() a tensor before changing it)"
-                )
-        return None
-
-    def _poll(self, keep_one: bool = False) -> int:
-        """Gives back each lent slot whose storage no view uses any more, and revokes a lent
-        batch written in place (its slot goes back although the batch is referenced, since it
-        no longer holds the producers' data and keeping it would stall the stream), keeping the
-        write's error. With ``keep_one`` the first such slot is not given back but returned, for
-        the C call that takes the next batch (-1: none)."""
         keep = -1
-        for slot, versions in list(self._versions.items()):
-            written = self._written(slot, versions)
-            if written is None and not self._slots[slot].unused():
-                continue
-            self.tokens[slot] = None  # a revoked batch's token no longer matches: no second release
-            self._note_writes(slot, clean=written is None)
-            if keep_one and keep < 0:
+        for slot in [s for s in lent if self._slots[s].unused()]:
+            self.tokens[slot] = None
+            lent.remove(slot)
+            if keep < 0:
                 keep = slot
             else:
                 self._give(slot)
         return keep
 
     def revoke(self, slot: int) -> None:
-        """Gives ``slot`` back now, its batch referenced or not (Ring.release)."""
+        """Gives ``slot`` back now, its batch referenced or not (Ring.release). Tensors of the
+        batch still referenced stay on the slot's old storage object, so the slot gets a new one:
+        they do not count as views of its next batch."""
         if self.tokens[slot] is not None:
             self.tokens[slot] = None
-            self._note_writes(slot)
+            self._lent.remove(slot)
+            ts = self._slots[slot]
+            if not ts.unused():
+                self._slots[slot] = ts.renewed()
             self._give(slot)
 
     def end(self, slot: int, token: Any) -> None:
-        """Batch.release(): gives the slot back now (an in-place write found is kept in
-        write_error)."""
+        """Batch.release(): gives the slot back now."""
         if self.tokens[slot] is token:
             self.revoke(slot)
 
     def settle(self) -> None:
-        """Gives back every lent slot whose lease ended, revoking batches written in place."""
-        if self._versions:
-            self._poll()
+        """Gives back every lent slot whose lease ended."""
+        slot = self.ended()
+        if slot >= 0:
+            self._give(slot)
 
     def close(self) -> None:
         super().close()
-        self._slots, self._versions = [], {}
+        self._slots, self._lent = [], []
 
 
 Leases = Union[ArrayLeases, TensorLeases]
 
 
 def leases_for(framework: str, ring: "weakref.ref[_Lender]", ptr: int, mm: mmap.mmap, payload: List[int],
-               specs: List[TensorSpec], label: str) -> Leases:
+               specs: List[TensorSpec]) -> Leases:
     """The lease book of a ring attached for ``framework`` ("numpy" or "torch"); ``payload``
     holds each slot's offset in the mapping."""
     if framework == "torch":
-        return TensorLeases(ring, ptr, mm, payload, specs, label)
+        return TensorLeases(ring, ptr, mm, payload, specs)
     return ArrayLeases(ring, ptr, mm, payload, specs)

@@ -17,6 +17,7 @@ from . import _ring
 from ._batch_options import TimeLike, batch_flags
 from ._child import Command, shmloader_path
 from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, config_identity
+from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
 from ._node import NodeRings, node_spec
 from ._own import OwnChild, Restarts
@@ -86,6 +87,12 @@ class Loader:
     (:class:`GobatchWarning`, and the ``gobatch`` logger) with the child's state: running,
     stopped, a zombie, or its exit status once it has exited.
 
+    PyTorch: when torch is imported by the time the Loader is made (or ``framework="torch"``),
+    the Loader is also a ``torch.utils.data.IterableDataset``, so
+    ``torch.utils.data.DataLoader(loader, batch_size=None)`` yields its batches in order (with
+    ``num_workers=0``; ``pin_memory=True`` copies each into pinned memory), and ``len()`` of the
+    DataLoader is the Loader's. :mod:`gobatch.lightning` has a LightningDataModule.
+
     Inside a torch ``DataLoader`` worker process the loader takes that worker's disjoint share
     of the stream, as a rank does: worker ``w`` of ``W`` on rank ``r`` of ``n`` is rank
     ``r * W + w`` of ``n * W`` (:attr:`rank` and :attr:`world_size` report those), so the
@@ -96,7 +103,7 @@ class Loader:
             ``batch``, ``ring`` and ``source`` entries.
         batch_size, order, seed, t0_start, t0_end, cache_mb: replace the file's ``[batch]``
             values and the cache budget (``--batch-size`` ...); a YAML file needs batch_size.
-        framework: ``"numpy"`` (read-only arrays) or ``"torch"`` (tensors sharing that memory).
+        framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
         readers: reader goroutines of the child (``--readers``).
@@ -128,6 +135,11 @@ class Loader:
         restart_window_s: the window, in seconds, that ``restarts`` counts in (default 600).
         restart_backoff_s: seconds before the first restart of a window, doubled for each
             further one (default 0.05).
+        pin_memory: register the ring's memory with CUDA as page-locked (``cudaHostRegister``
+            through torch), so that ``.to(device, non_blocking=True)`` of a batch is an
+            asynchronous DMA from its slot; hold the batch until the copy is done
+            (:func:`gobatch.cuda_batches` does). Without CUDA: a :class:`GobatchWarning`, and
+            nothing else changes.
         extra_args: further ``shmloader run`` arguments, passed through.
         env: environment of the child (default: this process's).
 
@@ -163,6 +175,10 @@ class Loader:
 
     _foreign = False
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Loader":
+        # A torch IterableDataset too when torch is in use (see _dataset).
+        return super().__new__(loader_class(cls, kwargs.get("framework")) if cls is Loader else cls)
+
     def __init__(
         self,
         config: ConfigLike,
@@ -188,6 +204,7 @@ class Loader:
         node_rank: Optional[int] = None,
         batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
+        pin_memory: bool = False,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -218,6 +235,7 @@ class Loader:
         else:
             self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
                                       start_timeout=start_timeout, close_timeout=close_timeout, restarts=supervision)
+        self._pin = bool(pin_memory)
         self._ring: Ring = self._open(start)
         _ring.track(self)
 
@@ -226,8 +244,11 @@ class Loader:
         the loader's epoch, and the strategy's ``ring_epochs`` epochs from it, whose length is
         read off the ring)."""
         epochs = self._order == ORDER_EPOCHS
-        return self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
+        ring = self._producer.open(start=start, epoch=self._epoch if epochs else None, framework=self._framework,
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
+        if self._pin and not ring.pin_memory():
+            self._pin = False  # no CUDA: said once (Ring.pin_memory warns), not at every new ring
+        return ring
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
         """Closes the ring, stops its producer and opens a new ring at stream batch ``start``
@@ -246,6 +267,11 @@ class Loader:
     def framework(self) -> str:
         """``"numpy"`` or ``"torch"``."""
         return self._framework
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the ring's memory is registered with CUDA as page-locked (``pin_memory``)."""
+        return self._ring._pinned is not None
 
     @property
     def specs(self) -> Dict[str, TensorSpec]:
@@ -283,8 +309,11 @@ class Loader:
         return self._ring.closed
 
     def stats(self) -> Dict[str, Any]:
-        """The ring's counters: see :meth:`gobatch.Ring.stats`."""
-        return self._ring.stats()
+        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children
+        restarted after a kill over the loader's life (0 in node mode)."""
+        stats = self._ring.stats()
+        stats["restarts"] = getattr(self._producer, "restart_count", 0)
+        return stats
 
     def release(self) -> None:
         """Hand the slot of the batch handed out last back to the producers now: see

@@ -55,6 +55,7 @@ class OwnChild:
         self._ring_fd = -1  # the memfd, kept to hand to a restarted child
         self._ring: "Optional[weakref.ref[Ring]]" = None
         self._attached = False
+        self.restart_count = 0  # children restarted after a kill, over the Loader's life
 
     # ---- the Loader's calls ----
 
@@ -172,9 +173,15 @@ class OwnChild:
         proc = child.proc
         assert proc.returncode is not None
         try:
-            sup.restart(proc.pid, proc.returncode)
+            pid = sup.restart(proc.pid, proc.returncode)
         except LoaderError as e:
             raise LoaderError(f"{self._label}: {e.message}", stderr=child.tail(), exit_code=e.exit_code) from None
+        self.restart_count += 1
+        # Errors from now on name the running child, not the dead one.
+        self._label = f"shmloader pid {pid}"
+        ring = self._ring() if self._ring is not None else None
+        if ring is not None:
+            ring._label = self._label
 
     def _mapping(self) -> Optional[mmap.mmap]:
         """The running ring's mapping (None once it is closed). The ring is held weakly: it holds

@@ -15,10 +15,8 @@ import logging
 import math
 import mmap
 import os
-import sys
 import threading
 import time
-import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Type
 
@@ -26,11 +24,11 @@ import numpy as np
 
 from . import _clib as _lib
 from . import _protocol as _proto
-from . import _registry
+from . import _caller, _cuda, _registry
+from ._caller import site as _site
 from ._lease import Batch, Leases, TensorSpec, leases_for
 from .errors import (
     GobatchError,
-    GobatchWarning,
     LoaderError,
     RingError,
     RingTruncatedError,
@@ -41,6 +39,10 @@ from .errors import (
 __all__ = ["Batch", "Ring", "TensorSpec", "Producers", "producer_states", "process_state", "track"]
 
 _POLL_MS = 100  # the longest a C call blocks: Python handles Ctrl-C at least this often
+# SlotsHeldError names the line that took each held batch among a ring's first this many
+# batches (the warm-up and first steps, where a kept reference shows first): finding the
+# line costs about half a microsecond, which later batches do not pay.
+_SITE_BATCHES = 1000
 STALL_WARNING_S = 30.0  # default stall_warning_s: a next() waiting this long warns, and again each period
 _log = logging.getLogger("gobatch")
 
@@ -119,8 +121,8 @@ class Ring:
     """A gobatch ring, attached as its one consumer. Use :func:`attach` or :class:`gobatch.Loader`.
 
     Iterating yields one :class:`Batch` per step, in stream order: a dict ``{tensor name:
-    array}`` of read-only NumPy arrays (``framework="numpy"``) or torch tensors
-    (``framework="torch"``), views into the batch's shared slot. The slot is lent to the batch
+    array}`` of NumPy arrays (``framework="numpy"``) or torch tensors (``framework="torch"``),
+    writable views into the batch's shared slot. The slot is lent to the batch
     until its last view is gone (given back by the next ``next()``), or :meth:`Batch.release`,
     or a ``with batch:`` block ends, so a kept tensor never changes. When the next batch's slot
     is still lent, ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
@@ -145,6 +147,7 @@ class Ring:
     _shm_path: Optional[str] = None
     _label = "ring"
     _framework = "numpy"
+    _pinned: Optional[Tuple[int, int]] = None  # the mapping registered with CUDA (pin_memory)
 
     def __init__(
         self,
@@ -246,7 +249,7 @@ class Ring:
 
     def _map_payload(self, fd: int) -> None:
         g = self._geom
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if self._framework == "torch" else 0)
+        prot = mmap.PROT_READ | mmap.PROT_WRITE  # a lent batch is writable (Batch)
         try:
             self._mm = mmap.mmap(fd, g.segment_bytes, flags=mmap.MAP_SHARED, prot=prot)
         except OSError as e:
@@ -254,10 +257,13 @@ class Ring:
         # A named ring's file can be truncated under us (PROTOCOL.md 1.1): the library's SIGBUS
         # guard turns a touch of a cut page into zeros and a RingTruncatedError at next().
         addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
-        _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, int(prot & mmap.PROT_WRITE != 0))
+        _lib.lib().gb_guard_payload(self._ptr, addr, g.segment_bytes, 1)  # 1: the mapping is writable
         payload = [g.payload_offset + s * g.slot_stride for s in range(int(g.slot_count))]
         self._book: Leases = leases_for(self._framework, weakref.ref(self), self._ptr, self._mm, payload,
-                                        self._specs, self._label)
+                                        self._specs)
+        # Per slot, for SlotsHeldError: the batch lent there (its index since attach) and the
+        # user's (file, line) that took it, recorded for the first _SITE_BATCHES batches only.
+        self._handed: List[Tuple[int, Tuple[str, int]]] = [(-1, ("?", 0))] * int(g.slot_count)
 
     # ---- properties ----
 
@@ -338,8 +344,6 @@ class Ring:
             # past it (every later index off by one). A fresh traceback for each raise.
             raise self._failure.with_traceback(None)
         book = self._book
-        if book.write_error is not None:
-            self._settle_leases()  # raises it
         with self._lock:
             ptr = self._ptr
             if ptr is None:
@@ -348,6 +352,8 @@ class Ring:
             # loop drops one per step) and takes the next.
             rc: int = self._next(ptr, book.ended(), _POLL_MS)
             if rc >= 0:
+                if self._delivered < _SITE_BATCHES:
+                    self._handed[rc] = (self._delivered, _site())
                 self._delivered += 1
                 return book.lend(rc)
         return self._next_slow(rc)
@@ -375,6 +381,8 @@ class Ring:
                 # a batch dropped while this call waits (another thread) goes back now
                 rc = int(self._next(ptr, self._book.ended(), _POLL_MS))
                 if rc >= 0:
+                    if self._delivered < _SITE_BATCHES:
+                        self._handed[rc] = (self._delivered, _site())
                     self._delivered += 1
                     return self._book.lend(rc)
 
@@ -410,7 +418,7 @@ class Ring:
                f"stall_warning_s={self._stall_warning_s:g}); {'; '.join(self._producers.states(self._mm))}; "
                "still waiting")
         _log.warning(msg)
-        warnings.warn(msg, GobatchWarning, stacklevel=_caller_level())  # at the caller's next() / for
+        _caller.warn(msg)  # at the caller's next() / for
 
     def _producer_states(self) -> List[str]:
         """One phrase per producer process and its state (the stall warning's)."""
@@ -419,18 +427,16 @@ class Ring:
     # ---- leases (_lease) ----
 
     def _end_lease(self, slot: int, token: Any) -> None:
-        """Batch.release(): gives the slot back now, then raises an in-place write found."""
+        """Batch.release(): gives the slot back now."""
         if self._foreign:
             raise self._foreign_error()
         with self._lock:
             self._book.end(slot, token)
-        self._book.raise_write_error()
 
     def _settle_leases(self) -> None:
-        """Gives back slots whose lease ended and raises an in-place write found."""
+        """Gives back slots whose lease ended."""
         with self._lock:
             self._book.settle()
-        self._book.raise_write_error()
 
     def _free_next_slot(self) -> None:
         """gb_next found the next batch's slot still lent. Views caught in reference cycles are
@@ -444,13 +450,29 @@ class Ring:
         held = self._book.held()
         n = int(self._geom.slot_count)
         raise SlotsHeldError(
-            f"{self._label}: {held} of {n} slots hold batches that are still referenced, and the next batch "
-            f"({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. A batch is never "
+            f"{self._label}: {held} of {n} slots hold batches that are still referenced ({self._holders()}), "
+            f"and the next batch ({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. "
+            "A batch is never "
             "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
             "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
             f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
             "the usual `for batch in loader:` holds 2 while it fetches the next)",
             held=held, slots=n)
+
+    def _holders(self) -> str:
+        """The batches that hold slots, and the lines that took them: "batch 20 (slot 0, taken
+        at train.py:42), ..."."""
+        n, last = int(self._geom.slot_count), self._delivered - 1
+        out = []
+        for slot, token in enumerate(self._book.tokens):
+            if token is not None:
+                j = last - (last - slot) % n  # the latest batch lent to the slot: the one holding it
+                where = ""
+                if self._handed[slot][0] == j:
+                    path, line = self._handed[slot][1]
+                    where = f", taken at {os.path.basename(path)}:{line}"
+                out.append(f"batch {self.start_batch + j} (slot {slot}{where})")
+        return ", ".join(out)
 
     def release(self) -> None:
         """Hand the slot of the batch handed out last back to the producers now, even if the
@@ -462,6 +484,19 @@ class Ring:
             if self._delivered and self._ptr is not None:
                 self._book.revoke((self._delivered - 1) % int(self._geom.slot_count))
         self._settle_leases()
+
+    # ---- GPU ----
+
+    def pin_memory(self) -> bool:
+        """Registers the ring's mapping with CUDA as page-locked memory, so that
+        ``.to(device, non_blocking=True)`` of a batch is an asynchronous DMA from its slot
+        (hold the batch until the copy is done: :func:`gobatch.cuda_batches`). Without CUDA it
+        warns (:class:`GobatchWarning`) and does nothing. Returns whether the mapping is pinned;
+        it stays so until :meth:`close`."""
+        if self._pinned is None and self._mm is not None:
+            addr = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
+            self._pinned = _cuda.pin(addr, len(self._mm), self._label)
+        return self._pinned is not None
 
     # ---- statistics ----
 
@@ -512,15 +547,9 @@ class Ring:
         mapped until they are freed; their slots are never written again). Idempotent."""
         if self._foreign:
             raise self._foreign_error()
-        written: Optional[LoaderError] = None
         if self._ptr is not None:
-            try:
-                self._settle_leases()
-            except LoaderError as e:
-                written = e
+            self._settle_leases()
         self._close_ring()
-        if written is not None:
-            raise written
 
     def _close_ring(self) -> None:
         if self._ptr is None:
@@ -532,6 +561,9 @@ class Ring:
             creator_gone = not self._creator_alive()
             _lib.lib().gb_close(ptr)
         _open_rings.discard(self)
+        pinned, self._pinned = self._pinned, None
+        if pinned is not None:
+            _cuda.unpin(pinned)
         self._book.close()
         if self._mm is not None:
             try:
@@ -655,15 +687,6 @@ def _job_figures(counters: List[_lib.Counter]) -> Dict[str, Any]:
     decoded, missing = out.get("chunks_decoded", []), out.get("chunks_missing", [])
     out["missing_chunk_fraction"] = [m / d if d else 0.0 for d, m in zip(decoded, missing)]
     return out
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of warnings.warn, called by this function's caller, that names the
-    first frame outside gobatch (the trainer's ``next()`` or ``for``), through Loader or not."""
-    frame, level = sys._getframe(2), 2
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("gobatch."):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _stall_seconds(value: float) -> float:

@@ -10,13 +10,12 @@ import logging
 import signal
 import struct
 import time
-import warnings
 from collections import deque
 from typing import Callable, Deque, List, Optional, Sequence, Set, Tuple
 
 from . import _protocol as _proto
-from . import _registry
-from .errors import GobatchWarning, LoaderError
+from . import _caller, _registry
+from .errors import LoaderError
 
 __all__ = ["Supervisor", "RESTARTS", "RESTART_WINDOW_S", "RESTART_BACKOFF_S", "held_batches"]
 
@@ -164,5 +163,5 @@ class Supervisor:
         msg = (f"{cause}{holding}; restarted it as pid {new_pid} (restart {len(self._times)} of "
                f"{self._restarts} within {self._window_s:g} s), which takes its batches over")
         _log.warning(msg)
-        warnings.warn(msg, GobatchWarning, stacklevel=5)
+        _caller.warn(msg)  # at the trainer's line whose next() found the death
         return new_pid

@@ -124,9 +124,12 @@ def _loader_trial(loader: gobatch.Loader, cfg: Dict[str, Any], kill_after: Optio
     restarts = [w for w in caught if issubclass(w.category, GobatchWarning) and "restarted it as pid" in str(w.message)]
     assert len(restarts) == 1, [str(w.message) for w in caught]
     assert f"shmloader pid {first} was killed by SIGKILL" in str(restarts[0].message)
+    assert restarts[0].filename == __file__  # the trainer's line (Reader.read_all's next()), not gobatch's
     assert loader.pid != first
     sup = loader._supervisor
     assert sup is not None and sup.restart_count == 1
+    assert loader.stats()["restarts"] == 1
+    assert loader._label == f"shmloader pid {loader.pid}"  # errors from now on name the running child
     replaced = max(sup.recovery_s[0] + (died[0] - t_death if died else 0.0), 0.0)
     return replaced, reader.gap_after(t_death)
 
