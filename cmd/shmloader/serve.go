@@ -16,6 +16,7 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/feed"
+	"github.com/gobatch/gobatch/nodewire"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
 )
@@ -23,9 +24,9 @@ import (
 // `shmloader serve`: one loader process per node. It opens the configured sources once (one
 // sampler.Set: one decoded-chunk cache, one cache budget), runs one pool of readers (package feed),
 // and gives each local rank a ring of its own: a memfd that it sends over a Unix socket to
-// the rank's gobatch.Loader (serve_conn.go), whose stream is exactly `run --rank R
-// --world-size W`'s (serve_ring.go). The ranks it serves are sampler.NodeStreams' for
-// --node-rank and --local-world-size.
+// the rank's gobatch.Loader (serve_conn.go; the protocol is package nodewire's), whose stream
+// is exactly `run --rank R --world-size W`'s (serve_ring.go). The ranks it serves are
+// sampler.NodeStreams' for --node-rank and --local-world-size.
 //
 // Lifetimes: each Loader keeps its connection for its whole life (across epochs and resumes,
 // which ask for a new ring on the same connection). A rank whose process dies with its ring
@@ -33,7 +34,7 @@ import (
 // handled by [node] on_rank_death: "stop" fails every rank's ring with an error naming it,
 // "continue" stops that ring only. The process exits once every local rank has come and gone
 // (no connection left), or once none is connected for --linger. Only peers that pass
-// serve_auth.go's checks (their uid, the node's secret) become ranks.
+// package nodewire's checks (their uid, the node's secret) become ranks.
 
 func init() {
 	register("serve", "one loader per node: a ring for each local rank, fed from one cache", cmdServe)
@@ -48,7 +49,7 @@ type serveFlags struct {
 	ofRank     int // -1: not given; else serve the node of this global rank
 	readers    int
 	linger     time.Duration
-	allowUID   []int // peers of these uids too (serve_auth.go)
+	allowUID   []int // peers of these uids too (nodewire.Admit)
 	sourceFlags
 }
 
@@ -108,7 +109,7 @@ func cmdServe(args []string) int {
 		return exitFailure
 	}
 	srv := newNodeServer(log, f, cfg, src, streams)
-	srv.secret = readSecret()
+	srv.secret = nodewire.TakeSecret()
 	code = srv.run(ln, sigc)
 	src.logStats()
 	return code
@@ -200,7 +201,7 @@ type nodeServer struct {
 	src     *runSource
 	streams []sampler.Stream // by local rank
 	pool    *feed.Pool       // the readers of every ring
-	secret  []byte           // the node's secret (serve_auth.go)
+	secret  []byte           // the node's secret (nodewire.TakeSecret)
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it

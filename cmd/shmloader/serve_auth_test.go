@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
+
+	"github.com/gobatch/gobatch/nodewire"
 )
 
 // TestAcceptBacksOff: accept failures that pass (out of descriptors, an aborted connection)
@@ -114,18 +113,18 @@ func TestServeHandshake(t *testing.T) {
 	sha := fileSHA(t, cfg)
 	socket := socketName(t)
 	cmd := exec.Command(binPath, "serve", "--config", cfg, "--socket", socket, "--local-world-size", "1", "--readers", "2")
-	cmd.Env = append(os.Environ(), secretEnv+"=the-job-secret")
+	cmd.Env = append(os.Environ(), nodewire.SecretEnv+"=the-job-secret")
 	p := startCmd(t, cmd)
 
 	// A client with another secret (the empty one): the node loader's proof fails its check,
 	// and its request, with a proof of its own secret, is refused.
-	other := &nodeClient{c: rawDial(t, socket, p)}
+	other := &nodeClient{c: rawDial(t, socket, p), auth: nodewire.NewAuth(nil)}
 	defer other.close()
 	if err := other.hello(); err == nil || !strings.Contains(err.Error(), "proof is wrong") {
 		t.Fatalf("hello to a node loader of another secret: %v", err)
 	}
 	u := uint64(0)
-	reply, fd, err := other.request(nodeRequest{Rank: &u, WorldSize: 1, ConfigSHA256: sha})
+	reply, fd, err := other.request(nodewire.Request{Rank: &u, WorldSize: 1, ConfigSHA256: sha})
 	if err != nil || fd >= 0 || !strings.Contains(reply.Error, "does not prove the node's secret") {
 		t.Fatalf("request with the wrong proof: %v fd %d %+v", err, fd, reply)
 	}
@@ -183,7 +182,7 @@ func dialKeyed(t *testing.T, socket string, key []byte) *nodeClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := &nodeClient{c: c, auth: nodeAuth{key: key}}
+	nc := &nodeClient{c: c, auth: nodewire.NewAuth(key)}
 	if err := nc.hello(); err != nil {
 		t.Fatal(fmt.Errorf("hello: %w", err))
 	}
@@ -216,17 +215,17 @@ func TestServeJoin(t *testing.T) {
 	second := startServe(t, cfg, socket, 2, 0, 2)
 	u := func(v uint64) *uint64 { return &v }
 	refused := dialNode(t, socket, second)
-	if reply, _, err := refused.request(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}); err != nil ||
+	if reply, _, err := refused.request(nodewire.Request{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}); err != nil ||
 		!reply.Usage || !strings.Contains(reply.Error, "a join request without the ring's memfd") {
 		t.Fatalf("join without a memfd: %v %+v", err, reply)
 	}
-	if reply, _, err := refused.requestFD(nodeRequest{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd()); err != nil ||
+	if reply, _, err := refused.requestFD(nodewire.Request{Rank: u(0), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd()); err != nil ||
 		!reply.Usage || !strings.Contains(reply.Error, "not rank 0's ring") {
 		t.Fatalf("join with rank 1's ring as rank 0: %v %+v", err, reply)
 	}
 	refused.close()
 	nc = dialNode(t, socket, second)
-	reply, fd, err := nc.requestFD(nodeRequest{Rank: u(1), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd())
+	reply, fd, err := nc.requestFD(nodewire.Request{Rank: u(1), WorldSize: 2, ConfigSHA256: sha, Join: true}, rr.seg.Fd())
 	if err != nil || reply.Error != "" || fd >= 0 {
 		t.Fatalf("join: %v fd %d %+v", err, fd, reply)
 	}
@@ -247,16 +246,4 @@ func TestServeJoin(t *testing.T) {
 	nc.close()
 	second.cmd.Process.Signal(syscall.SIGTERM)
 	second.expectExit(t, exitOK, 10*time.Second)
-}
-
-// requestFD is request with a descriptor passed along.
-func (nc *nodeClient) requestFD(req nodeRequest, fd int) (nodeReply, int, error) {
-	if req.Auth == "" {
-		req.Auth = hex.EncodeToString(nc.auth.proof("rank"))
-	}
-	b, _ := json.Marshal(req)
-	if _, _, err := nc.c.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
-		return nodeReply{}, -1, err
-	}
-	return nc.reply()
 }

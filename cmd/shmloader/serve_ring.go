@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobatch/gobatch/feed"
+	"github.com/gobatch/gobatch/nodewire"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 )
@@ -38,7 +39,7 @@ type nodeRing struct {
 // openRing makes rank's ring for a request: the layout of the part of the stream it asks for
 // (a *feed.RequestError when that is not in the stream), a memfd of that size, the ring and
 // its producer entry.
-func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req nodeRequest) (*nodeRing, error) {
+func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req nodewire.Request) (*nodeRing, error) {
 	var w feed.Window
 	if req.Start != nil {
 		w.Start, w.StartSet = *req.Start, true
@@ -67,24 +68,24 @@ func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req node
 
 // joinRing joins the ring a join request carries (its memfd, which must be the rank's) as
 // its producer: the ring's position and layout are its own (the request's epoch must match).
-func (s *nodeServer) joinRing(req nodeRequest, l ring.Layout) (*feed.Ring, error) {
-	if req.fd < 0 {
+func (s *nodeServer) joinRing(req nodewire.Request, l ring.Layout) (*feed.Ring, error) {
+	if req.FD < 0 {
 		return nil, &feed.RequestError{Err: errors.New("a join request without the ring's memfd")}
 	}
 	want := "/memfd:" + memfdName(*req.Rank) + " "
-	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", req.fd)); err != nil || !strings.HasPrefix(link, want) {
+	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", req.FD)); err != nil || !strings.HasPrefix(link, want) {
 		return nil, &feed.RequestError{Err: fmt.Errorf("join: the memfd passed is %q, not rank %d's ring", link, *req.Rank)}
 	}
 	// JoinFD owns the descriptor it is given (the caller closes the request's own): a
 	// duplicate, closed here when JoinFD failed before it took it (still open, same file).
-	fd, err := unix.FcntlInt(uintptr(req.fd), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := unix.FcntlInt(uintptr(req.FD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("join: dup the ring's memfd: %w", err)
 	}
 	r, err := feed.JoinFD(fd, l, false, s.flags.readers)
 	if err != nil {
 		var a, b unix.Stat_t
-		if unix.Fstat(fd, &a) == nil && unix.Fstat(req.fd, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
+		if unix.Fstat(fd, &a) == nil && unix.Fstat(req.FD, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
 			unix.Close(fd)
 		}
 		return nil, fmt.Errorf("join: %w", err)

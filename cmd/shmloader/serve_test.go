@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/internal/synthcheck"
+	"github.com/gobatch/gobatch/nodewire"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/shm"
 )
@@ -51,7 +51,7 @@ func nodeHelper(v string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	reply, fd, err := nc.request(nodeRequest{Rank: &rank, WorldSize: world, ConfigSHA256: parts[3], PID: os.Getpid()})
+	reply, fd, err := nc.request(nodewire.Request{Rank: &rank, WorldSize: world, ConfigSHA256: parts[3], PID: os.Getpid()})
 	if err != nil || fd < 0 {
 		fmt.Fprintln(os.Stderr, err, reply.Error)
 		return 1
@@ -72,10 +72,10 @@ func nodeHelper(v string) int {
 }
 
 // nodeClient is a test rank's connection to a node loader, past the handshake
-// (serve_auth.go) with the empty secret the tests' node loaders have.
+// (package nodewire) with the empty secret the tests' node loaders have.
 type nodeClient struct {
 	c    *net.UnixConn
-	auth nodeAuth
+	auth *nodewire.Auth
 }
 
 func dialNodeErr(name string, d time.Duration) (*nodeClient, error) {
@@ -83,7 +83,7 @@ func dialNodeErr(name string, d time.Duration) (*nodeClient, error) {
 	for {
 		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: "@" + name, Net: "unixpacket"})
 		if err == nil {
-			nc := &nodeClient{c: c}
+			nc := &nodeClient{c: c, auth: nodewire.NewAuth(nil)}
 			if err := nc.hello(); err != nil {
 				c.Close()
 				return nil, err
@@ -99,30 +99,23 @@ func dialNodeErr(name string, d time.Duration) (*nodeClient, error) {
 
 // hello runs the rank's side of the handshake and checks serve's proof.
 func (nc *nodeClient) hello() error {
-	nc.auth.rank = make([]byte, nonceBytes)
-	for i := range nc.auth.rank {
-		nc.auth.rank[i] = byte(i * 7)
-	}
-	b, _ := json.Marshal(nodeHello{Hello: hex.EncodeToString(nc.auth.rank)})
-	if _, err := nc.c.Write(b); err != nil {
+	h, err := nc.auth.Hello()
+	if err != nil {
 		return err
 	}
-	buf := make([]byte, 4096)
+	if err := nodewire.Send(nc.c, h, -1); err != nil {
+		return err
+	}
+	buf := make([]byte, nodewire.MaxMessage)
 	n, err := nc.c.Read(buf)
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
-	var w nodeWelcome
-	if err := json.Unmarshal(buf[:n], &w); err != nil || w.Error != "" {
+	var w nodewire.Welcome
+	if err := json.Unmarshal(buf[:n], &w); err != nil {
 		return fmt.Errorf("welcome %q: %v", buf[:n], err)
 	}
-	if nc.auth.server, err = hex.DecodeString(w.Nonce); err != nil {
-		return err
-	}
-	if proof, _ := hex.DecodeString(w.Proof); !hmac.Equal(proof, nc.auth.proof("serve")) {
-		return errors.New("the node loader's proof is wrong")
-	}
-	return nil
+	return nc.auth.Verify(w)
 }
 
 func dialNode(t *testing.T, name string, p *proc) *nodeClient {
@@ -148,39 +141,31 @@ func dialNode(t *testing.T, name string, p *proc) *nodeClient {
 func (nc *nodeClient) close() { nc.c.Close() }
 
 // request sends one request and returns the reply and its descriptor (-1 when none).
-func (nc *nodeClient) request(req nodeRequest) (nodeReply, int, error) {
+func (nc *nodeClient) request(req nodewire.Request) (nodewire.Reply, int, error) {
+	return nc.requestFD(req, -1)
+}
+
+// requestFD is request with a descriptor passed along (none when fd < 0).
+func (nc *nodeClient) requestFD(req nodewire.Request, fd int) (nodewire.Reply, int, error) {
 	if req.Auth == "" {
-		req.Auth = hex.EncodeToString(nc.auth.proof("rank"))
+		req.Auth = nc.auth.Proof()
 	}
-	b, _ := json.Marshal(req)
-	if _, err := nc.c.Write(b); err != nil {
-		return nodeReply{}, -1, err
+	if err := nodewire.Send(nc.c, req, fd); err != nil {
+		return nodewire.Reply{}, -1, err
 	}
 	return nc.reply()
 }
 
 // reply reads one reply and its descriptor (-1 when none).
-func (nc *nodeClient) reply() (nodeReply, int, error) {
-	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := nc.c.ReadMsgUnix(buf, oob)
+func (nc *nodeClient) reply() (nodewire.Reply, int, error) {
+	buf, oob := make([]byte, nodewire.MaxMessage), make([]byte, nodewire.OOBSpace)
+	n, fd, err := nodewire.ReadMsg(nc.c, buf, oob)
 	if err != nil {
-		return nodeReply{}, -1, err
+		return nodewire.Reply{}, -1, err
 	}
-	var reply nodeReply
+	var reply nodewire.Reply
 	if err := json.Unmarshal(buf[:n], &reply); err != nil {
-		return reply, -1, fmt.Errorf("reply %q: %w", buf[:n], err)
-	}
-	fd := -1
-	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return reply, -1, err
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil {
-			return reply, -1, err
-		}
-		fd = fds[0]
+		return reply, fd, fmt.Errorf("reply %q: %w", buf[:n], err)
 	}
 	return reply, fd, nil
 }
@@ -242,7 +227,7 @@ type rankRing struct {
 // openRank asks for rank's ring (at start when >= 0) and checks the reply and the memfd's name.
 func openRank(t *testing.T, nc *nodeClient, rank, world uint64, sha string, start int64) *rankRing {
 	t.Helper()
-	req := nodeRequest{Rank: &rank, WorldSize: world, ConfigSHA256: sha, PID: os.Getpid()}
+	req := nodewire.Request{Rank: &rank, WorldSize: world, ConfigSHA256: sha, PID: os.Getpid()}
 	if start >= 0 {
 		s := uint64(start)
 		req.Start = &s
@@ -395,13 +380,13 @@ func TestServeRefuses(t *testing.T) {
 	p := startServe(t, cfg, socket, 2, 1, 4) // ranks 2 and 3 of 4
 	u := func(v uint64) *uint64 { return &v }
 	for _, c := range []struct {
-		req  nodeRequest
+		req  nodewire.Request
 		want string
 	}{
-		{nodeRequest{Rank: u(0), WorldSize: 4, ConfigSHA256: sha}, "rank 0 is not on this node: this node loader (node rank 1, 2 local ranks) serves ranks 2 .. 3 of 4"},
-		{nodeRequest{Rank: u(2), WorldSize: 2, ConfigSHA256: sha}, "rank 2 asks for world size 2; this node loader serves world size 4"},
-		{nodeRequest{Rank: u(2), WorldSize: 4, ConfigSHA256: "00"}, "rank 2's configuration is not the node loader's"},
-		{nodeRequest{Rank: u(2), WorldSize: 4, ConfigSHA256: sha, Epoch: u(1)}, `--epoch 1 needs [batch] order = "epochs"`},
+		{nodewire.Request{Rank: u(0), WorldSize: 4, ConfigSHA256: sha}, "rank 0 is not on this node: this node loader (node rank 1, 2 local ranks) serves ranks 2 .. 3 of 4"},
+		{nodewire.Request{Rank: u(2), WorldSize: 2, ConfigSHA256: sha}, "rank 2 asks for world size 2; this node loader serves world size 4"},
+		{nodewire.Request{Rank: u(2), WorldSize: 4, ConfigSHA256: "00"}, "rank 2's configuration is not the node loader's"},
+		{nodewire.Request{Rank: u(2), WorldSize: 4, ConfigSHA256: sha, Epoch: u(1)}, `--epoch 1 needs [batch] order = "epochs"`},
 	} {
 		nc := dialNode(t, socket, p)
 		reply, fd, err := nc.request(c.req)
@@ -414,7 +399,7 @@ func TestServeRefuses(t *testing.T) {
 	nc := dialNode(t, socket, p)
 	rr := openRank(t, nc, 3, 4, sha, -1)
 	other := dialNode(t, socket, p)
-	reply, _, err := other.request(nodeRequest{Rank: u(3), WorldSize: 4, ConfigSHA256: sha, PID: 1})
+	reply, _, err := other.request(nodewire.Request{Rank: u(3), WorldSize: 4, ConfigSHA256: sha, PID: 1})
 	if err != nil || !strings.Contains(reply.Error, fmt.Sprintf("rank 3 is already served to pid %d", os.Getpid())) {
 		t.Fatalf("second rank 3: %v %+v", err, reply)
 	}

@@ -11,7 +11,7 @@ listening binds the socket name (the kernel lets exactly one bind succeed), list
 ``shmloader serve --listen-fd``, which inherits the bound socket; the others connect to it
 (their connections wait in its backlog while it opens the stores). Before asking for a ring,
 a rank checks that the listener runs as its user and proves the node's secret, and proves it
-in turn (``_hello``; cmd/shmloader/serve_auth.go). A node loader started by
+in turn (``_hello``; the Go package nodewire). A node loader started by
 hand (``shmloader serve --socket NAME``) is used when the Loader is given that name
 (``node="NAME"`` or ``GOBATCH_NODE=NAME``). The connection stays open for the Loader's life
 (epochs and resumes ask for a new ring on it); the node loader exits when every local rank
@@ -59,7 +59,7 @@ UNSUPERVISED = ("the node loader (shmloader serve) is not supervised: it is not 
                 "from a checkpoint with start=)")
 
 
-# The node's secret (cmd/shmloader/serve_auth.go): in every rank's environment when the
+# The node's secret (the Go package nodewire): in every rank's environment when the
 # launcher sets it, and in the node loader's, which the starting rank gives it.
 SECRET_ENV = "GOBATCH_NODE_SECRET"
 # A node loader started by hand as another user (``serve --allow-uid``) is accepted by a rank
@@ -247,7 +247,7 @@ class NodeSession:
     def _hello(self, sock: socket.socket, deadline: float) -> None:
         """Checks the listener both ways before anything else crosses: it runs as this user
         (SO_PEERCRED; another user's process is refused at once), and it proves the node's
-        secret (an HMAC over both sides' nonces: cmd/shmloader/serve_auth.go); this rank's
+        secret (an HMAC over both sides' nonces: the Go package nodewire); this rank's
         proof goes with its first request."""
         pid, uid, _ = peer_cred(sock)
         where = f"node loader socket {self.spec.socket!r}"

@@ -1,6 +1,6 @@
 """Who may talk to the node loader, and what cannot starve it (issue 21).
 
-Both ends check each other before a ring changes hands (cmd/shmloader/serve_auth.go): the
+Both ends check each other before a ring changes hands (the Go package nodewire): the
 peer's uid by the kernel's SO_PEERCRED, and the node's secret by an HMAC challenge-response.
 Other users run through ``setpriv`` to uid 65534 (the tests run as root; skipped otherwise),
 with the system's Python (only the standard library), so that nothing of theirs is gobatch's:
