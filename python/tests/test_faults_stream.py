@@ -205,8 +205,15 @@ def test_long_stream_under_producer_kills(shm, tmp_path, ring_name):
             assert time.monotonic() <= deadline, f"stream not read within 1200 s (at batch {checker.k})"
             checker.check()
             assert checker.k == BATCHES, f"{checker.k} batches delivered, want {BATCHES}"
-        for p, fp in pool.procs:
+        creator.wait(timeout=20)
+        assert creator.returncode in (0, -signal.SIGKILL), (creator.pid, creator.returncode)
+        for n, (p, fp) in enumerate(pool.procs):
             p.wait(timeout=20)
+            if p.returncode == 1 and p is not creator and "no ring" in (logs / f"p{n}.log").read_text():
+                # A joiner started before 95 % of the stream whose exec took until after the
+                # whole stream was read and the creator, done, had removed the ring (seen at
+                # load 11 on 2 cores): harmless, since every batch was checked above.
+                continue
             assert p.returncode in (0, -signal.SIGKILL), (p.pid, fp, p.returncode)
     finally:
         done.set()
