@@ -77,7 +77,8 @@ def epochs_cfg(**batch: Any) -> dict[str, Any]:
 
 
 def copied(batch: Any) -> Batch:
-    return {k: np.array(v) for k, v in batch.items()}
+    # A torch tensor through .numpy(): np.array(tensor) warns under NumPy 2 (no copy keyword).
+    return {k: np.array(v.numpy() if hasattr(v, "numpy") else v) for k, v in batch.items()}
 
 
 def run_epoch(loader: gobatch.Loader, stop: int | None = None) -> list[Batch]:
