@@ -286,20 +286,23 @@ type Cause struct {
 	First string `json:"first"` // the first such time and its detail
 }
 
-// add counts a rejection of t0 for reason why.
-func (r *Rejection) add(t0 int64, why reject) {
-	at := fmt.Sprintf("at t0 %s: %s", fmtTime(t0), why.detail)
+// add counts source s's rejection of t0 under its cause; the first time of each cause is
+// described in full (the detail is asked for then only).
+func (r *Rejection) add(t0 int64, s dataSource) {
+	cause := s.whyNot(t0, false).cause
+	for i := range r.Causes {
+		if r.Causes[i].Cause == cause {
+			r.Causes[i].Count++
+			r.Count++
+			return
+		}
+	}
+	at := fmt.Sprintf("at t0 %s: %s", fmtTime(t0), s.whyNot(t0, true).detail)
 	if r.Count == 0 {
 		r.First = at
 	}
 	r.Count++
-	for i := range r.Causes {
-		if r.Causes[i].Cause == why.cause {
-			r.Causes[i].Count++
-			return
-		}
-	}
-	r.Causes = append(r.Causes, Cause{Cause: why.cause, Count: 1, First: at})
+	r.Causes = append(r.Causes, Cause{Cause: cause, Count: 1, First: at})
 }
 
 func (r Rejection) String() string {
@@ -374,7 +377,7 @@ func (j *Job) findCandidates() error {
 				continue
 			}
 			good = false
-			j.rejections[si].add(t0, s.whyNot(t0))
+			j.rejections[si].add(t0, s)
 		}
 		if good {
 			j.cands = append(j.cands, int32(i))

@@ -12,10 +12,11 @@ type dataSource interface {
 	spec() *Spec
 	data() *chunked
 	// fits reports whether every step of the source's window exists at anchor time t0 (unix
-	// seconds); whyNot says what is missing when it does not (called for each rejected time
-	// at start-up: the report counts the causes).
+	// seconds); whyNot says what is missing when it does not: its cause, and with detail the
+	// step and times (called for each rejected time at start-up, the report counting the
+	// causes; with detail only for the first time of each cause).
 	fits(t0 int64) bool
-	whyNot(t0 int64) reject
+	whyNot(t0 int64, detail bool) reject
 	// fill writes example ex into out (one example's slice of the source's tensor).
 	fill(rs *readerState, ex *example, out []float32) error
 }
@@ -52,7 +53,8 @@ func (rs *readerState) timeScratch(n int) []int {
 }
 
 // reject is why a source rules out a t0: its cause (one of a few classes, which the start-up
-// report counts) and the detail of this t0 (which step, which time).
+// report counts) and, when asked for, the detail of this t0 (which step, which time): formatting
+// it for every rejected time of a long archive would cost more than finding the cause.
 type reject struct {
 	cause  string
 	detail string
@@ -71,15 +73,21 @@ const (
 
 // windowWhy says which step of window w at t0 the time axis lacks: past an end of the
 // coordinate, or in a gap, with the spacing of the coordinate around it (a window resolution
-// finer than the store's steps rejects almost every t0 that way).
-func windowWhy(t *timeAxis, w timeWindow, t0 int64) reject {
+// finer than the store's steps rejects almost every t0 that way). Without detail, the cause only.
+func windowWhy(t *timeAxis, w timeWindow, t0 int64, detail bool) reject {
 	_, k := t.place(w, t0, nil)
 	if k < 0 {
 		return reject{}
 	}
 	off := (w.first + int64(k)) * w.res
 	v := t0 + off
-	if v < t.value(0) || v > t.last() {
+	edge := v < t.value(0) || v > t.last()
+	switch {
+	case !detail && edge:
+		return reject{cause: causeEdge}
+	case !detail:
+		return reject{cause: causeGap}
+	case edge:
 		return reject{causeEdge, fmt.Sprintf("the time window leaves the time coordinate (t0 %s = %s is outside %s .. %s)",
 			fmtOffset(off), fmtTime(v), fmtTime(t.value(0)), fmtTime(t.last()))}
 	}
@@ -139,7 +147,9 @@ func (g *gridSource) fits(t0 int64) bool {
 	return missing < 0
 }
 
-func (g *gridSource) whyNot(t0 int64) reject { return windowWhy(&g.times, g.win, t0) }
+func (g *gridSource) whyNot(t0 int64, detail bool) reject {
+	return windowWhy(&g.times, g.win, t0, detail)
+}
 
 // box is the example's window in the array; at is scratch for an unevenly spaced window.
 func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
@@ -193,14 +203,23 @@ func (n *nwpSource) fits(t0 int64) bool {
 	return ok
 }
 
-func (n *nwpSource) whyNot(t0 int64) reject {
+func (n *nwpSource) whyNot(t0 int64, detail bool) reject {
 	r := n.rule
 	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
-	if run < 0 {
+	switch {
+	case run < 0 && !detail:
+		return reject{cause: causeNoRun}
+	case run < 0:
 		return reject{causeNoRun, fmt.Sprintf("no run with init_time <= t0 - %d min (the first run is %s)", r.minStale/60, fmtTime(n.inits.value(0)))}
 	}
 	init := n.inits.value(run)
-	if r.maxStale > 0 && t0-init > r.maxStale {
+	stale := r.maxStale > 0 && t0-init > r.maxStale
+	switch {
+	case stale && !detail:
+		return reject{cause: causeStale}
+	case !detail:
+		return reject{cause: causeNoStep}
+	case stale:
 		return reject{causeStale, fmt.Sprintf("the latest run with init_time <= t0 - %d min (%s) is more than max_staleness_minutes (%d) older than t0",
 			r.minStale/60, fmtTime(init), r.maxStale/60)}
 	}
@@ -257,7 +276,9 @@ func (p *pointSource) fits(t0 int64) bool {
 	return missing < 0
 }
 
-func (p *pointSource) whyNot(t0 int64) reject { return windowWhy(&p.times, p.win, t0) }
+func (p *pointSource) whyNot(t0 int64, detail bool) reject {
+	return windowWhy(&p.times, p.win, t0, detail)
+}
 
 // setOrder prepares the ascending-id ordering of the chosen systems.
 func (p *pointSource) setOrder() {

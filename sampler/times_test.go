@@ -196,7 +196,7 @@ func TestNWPFallbackAgainstBruteForce(t *testing.T) {
 				t.Fatalf("rule %+v t0 %d min: got run %d (%v), want %d", rule, t0/m, got.run, ok, wantRun)
 			}
 			if !ok {
-				if !strings.Contains((&nwpSource{inits: *mustTimes(t, inits), steps: *ax, rule: rule}).whyNot(t0).detail, "run") {
+				if !strings.Contains((&nwpSource{inits: *mustTimes(t, inits), steps: *ax, rule: rule}).whyNot(t0, true).detail, "run") {
 					t.Fatalf("t0 %d min: the reason names no run", t0/m)
 				}
 				continue
@@ -427,7 +427,7 @@ func TestGappyCandidatesAndRejections(t *testing.T) {
 	}
 	// t0 in the satellite gap: the reason names the gap.
 	gap := ds["satellite.zarr"].arrays["time"].ints[62]
-	if why := j.anchor.whyNot(gap).detail; !strings.Contains(why, "a gap") {
+	if why := j.anchor.whyNot(gap, true).detail; !strings.Contains(why, "a gap") {
 		t.Errorf("at the gap: %q", why)
 	}
 }
