@@ -49,6 +49,10 @@
 //	fetch_ahead_batches             anchor only: each Fill also prefetches the batch this many
 //	                                further in the rank's stream, in the background (default 4
 //	                                when a store is in object storage, else 0); see ahead.go
+//	rules                           anchor only: "gobatch" (default) or "ocf": the job follows
+//	                                ocf-data-sampler 1.0.24's rules where they differ from
+//	                                gobatch's (set by the translation of an ocf YAML file;
+//	                                docs/OCF.md)
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]

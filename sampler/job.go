@@ -51,6 +51,7 @@ type Job struct {
 	cfg  *config.Config
 	size int
 	seed uint64
+	ocf  bool // the anchor's rules = "ocf": ocf-data-sampler's rules where they differ (docs/OCF.md)
 
 	srcs   []dataSource
 	stores []string // the store each source reads, as opened
@@ -97,6 +98,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.ocf = anchor.Rules == RulesOCF
 	if err := j.openSources(specs, anchor, &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,15 @@ const DefaultFetchBufferMB = 256
 // storage (ahead.go); with local stores only, the default is 0.
 const DefaultFetchAheadBatches = 4
 
+// Sample rules (anchor source, key "rules"): whose rules the whole job follows where
+// ocf-data-sampler's differ from gobatch's own (crop placement and axis order, NWP windows,
+// dropout, the sample space; docs/OCF.md). The translation of an ocf-data-sampler YAML file sets
+// RulesOCF; a TOML file may set it too.
+const (
+	RulesGobatch = "gobatch" // gobatch's own rules (docs/DATA.md; the default)
+	RulesOCF     = "ocf"     // ocf-data-sampler 1.0.24's PVNetDataset (docs/OCF.md)
+)
+
 // Sampling modes (anchor source, key "sampling").
 const (
 	SampleAuto     = "auto"     // random if the decoded data fits in the cache, else locality
@@ -111,7 +120,8 @@ type Spec struct {
 	// centres (sites.go); empty: centres are drawn from the whole grid.
 	Locations string
 
-	// Anchor only: the cache and the sampling mode of the whole job.
+	// Anchor only: the rules, the cache and the sampling mode of the whole job.
+	Rules              string // RulesGobatch or RulesOCF
 	CacheMB            int64
 	Sampling           string
 	ResidentSegments   int // locality: segments resident at once (0 = from the cache budget)
@@ -496,6 +506,12 @@ func (d *specDecoder) anchorKeys() {
 	s, t := d.s, d.t
 	if !s.Anchor {
 		return
+	}
+	s.Rules = t.String("rules", RulesGobatch)
+	switch s.Rules {
+	case RulesGobatch, RulesOCF:
+	default:
+		d.bad("rules", "unknown rules %q; expected %q or %q", s.Rules, RulesGobatch, RulesOCF)
 	}
 	s.CacheMB = t.Int("cache_mb", DefaultCacheMB, MinCacheMB, MaxCacheMB)
 	s.Sampling = t.String("sampling", SampleAuto)

@@ -219,7 +219,7 @@ func (t *translator) nanFill(src map[string]any, i int, d Dropout, path string) 
 
 func (t *translator) satellite(s *Satellite, sites bool, i int) map[string]any {
 	const path = "input_data.satellite"
-	src := map[string]any{"name": SatelliteName, "kind": "zarr", "role": "grid", "anchor": true}
+	src := map[string]any{"name": SatelliteName, "kind": "zarr", "role": "grid", "anchor": true, "rules": "ocf"}
 	t.grid(src, i, s.Grid, path, nil)
 	t.dropout(src, i, s.Dropout, path)
 	if sites {
