@@ -22,6 +22,8 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	switch {
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
+	case j.space != nil: // ocf's pairs (ocfspace.go), drawn uniformly
+		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.n()))
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
 		j.drawCentre(g, ue, ex)
@@ -29,7 +31,9 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 		j.drawCentre(g, ue, ex)
 	}
-	ex.t0 = j.anchor.times.value(ex.ti)
+	if j.space == nil {
+		ex.t0 = j.anchor.times.value(ex.ti)
+	}
 	for i, s := range j.srcs {
 		sp := s.spec()
 		ex.cut[i] = math.MaxInt64
@@ -51,6 +55,10 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 	epoch, s, seg := j.epochs.sampleSeg(j.seed, g, e)
 	if rs != nil && seg >= 0 && !slices.Contains(rs.segs, seg) {
 		rs.segs = append(rs.segs, seg) // the batch's segments (Stats.SegmentsPerBatch)
+	}
+	if j.space != nil { // the sample is one of ocf's pairs
+		j.placePair(ex, s)
+		return
 	}
 	ex.ti = int(j.cands[s/j.epochs.locations])
 	if j.sites != nil { // the sample is a (t0, site) pair

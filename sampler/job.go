@@ -63,7 +63,8 @@ type Job struct {
 	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
 	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
 
-	cands          []int32 // anchor time indices where every window fits, ascending
+	cands          []int32    // anchor time indices where every window fits, ascending
+	space          *pairSpace // rules = "ocf" with sites: ocf's (t0, location) pairs replace cands (ocfspace.go)
 	rejections     []Rejection
 	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
@@ -112,7 +113,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.checkCoverage(); err != nil {
 		return nil, err
 	}
-	if err := j.findCandidates(); err != nil {
+	if err := j.findSampleSpace(); err != nil {
 		return nil, err
 	}
 	if err := j.layTensors(); err != nil {
@@ -343,6 +344,15 @@ func (j *Job) t0Range() (lo, hi int) {
 	return lo, max(lo, hi)
 }
 
+// findSampleSpace finds what examples are drawn from: under rules = "ocf" with site-anchored
+// examples ocf-data-sampler's (t0, location) pairs (ocfspace.go), else gobatch's t0 candidates.
+func (j *Job) findSampleSpace() error {
+	if j.ocf && j.sites != nil {
+		return j.findOCFSpace()
+	}
+	return j.findCandidates()
+}
+
 // findCandidates keeps the anchor times inside [batch] t0_start .. t0_end at which every
 // source has every step of its window, and records what each source rejects (Rejections);
 // when no time is left, the error says which source rejected how many and why.
@@ -489,6 +499,13 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
+	if j.space != nil && j.mode == SampleLocality {
+		// Locality sampling and the block shuffle cut the anchor's t0 candidates into time
+		// segments; ocf's pairs are drawn at random instead (the cache evicts).
+		j.mode = SampleRandom
+		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over ocf's pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
+			RulesOCF, float64(j.dataBytes)/(1<<20), mb)
+	}
 	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
 		return nil
 	}
@@ -527,6 +544,10 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 		return nil
 	}
 	var err error
+	if j.space != nil { // one sample per pair (fill.go maps it to its t0 and location)
+		j.epochs, err = newEpochs(j.cfg, j.space.n(), 1, j.size, s)
+		return err
+	}
 	locations := uint64(1) // a drawn centre per t0
 	if j.sites != nil {
 		locations = uint64(j.sites.n())

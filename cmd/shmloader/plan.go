@@ -114,7 +114,11 @@ func (r *planReport) text() string {
 		b.WriteString("\n")
 	}
 	if r.Mode != "" {
-		fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		if sp := r.SampleSpace; sp != nil {
+			fmt.Fprintf(&b, "\nsampling\n  rules %s: %d (t0, location) pairs, %s mode, from %s\n", sp.Rules, sp.Pairs, sp.Mode, plural(sp.Periods, "period"))
+		} else {
+			fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		}
 		if r.Locations > 0 {
 			fmt.Fprintf(&b, "  site-anchored: %d locations kept, %d dropped\n", r.Locations, r.LocationsDropped)
 		}

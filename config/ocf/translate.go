@@ -235,6 +235,11 @@ func (t *translator) nwp(n *NWP, i int) map[string]any {
 	if crs := nwpCRS[strings.ToLower(n.Provider)]; crs != "" {
 		t.set(src, i, "crs", crs, path+".provider")
 	}
+	if len(n.Dropout.Timedeltas) > 0 {
+		// The largest timedelta shapes the valid t0 periods under rules = "ocf" (sampler,
+		// ocfspace.go); the dropout itself is not applied to NWP runs here.
+		t.set(src, i, "dropout_timedeltas_minutes", n.Dropout.Timedeltas, path+".dropout_timedeltas_minutes")
+	}
 	if n.MaxStaleness != nil && *n.MaxStaleness > 0 {
 		t.set(src, i, "max_staleness_minutes", *n.MaxStaleness, path+".max_staleness_minutes")
 	}

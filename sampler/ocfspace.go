@@ -1,0 +1,260 @@
+package sampler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// The sample space under rules = "ocf" (docs/OCF.md, "Sample space"): ocf-data-sampler
+// 1.0.24's valid (t0, location) pairs replace gobatch's own t0 candidates. Each source gives
+// contiguous t0 periods (periods.go): the anchor (the satellite) and the generation (the
+// locations source) from their time coordinates, every NWP from its init times and
+// staleness; the periods are intersected and filled on the generation's resolution grid.
+// When the generation array holds no NaN (complete mode) every location pairs with every t0;
+// otherwise (per-location mode) each location's own NaN-free generation times give its
+// periods. t0_start .. t0_end restrict the t0s as ocf's time_periods do.
+
+// Sample space modes (Plan.SampleSpace.Mode).
+const (
+	SpaceComplete    = "complete"     // no NaN in the generation: every location x every valid t0
+	SpacePerLocation = "per-location" // NaN in the generation: each location's own t0s
+)
+
+// pairSpace is the set of (t0, location) pairs, numbered: in complete mode pair i is
+// location i / n(t0s) at t0 i mod n(t0s) (ocf's order); in per-location mode the pairs are
+// ordered by location, then t0. It holds periods, never a table of pairs.
+type pairSpace struct {
+	mode    string
+	shared  t0Grid   // complete mode: the t0s every location has
+	perLoc  []t0Grid // per-location mode: location i's t0s
+	cum     []uint64 // per-location mode: cum[i] pairs before location i
+	nLoc    int
+	periods int // non-empty filled periods (shared, or summed over the locations)
+}
+
+// n is the number of pairs.
+func (s *pairSpace) n() uint64 {
+	if s.mode == SpaceComplete {
+		return s.shared.n() * uint64(s.nLoc)
+	}
+	return s.cum[len(s.cum)-1]
+}
+
+// pair is pair i (< n): its t0 (unix seconds) and location index.
+func (s *pairSpace) pair(i uint64) (t0 int64, loc int) {
+	if s.mode == SpaceComplete {
+		nt := s.shared.n()
+		return s.shared.at(i % nt), int(i / nt)
+	}
+	loc = sort.Search(s.nLoc, func(k int) bool { return s.cum[k+1] > i })
+	return s.perLoc[loc].at(i - s.cum[loc]), loc
+}
+
+// newPairSpace builds the pairs from the periods the non-generation sources allow (common),
+// the generation's resolution and, per location in order, its NaN-free generation periods
+// (locPeriods; nil in complete mode, where genPeriods are the generation's own periods).
+func newPairSpace(common []period, res int64, nLoc int, genPeriods []period, locPeriods [][]period) *pairSpace {
+	s := &pairSpace{nLoc: nLoc}
+	if locPeriods == nil {
+		s.mode = SpaceComplete
+		s.shared = fillPeriods(intersectPeriods(common, genPeriods), res)
+		s.periods = s.shared.periods()
+		return s
+	}
+	s.mode = SpacePerLocation
+	s.cum = make([]uint64, 1, nLoc+1)
+	for _, lp := range locPeriods {
+		g := fillPeriods(intersectPeriods(common, lp), res)
+		s.perLoc = append(s.perLoc, g)
+		s.cum = append(s.cum, s.cum[len(s.cum)-1]+g.n())
+		s.periods += g.periods()
+	}
+	return s
+}
+
+// findOCFSpace builds the job's pairs (ocf rules, site-anchored): the periods of the anchor and
+// of every NWP, [batch] t0_start .. t0_end, and the generation's, as ocf finds them.
+func (j *Job) findOCFSpace() error {
+	a := j.anchor.s
+	common := contiguousT0Periods(j.anchor.times.vals, a.TimeResolutionMinutes*60, a.IntervalStartMinutes*60, a.IntervalEndMinutes*60)
+	for _, s := range j.srcs {
+		n, ok := s.(*nwpSource)
+		if !ok {
+			continue
+		}
+		ps, err := j.nwpPeriods(n)
+		if err != nil {
+			return err
+		}
+		common = intersectPeriods(common, ps)
+	}
+	if r, ok := j.t0Bounds(); ok {
+		common = intersectPeriods(common, []period{r})
+	}
+	gen := j.sites.src
+	gs := gen.s
+	res, start, end := gs.TimeResolutionMinutes*60, gs.IntervalStartMinutes*60, gs.IntervalEndMinutes*60
+	per, anyNaN, err := j.generationPeriods(gen, res, start, end)
+	if err != nil {
+		return err
+	}
+	if anyNaN {
+		locs := make([][]period, j.sites.n())
+		for i, sys := range j.sites.sys {
+			locs[i] = per[sys]
+		}
+		j.space = newPairSpace(common, res, j.sites.n(), nil, locs)
+	} else {
+		j.space = newPairSpace(common, res, j.sites.n(), contiguousT0Periods(gen.times.vals, res, start, end), nil)
+	}
+	if j.space.n() == 0 {
+		return j.cfg.Errorf("source", "no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous periods of the satellite, the NWPs and the generation%s do not overlap on the generation's %d-minute grid",
+			RulesOCF, j.space.mode, j.sites.n(), j.rangeNote(), gs.TimeResolutionMinutes)
+	}
+	return nil
+}
+
+// rangeNote names [batch] t0_start .. t0_end when they are set.
+func (j *Job) rangeNote() string {
+	if j.cfg.Batch.T0Start == nil && j.cfg.Batch.T0End == nil {
+		return ""
+	}
+	return fmt.Sprintf(" within t0_start .. t0_end (%s .. %s)", fmtBound(j.cfg.Batch.T0Start), fmtBound(j.cfg.Batch.T0End))
+}
+
+// t0Bounds is [batch] t0_start .. t0_end as a period of whole seconds (both included); false
+// when neither is set.
+func (j *Job) t0Bounds() (period, bool) {
+	b := j.cfg.Batch
+	if b.T0Start == nil && b.T0End == nil {
+		return period{}, false
+	}
+	p := period{math.MinInt64, math.MaxInt64}
+	if s := b.T0Start; s != nil {
+		p.start = s.Unix()
+		if s.Nanosecond() > 0 {
+			p.start++
+		}
+	}
+	if e := b.T0End; e != nil {
+		p.end = e.Unix()
+	}
+	return p, true
+}
+
+// nwpPeriods are NWP source n's t0 periods: its init times, the staleness configured
+// (max_staleness_minutes) or ocf's default, its largest dropout and its first step.
+func (j *Job) nwpPeriods(n *nwpSource) ([]period, error) {
+	sp := n.s
+	steps := n.steps.vals
+	firstStep, lastStep := steps[0], steps[len(steps)-1]
+	res, end := sp.TimeResolutionMinutes*60, sp.IntervalEndMinutes*60
+	// Accumulated channels (one resolution less of staleness) are not known to the sampler's
+	// source table yet; see nwpDefaultStaleness.
+	limit := nwpDefaultStaleness(lastStep, end, res, false)
+	stale := limit
+	if sp.MaxStalenessMinutes > 0 {
+		stale = sp.MaxStalenessMinutes * 60
+		if stale > limit {
+			return nil, j.cfg.Errorf(sp.Field+".max_staleness_minutes", "%d is more than the store's last step (%s) less the window's end (%d min) allows, %d min (ocf-data-sampler refuses it too)",
+				sp.MaxStalenessMinutes, fmtSeconds(lastStep), sp.IntervalEndMinutes, limit/60)
+		}
+	}
+	var maxDropout int64
+	for _, d := range sp.DropoutTimedeltasMinutes {
+		maxDropout = max(maxDropout, -d*60)
+	}
+	if maxDropout > stale || stale < 0 {
+		return nil, j.cfg.Errorf(sp.Field+".dropout_timedeltas_minutes", "the largest dropout (%d min) must be between 0 and the staleness (%d min), as ocf-data-sampler requires",
+			maxDropout/60, stale/60)
+	}
+	return nonEmpty(nwpT0Periods(n.inits.vals, sp.IntervalStartMinutes*60, stale, maxDropout, firstStep)), nil
+}
+
+// generationPeriods reads the generation's data array in full (ocf reads it into memory too)
+// and returns every system's t0 periods from its NaN-free times, and whether any system that
+// ocf keeps (all but the dropped location 0, sites.go) has a NaN. Only the periods are kept.
+func (j *Job) generationPeriods(p *pointSource, res, start, end int64) (per [][]period, anyNaN bool, err error) {
+	c := p.c
+	vals, err := c.arr.Float64s()
+	if err != nil {
+		return nil, false, j.cfg.Errorf(p.s.Field+".store", "%s: reading the generation to find ocf's valid t0s: %v", c.what, err)
+	}
+	_, _, fill, hasFill := c.arr.CF()
+	nt, nk := len(p.times.vals), len(p.ids)
+	timeFirst := c.perm[0] == 0 // the store's order is (time, system)
+	at := func(t, k int) float64 {
+		if timeFirst {
+			return vals[t*nk+k]
+		}
+		return vals[k*nt+t]
+	}
+	kept := ocfKeeps(p.ids)
+	per = make([][]period, nk)
+	times := make([]int64, 0, nt)
+	for k := 0; k < nk; k++ {
+		times = times[:0]
+		for t := 0; t < nt; t++ {
+			v := at(t, k)
+			if math.IsNaN(v) || hasFill && v == fill {
+				anyNaN = anyNaN || kept[k]
+				continue
+			}
+			times = append(times, p.times.vals[t])
+		}
+		per[k] = contiguousT0Periods(times, res, start, end)
+	}
+	return per, anyNaN, nil
+}
+
+// ocfKeeps says which systems ocf keeps as locations: all, except that with more than one
+// system and an id 0 among them (a national total, "for summation models") the ids below 1
+// go, as ocf's label slice location_id >= 1 on its sorted ids does.
+func ocfKeeps(ids []int64) []bool {
+	zero := false
+	for _, id := range ids {
+		zero = zero || id == 0
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		out[i] = !zero || len(ids) < 2 || id >= 1
+	}
+	return out
+}
+
+// placePair places an example on pair s: its t0, its location and that location's centre;
+// its anchor time index when t0 is an anchor time (-1 otherwise).
+func (j *Job) placePair(ex *example, s uint64) {
+	t0, loc := j.space.pair(s)
+	ex.t0, ex.site = t0, loc
+	ex.ti = -1
+	if i, ok := j.anchor.times.index(t0); ok {
+		ex.ti = i
+	}
+	ex.cy, ex.cx = j.sites.centre(loc)
+}
+
+// SpaceInfo describes the sample space under rules = "ocf" (nil otherwise): the mode, the
+// pairs and the filled periods they come from.
+type SpaceInfo struct {
+	Rules   string `json:"rules"`
+	Mode    string `json:"mode"` // SpaceComplete or SpacePerLocation
+	Pairs   uint64 `json:"pairs"`
+	Periods int    `json:"periods"`
+	// T0s is the number of valid t0s every location shares (complete mode; 0 otherwise).
+	T0s uint64 `json:"t0s,omitempty"`
+}
+
+// SampleSpace describes the job's (t0, location) pairs under rules = "ocf"; nil under
+// gobatch's rules.
+func (j *Job) SampleSpace() *SpaceInfo {
+	if j.space == nil {
+		return nil
+	}
+	s := &SpaceInfo{Rules: RulesOCF, Mode: j.space.mode, Pairs: j.space.n(), Periods: j.space.periods}
+	if j.space.mode == SpaceComplete {
+		s.T0s = j.space.shared.n()
+	}
+	return s
+}
