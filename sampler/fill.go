@@ -10,7 +10,8 @@ import (
 )
 
 // Draw returns where example e of global batch g comes from: t0 (unix seconds), the anchor
-// time index and the centre pixel (cy, cx). Fill uses exactly these.
+// time index (-1 under rules = "ocf" when t0 is not an anchor time) and the centre pixel
+// (cy, cx). Fill uses exactly these.
 func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
 	ex := example{cut: make([]int64, len(j.srcs))}
 	j.draw(g, e, &ex, nil)

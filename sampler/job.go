@@ -545,7 +545,12 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	var err error
 	if j.space != nil { // one sample per pair (fill.go maps it to its t0 and location)
-		j.epochs, err = newEpochs(j.cfg, j.space.n(), 1, j.size, s)
+		n := j.space.n()
+		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 {
+			return j.cfg.Errorf("batch.size", "%d with order = %q: ocf-data-sampler's sample space has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
+				j.size, config.OrderEpochs, n, max(s.WorldSize, 1), n)
+		}
+		j.epochs, err = newEpochs(j.cfg, n, 1, j.size, s)
 		return err
 	}
 	locations := uint64(1) // a drawn centre per t0
