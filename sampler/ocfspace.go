@@ -22,21 +22,22 @@ const (
 )
 
 // pairSpace is the set of (t0, location) pairs, numbered: in complete mode pair i is
-// location i / n(t0s) at t0 i mod n(t0s) (ocf's order); in per-location mode the pairs are
-// ordered by location, then t0. It holds periods, never a table of pairs.
+// location locs[i / n(t0s)] at t0 i mod n(t0s) (ocf's order); in per-location mode the pairs
+// are ordered by location, then t0. locs are the job's location indices that ocf keeps (not
+// location 0, ocfKeeps). It holds periods, never a table of pairs.
 type pairSpace struct {
 	mode    string
+	locs    []int    // the location indices (sites) that have pairs, ascending
 	shared  t0Grid   // complete mode: the t0s every location has
-	perLoc  []t0Grid // per-location mode: location i's t0s
-	cum     []uint64 // per-location mode: cum[i] pairs before location i
-	nLoc    int
-	periods int // non-empty filled periods (shared, or summed over the locations)
+	perLoc  []t0Grid // per-location mode: the t0s of locs[k]
+	cum     []uint64 // per-location mode: cum[k] pairs before locs[k]
+	periods int      // non-empty filled periods (shared, or summed over the locations)
 }
 
 // n is the number of pairs.
 func (s *pairSpace) n() uint64 {
 	if s.mode == SpaceComplete {
-		return s.shared.n() * uint64(s.nLoc)
+		return s.shared.n() * uint64(len(s.locs))
 	}
 	return s.cum[len(s.cum)-1]
 }
@@ -45,17 +46,18 @@ func (s *pairSpace) n() uint64 {
 func (s *pairSpace) pair(i uint64) (t0 int64, loc int) {
 	if s.mode == SpaceComplete {
 		nt := s.shared.n()
-		return s.shared.at(i % nt), int(i / nt)
+		return s.shared.at(i % nt), s.locs[i/nt]
 	}
-	loc = sort.Search(s.nLoc, func(k int) bool { return s.cum[k+1] > i })
-	return s.perLoc[loc].at(i - s.cum[loc]), loc
+	k := sort.Search(len(s.locs), func(k int) bool { return s.cum[k+1] > i })
+	return s.perLoc[k].at(i - s.cum[k]), s.locs[k]
 }
 
-// newPairSpace builds the pairs from the periods the non-generation sources allow (common),
-// the generation's resolution and, per location in order, its NaN-free generation periods
-// (locPeriods; nil in complete mode, where genPeriods are the generation's own periods).
-func newPairSpace(common []period, res int64, nLoc int, genPeriods []period, locPeriods [][]period) *pairSpace {
-	s := &pairSpace{nLoc: nLoc}
+// newPairSpace builds the pairs of locations locs from the periods the other sources allow
+// (common) on the generation's grid of res: in complete mode (locPeriods nil) each location
+// has the generation's own periods genPeriods; in per-location mode locs[k] has its NaN-free
+// generation periods locPeriods[k].
+func newPairSpace(common []period, res int64, locs []int, genPeriods []period, locPeriods [][]period) *pairSpace {
+	s := &pairSpace{locs: locs}
 	if locPeriods == nil {
 		s.mode = SpaceComplete
 		s.shared = fillPeriods(intersectPeriods(common, genPeriods), res)
@@ -63,7 +65,7 @@ func newPairSpace(common []period, res int64, nLoc int, genPeriods []period, loc
 		return s
 	}
 	s.mode = SpacePerLocation
-	s.cum = make([]uint64, 1, nLoc+1)
+	s.cum = make([]uint64, 1, len(locs)+1)
 	for _, lp := range locPeriods {
 		g := fillPeriods(intersectPeriods(common, lp), res)
 		s.perLoc = append(s.perLoc, g)
@@ -99,18 +101,26 @@ func (j *Job) findOCFSpace() error {
 	if err != nil {
 		return err
 	}
-	if anyNaN {
-		locs := make([][]period, j.sites.n())
-		for i, sys := range j.sites.sys {
-			locs[i] = per[sys]
+	kept := ocfKeeps(gen.ids)
+	var locs []int
+	var locPeriods [][]period
+	for i, sys := range j.sites.sys {
+		if kept[sys] {
+			locs = append(locs, i)
+			locPeriods = append(locPeriods, per[sys])
 		}
-		j.space = newPairSpace(common, res, j.sites.n(), nil, locs)
+	}
+	if len(locs) == 0 {
+		return j.cfg.Errorf(a.Field+".locations", "rules = %q: no location but location_id 0, which ocf-data-sampler drops when there are others", RulesOCF)
+	}
+	if anyNaN {
+		j.space = newPairSpace(common, res, locs, nil, locPeriods)
 	} else {
-		j.space = newPairSpace(common, res, j.sites.n(), contiguousT0Periods(gen.times.vals, res, start, end), nil)
+		j.space = newPairSpace(common, res, locs, contiguousT0Periods(gen.times.vals, res, start, end), nil)
 	}
 	if j.space.n() == 0 {
 		return j.cfg.Errorf("source", "no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous periods of the satellite, the NWPs and the generation%s do not overlap on the generation's %d-minute grid",
-			RulesOCF, j.space.mode, j.sites.n(), j.rangeNote(), gs.TimeResolutionMinutes)
+			RulesOCF, j.space.mode, len(locs), j.rangeNote(), gs.TimeResolutionMinutes)
 	}
 	return nil
 }
@@ -210,7 +220,8 @@ func (j *Job) generationPeriods(p *pointSource, res, start, end int64) (per [][]
 
 // ocfKeeps says which systems ocf keeps as locations: all, except that with more than one
 // system and an id 0 among them (a national total, "for summation models") the ids below 1
-// go, as ocf's label slice location_id >= 1 on its sorted ids does.
+// go, as ocf's label slice location_id >= 1 on its sorted ids does. Such a location stays
+// among the job's sites but has no pair, so no example is drawn there.
 func ocfKeeps(ids []int64) []bool {
 	zero := false
 	for _, id := range ids {

@@ -96,9 +96,9 @@ func nonEmpty(ps []period) []period {
 	return out
 }
 
-// ceilTo is t rounded up to a multiple of res (aligned to the Unix epoch, as pandas'
+// ceilToGrid is t rounded up to a multiple of res (aligned to the Unix epoch, as pandas'
 // Timestamp.ceil).
-func ceilTo(t, res int64) int64 { return -floorDiv(-t, res) * res }
+func ceilToGrid(t, res int64) int64 { return -floorDiv(-t, res) * res }
 
 // t0Grid is a list of periods filled on a time grid, as ocf's fill_time_periods: period i
 // holds the t0s first[i], first[i] + res, ... up to its end, and the t0s are numbered in
@@ -113,7 +113,7 @@ type t0Grid struct {
 func fillPeriods(ps []period, res int64) t0Grid {
 	g := t0Grid{res: res, cum: []uint64{0}}
 	for _, p := range ps {
-		f := ceilTo(p.start, res)
+		f := ceilToGrid(p.start, res)
 		if f > p.end {
 			continue
 		}

@@ -107,16 +107,21 @@ func TestPairSpaceOrders(t *testing.T) {
 	common := []period{{0, 7200}}
 	// Complete: 3 locations x t0s 0, 1800, .. 5400 (the generation's period ends at 5400);
 	// pair i is location i / 4 at t0 i % 4, as ocf's __getitem__.
-	s := newPairSpace(common, 1800, 3, []period{{-3600, 5400}}, nil)
+	s := newPairSpace(common, 1800, []int{0, 1, 2}, []period{{-3600, 5400}}, nil)
 	if s.mode != SpaceComplete || s.n() != 12 {
 		t.Fatalf("mode %s n %d, want complete 12", s.mode, s.n())
 	}
 	if t0, loc := s.pair(5); t0 != 1800 || loc != 1 {
 		t.Fatalf("pair 5 = (%d, %d), want (1800, 1)", t0, loc)
 	}
+	// A location left out (ocf's location 0) has no pair; the others keep their indices.
+	s = newPairSpace(common, 1800, []int{1, 2}, []period{{-3600, 5400}}, nil)
+	if t0, loc := s.pair(4); s.n() != 8 || t0 != 0 || loc != 2 {
+		t.Fatalf("n %d, pair 4 = (%d, %d); want 8 and (0, 2)", s.n(), t0, loc)
+	}
 	// Per location: location 0 has [0, 1800], location 1 none, location 2 [3600, 9000] (cut to
 	// 7200 by the common period): ordered by location, then t0.
-	s = newPairSpace(common, 1800, 3, nil, [][]period{{{0, 1800}}, nil, {{3600, 9000}}})
+	s = newPairSpace(common, 1800, []int{0, 1, 2}, nil, [][]period{{{0, 1800}}, nil, {{3600, 9000}}})
 	var got [][2]int64
 	for i := uint64(0); i < s.n(); i++ {
 		t0, loc := s.pair(i)

@@ -118,12 +118,9 @@ func (j *Job) placeSites(a *Spec) error {
 		return err
 	}
 	s := &sites{src: p}
-	keep := ocfKeeps(p.ids) // rules = "ocf": location 0 goes when there are others (ocfspace.go)
 	for i, px := range pix {
 		why := ""
 		switch {
-		case j.ocf && !keep[i]:
-			why = "location_id 0 with other locations (ocf-data-sampler's national total, for summation models)"
 		case px[0] < 0:
 			why = "no position, or a position outside the anchor's grid"
 		case px[0] < j.cy0 || px[0] >= j.cy0+j.ny || px[1] < j.cx0 || px[1] >= j.cx0+j.nx:
