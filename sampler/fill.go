@@ -23,7 +23,7 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	switch {
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
-	case j.space != nil: // ocf's pairs (ocfspace.go), drawn uniformly
+	case j.drawsPairs(): // ocf's pairs (ocfspace.go), drawn uniformly
 		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.n()))
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
@@ -32,7 +32,7 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 		j.drawCentre(g, ue, ex)
 	}
-	if j.space == nil {
+	if !j.drawsPairs() {
 		ex.t0 = j.anchor.times.value(ex.ti)
 	}
 	for i, s := range j.srcs {
@@ -57,7 +57,7 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 	if rs != nil && seg >= 0 && !slices.Contains(rs.segs, seg) {
 		rs.segs = append(rs.segs, seg) // the batch's segments (Stats.SegmentsPerBatch)
 	}
-	if j.space != nil { // the sample is one of ocf's pairs
+	if j.drawsPairs() { // the sample is one of ocf's pairs
 		j.placePair(ex, s)
 		return
 	}

@@ -499,9 +499,10 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
-	if j.space != nil && j.mode == SampleLocality {
+	if j.drawsPairs() && j.mode == SampleLocality {
 		// Locality sampling and the block shuffle cut the anchor's t0 candidates into time
-		// segments; ocf's pairs are drawn at random instead (the cache evicts).
+		// segments; pairs that are not candidates times sites (per-location mode, location 0,
+		// t0s off the anchor's times) are drawn at random instead (the cache evicts).
 		j.mode = SampleRandom
 		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over ocf's pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
 			RulesOCF, float64(j.dataBytes)/(1<<20), mb)
@@ -544,7 +545,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 		return nil
 	}
 	var err error
-	if j.space != nil { // one sample per pair (fill.go maps it to its t0 and location)
+	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
 		n := j.space.n()
 		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 {
 			return j.cfg.Errorf("batch.size", "%d with order = %q: ocf-data-sampler's sample space has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",

@@ -118,12 +118,36 @@ func (j *Job) findOCFSpace() error {
 	} else {
 		j.space = newPairSpace(common, res, locs, contiguousT0Periods(gen.times.vals, res, start, end), nil)
 	}
+	if j.space.mode == SpaceComplete && len(locs) == j.sites.n() {
+		j.cands = anchorCandidates(&j.anchor.times, j.space.shared)
+	}
 	if j.space.n() == 0 {
 		return j.cfg.Errorf("source", "no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous periods of the satellite, the NWPs and the generation%s do not overlap on the generation's %d-minute grid",
 			RulesOCF, j.space.mode, len(locs), j.rangeNote(), gs.TimeResolutionMinutes)
 	}
 	return nil
 }
+
+// anchorCandidates are the anchor time indices of the t0s of g when every one of them is an
+// anchor time (the usual case: the generation's grid is coarser than the satellite's); nil
+// otherwise. With every location paired with every t0, ocf's pairs are then exactly the
+// t0 candidates times the sites, gobatch's own site-anchored sample space, so that locality
+// sampling and the epochs' block shuffle serve them unchanged (drawsPairs).
+func anchorCandidates(times *timeAxis, g t0Grid) []int32 {
+	out := make([]int32, 0, g.n())
+	for i := uint64(0); i < g.n(); i++ {
+		ti, ok := times.index(g.at(i))
+		if !ok {
+			return nil
+		}
+		out = append(out, int32(ti))
+	}
+	return out
+}
+
+// drawsPairs says whether examples are drawn from ocf's pairs one by one (placePair): under
+// rules = "ocf" unless the pairs are the t0 candidates times the sites (anchorCandidates).
+func (j *Job) drawsPairs() bool { return j.space != nil && j.cands == nil }
 
 // rangeNote names [batch] t0_start .. t0_end when they are set.
 func (j *Job) rangeNote() string {

@@ -77,14 +77,14 @@ SITES_LAT = np.array([52.6, 52.4, 52.9, 52.6, 52.75])
 
 
 def write_stores(root: Path) -> None:
-    """The satellite (5 minutes, 30 h, with gaps), the UKV (runs every 3 h, steps 0-8 h, the
+    """The satellite (5 minutes, 30 h, with gaps, an hour a chunk), the UKV (runs every 3 h, steps 0-8 h, the
     12:00 and 15:00 runs missing: the 09:00 run goes stale first) and two generation stores: one with NaN gaps at site 3 and
     a NaN at site 0 (per-location mode), one with a NaN at site 0 only (complete mode: ocf
     drops location 0 before it looks for NaN)."""
     rng = np.random.default_rng(3)
     gx, gy = pyproj.Transformer.from_crs("EPSG:4326", GEOS, always_xy=True).transform(-1.5, 52.6)
-    x = gx + 3000.0 * (15 - np.arange(30))
-    y = gy + 3000.0 * (np.arange(30) - 15)
+    x = gx + 3000.0 * (80 - np.arange(160))  # 33 MB: twice the smallest cache_mb (16)
+    y = gy + 3000.0 * (np.arange(160) - 80)
     times = T0 + np.arange(30 * 12) * np.timedelta64(5, "m")
     gaps = [(T0 + 10 * H, T0 + 11 * H), (T0 + 20 * H, T0 + 21 * H), (T0 + 21 * H + 35 * M, T0 + 22 * H + 30 * M)]
     for a, b in gaps:  # the last two leave 21:00 .. 21:30, seven images: one window, too short for ocf
@@ -93,7 +93,7 @@ def write_stores(root: Path) -> None:
         {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
                   rng.normal(size=(1, len(times), len(y), len(x))).astype(np.float32), {"area": area(x, y)})},
         coords={"variable": ["IR_016"], "time": times, "y_geostationary": y, "x_geostationary": x})
-    sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
+    sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True, encoding={"data": {"chunks": (1, 12, 160, 160)}})
 
     xo, yo = np.arange(380000.0, 520000.0, 4000.0), np.arange(360000.0, 240000.0, -4000.0)
     init = T0 - 3 * H + np.arange(11) * 3 * H
@@ -105,18 +105,19 @@ def write_stores(root: Path) -> None:
                ).to_zarr(root / "ukv.zarr", zarr_format=2, consolidated=True)
 
     gtimes = T0 - 2 * H + np.arange(68) * np.timedelta64(30, "m")
-    for name, gaps in [("gen_gaps.zarr", True), ("gen_full.zarr", False)]:
+    for name, gaps, first in [("gen_gaps.zarr", True, 0), ("gen_full.zarr", False, 0), ("gen_sites.zarr", False, 1)]:
         mw = rng.uniform(0, 5, (len(gtimes), 5)).astype(np.float32)
         mw[10, 0] = np.nan  # location 0: dropped, so its NaN decides nothing
         if gaps:
             mw[(gtimes >= T0 + 5 * H) & (gtimes < T0 + 6 * H), 3] = np.nan
             mw[gtimes == T0 + 20 * H, 3] = np.nan
             mw[gtimes == T0 + 25 * H, 1] = np.nan
+        keep = slice(first, None)  # gen_sites.zarr: no location 0
         xr.Dataset(
-            {"generation_mw": (("time_utc", "location_id"), mw),
-             "capacity_mwp": (("time_utc", "location_id"), np.full((len(gtimes), 5), 10.0, np.float32))},
-            coords={"time_utc": gtimes, "location_id": np.arange(5),
-                    "longitude": ("location_id", SITES_LON), "latitude": ("location_id", SITES_LAT)},
+            {"generation_mw": (("time_utc", "location_id"), mw[:, keep]),
+             "capacity_mwp": (("time_utc", "location_id"), np.full((len(gtimes), 5), 10.0, np.float32)[:, keep])},
+            coords={"time_utc": gtimes, "location_id": np.arange(5)[keep],
+                    "longitude": ("location_id", SITES_LON[keep]), "latitude": ("location_id", SITES_LAT[keep])},
         ).to_zarr(root / name, zarr_format=2, consolidated=True)
 
 
@@ -155,6 +156,9 @@ CONFIGS = {
     "per_location": ("gen_gaps.zarr", ""),
     "complete": ("gen_full.zarr", ""),
     "nwp_dropout": ("gen_full.zarr", NWP_DROPOUT),
+    # without location 0, every site pairs with every t0: gobatch's site-anchored sample space,
+    # so locality sampling and the block shuffle serve it when the data exceed the cache
+    "complete_sites": ("gen_sites.zarr", ""),
 }
 
 
@@ -195,6 +199,8 @@ def test_modes_are_the_ones_the_fixtures_mean(refs: dict[str, dict], name: str) 
     periods (fewer t0s than without it)."""
     ref = refs[name]
     assert ref["complete"] == (name != "per_location")
+    if name == "complete_sites":
+        assert len(ref["pairs"]) == len(refs["complete"]["pairs"])
     assert all(loc != 0 for _, loc in ref["pairs"])
     if name == "nwp_dropout":
         assert 0 < len(ref["pairs"]) < len(refs["complete"]["pairs"])
@@ -211,7 +217,7 @@ def test_one_epoch_visits_ocf_pairs_once(root: Path, refs: dict[str, dict], monk
     assert len(want) - len(got) < SIZE  # only the drop-last remainder is left out
 
 
-@pytest.mark.parametrize("name", ["per_location", "complete"])
+@pytest.mark.parametrize("name", ["per_location", "complete", "complete_sites"])
 def test_two_ranks_disjoint_with_ocf_len(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """With DistributedSampler(drop_last) and a drop-last DataLoader a rank has
     (len(PVNetDataset) // 2) // batch_size batches; gobatch's two ranks have as many, share no
@@ -226,6 +232,33 @@ def test_two_ranks_disjoint_with_ocf_len(root: Path, refs: dict[str, dict], monk
     assert not a & b, "ranks share pairs"
     assert len(a | b) == len(per_rank[0][1]) + len(per_rank[1][1])
     assert (a | b) <= want and len(want) - len(a | b) < 2 * SIZE
+
+
+@pytest.mark.parametrize("order", ["epochs", "stream"])
+def test_data_larger_than_the_cache_keeps_ocf_pairs(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch, order: str) -> None:
+    """With a cache smaller than the data, epochs use the block shuffle and the stream locality
+    sampling over ocf's pairs: an epoch still visits each pair once, the stream draws only
+    pairs."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rep = gobatch.plan("complete_sites.yaml", batch_size=SIZE, order=order, cache_mb=16)
+    assert ("block shuffle" if order == "epochs" else "locality") in rep["sampling_why"], rep["sampling_why"]
+    # with location 0 in the store the pairs are not t0s x sites: drawn at random, the cache evicts
+    rep0 = gobatch.plan("complete.yaml", batch_size=SIZE, order=order, cache_mb=16)
+    assert "drawn at random with evictions" in rep0["sampling_why"], rep0["sampling_why"]
+    want = {tuple(p) for p in refs["complete_sites"]["pairs"]}
+    if order == "epochs":
+        n, got = epoch_pairs(root, "complete_sites.yaml", monkeypatch, cache_mb=16)
+        assert n == len(want) // SIZE and len(got) == n * SIZE and len(set(got)) == len(got)
+    else:
+        got = []
+        with gobatch.Loader("complete_sites.yaml", batch_size=SIZE, seed=2, cache_mb=16, framework="numpy") as loader:
+            for k, batch in enumerate(loader):
+                got += zip(np.asarray(batch["t0"]).tolist(), np.asarray(batch["location_id"]).tolist())
+                if k == 29:
+                    break
+    assert set(got) <= want, sorted(set(got) - want)[:5]
 
 
 def test_stream_draws_only_valid_pairs(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,7 +286,7 @@ def test_t0_range_restricts_like_time_periods(root: Path, monkeypatch: pytest.Mo
     assert len(set(got)) == len(got) and set(got) <= want and len(want) - len(got) < SIZE
 
 
-@pytest.mark.parametrize("name", ["per_location", "complete"])
+@pytest.mark.parametrize("name", ["per_location", "complete", "complete_sites"])
 def test_plan_reports_the_sample_space(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     import gobatch
 
