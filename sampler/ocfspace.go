@@ -206,38 +206,53 @@ func (j *Job) nwpPeriods(n *nwpSource) ([]period, error) {
 	return nonEmpty(nwpT0Periods(n.inits.vals, sp.IntervalStartMinutes*60, stale, maxDropout, firstStep)), nil
 }
 
-// generationPeriods reads the generation's data array in full (ocf reads it into memory too)
-// and returns every system's t0 periods from its NaN-free times, and whether any system that
-// ocf keeps (all but the dropped location 0, sites.go) has a NaN. Only the periods are kept.
+// generationPeriods reads the generation's data array chunk by chunk and returns every
+// system's t0 periods from its NaN-free times, and whether any system that ocf keeps (all but
+// location 0, ocfKeeps) has a NaN. ocf reads the whole array into memory; here only a chunk
+// and the periods are held.
 func (j *Job) generationPeriods(p *pointSource, res, start, end int64) (per [][]period, anyNaN bool, err error) {
 	c := p.c
-	vals, err := c.arr.Float64s()
-	if err != nil {
-		return nil, false, j.cfg.Errorf(p.s.Field+".store", "%s: reading the generation to find ocf's valid t0s: %v", c.what, err)
-	}
-	_, _, fill, hasFill := c.arr.CF()
-	nt, nk := len(p.times.vals), len(p.ids)
-	timeFirst := c.perm[0] == 0 // the store's order is (time, system)
-	at := func(t, k int) float64 {
-		if timeFirst {
-			return vals[t*nk+k]
-		}
-		return vals[k*nt+t]
-	}
+	nt, nk := c.shape[0], c.shape[1] // canonical (time, system)
+	ct, ck := c.chunks[0], c.chunks[1]
 	kept := ocfKeeps(p.ids)
-	per = make([][]period, nk)
-	times := make([]int64, 0, nt)
-	for k := 0; k < nk; k++ {
-		times = times[:0]
-		for t := 0; t < nt; t++ {
-			v := at(t, k)
-			if math.IsNaN(v) || hasFill && v == fill {
-				anyNaN = anyNaN || kept[k]
-				continue
+	runs := make([]*runFinder, nk)
+	for k := range runs {
+		runs[k] = newRunFinder(res, start, end)
+	}
+	bp := c.nativeBuf()
+	defer c.scratch.Put(bp)
+	vals := make([]float32, c.elems)
+	idx, sidx := make([]int, 2), make([]int, c.storeRank)
+	for ti := 0; ti < c.grid[0]; ti++ { // time chunks in order: each system's times ascend
+		for ki := 0; ki < c.grid[1]; ki++ {
+			idx[0], idx[1] = ti, ki
+			found, err := c.decodeNow(c.storeIndex(idx, sidx), *bp)
+			if err != nil {
+				return nil, false, j.cfg.Errorf(p.s.Field+".store", "%s: chunk %v: reading the generation to find ocf's valid t0s: %v", c.what, sidx, err)
 			}
-			times = append(times, p.times.vals[t])
+			if !found { // not stored: the fill value, NaN for ocf (xarray masks it)
+				for i := range vals {
+					vals[i] = float32(math.NaN())
+				}
+			} else {
+				c.convert(vals, *bp)
+			}
+			for dt := 0; dt < ct && ti*ct+dt < nt; dt++ {
+				t := p.times.vals[ti*ct+dt]
+				for dk := 0; dk < ck && ki*ck+dk < nk; dk++ {
+					k := ki*ck + dk
+					if v := vals[dt*ck+dk]; v != v {
+						anyNaN = anyNaN || kept[k]
+						continue
+					}
+					runs[k].add(t)
+				}
+			}
 		}
-		per[k] = contiguousT0Periods(times, res, start, end)
+	}
+	per = make([][]period, nk)
+	for k, r := range runs {
+		per[k] = r.periods()
 	}
 	return per, anyNaN, nil
 }

@@ -15,21 +15,51 @@ type period struct{ start, end int64 }
 // window long is dropped), and run [a, b] becomes the t0 period [a - start, b - end] (start,
 // end: the window's offsets from t0), dropped when empty.
 func contiguousT0Periods(times []int64, res, start, end int64) []period {
-	minLen := int((end-start)/res) + 1
-	var out []period
-	for lo := 0; lo < len(times); {
-		hi := lo + 1
-		for hi < len(times) && times[hi]-times[hi-1] <= res {
-			hi++
-		}
-		if hi-lo > minLen {
-			if p := (period{times[lo] - start, times[hi-1] - end}); p.start <= p.end {
-				out = append(out, p)
-			}
-		}
-		lo = hi
+	r := newRunFinder(res, start, end)
+	for _, t := range times {
+		r.add(t)
 	}
-	return out
+	return r.periods()
+}
+
+// runFinder is contiguousT0Periods fed one time at a time (ascending), so that a series read
+// chunk by chunk needs no copy of its times.
+type runFinder struct {
+	res, start, end int64
+	minLen          int
+	first, last     int64 // the current run
+	n               int   // its length; 0: none yet
+	out             []period
+}
+
+func newRunFinder(res, start, end int64) *runFinder {
+	return &runFinder{res: res, start: start, end: end, minLen: int((end-start)/res) + 1}
+}
+
+// add appends time t, later than every time before.
+func (r *runFinder) add(t int64) {
+	if r.n > 0 && t-r.last <= r.res {
+		r.last, r.n = t, r.n+1
+		return
+	}
+	r.flush()
+	r.first, r.last, r.n = t, t, 1
+}
+
+// flush ends the current run, keeping its period when the run is long enough.
+func (r *runFinder) flush() {
+	if r.n > r.minLen {
+		if p := (period{r.first - r.start, r.last - r.end}); p.start <= p.end {
+			r.out = append(r.out, p)
+		}
+	}
+	r.n = 0
+}
+
+// periods ends the last run and returns the periods.
+func (r *runFinder) periods() []period {
+	r.flush()
+	return r.out
 }
 
 // nwpT0Periods is ocf's find_contiguous_t0_periods_nwp over a forecast's init times

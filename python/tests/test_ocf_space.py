@@ -118,7 +118,8 @@ def write_stores(root: Path) -> None:
              "capacity_mwp": (("time_utc", "location_id"), np.full((len(gtimes), 5), 10.0, np.float32)[:, keep])},
             coords={"time_utc": gtimes, "location_id": np.arange(5)[keep],
                     "longitude": ("location_id", SITES_LON[keep]), "latitude": ("location_id", SITES_LAT[keep])},
-        ).to_zarr(root / name, zarr_format=2, consolidated=True)
+        ).to_zarr(root / name, zarr_format=2, consolidated=True,  # chunks with edges: gobatch reads them one by one
+                  encoding={"generation_mw": {"chunks": (16, 2)}, "capacity_mwp": {"chunks": (16, 2)}})
 
 
 _REF_SCRIPT = """
