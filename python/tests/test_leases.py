@@ -45,19 +45,37 @@ def published(memfd: int, n: int, *, slots: int, spec=SPEC) -> FakeRing:
 
 
 def publish_when_free(fr: FakeRing, j: int) -> threading.Thread:
-    """Publishes batch j from a thread as soon as its slot is FREE on its lap (a slot dropped
-    by the consumer goes back during its next request, which then waits for the batch)."""
-    slot, lap = j % fr.slots, j // fr.slots
+    """Publishes batch j from a thread as soon as the consumer has granted it a slot (a slot
+    dropped by the consumer goes back, and to a later batch, during its next request, which
+    then waits for the batch; PROTOCOL.md 3.1)."""
 
     def run() -> None:
         deadline = time.monotonic() + 20
-        while fr.slot_state(slot) != free(lap) and time.monotonic() < deadline:
+        while fr.grant(j) is None and time.monotonic() < deadline:
             time.sleep(0.005)
         fr.publish(j)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def stream_past_held_slot(fr: FakeRing, r: Ring, j: int, kept: list) -> int:
+    """Of a 2-slot ring whose slot 0 is held by views of batch 0 (``kept``, non-empty): batch j
+    and the next go to slot 1, the stream goes on; holding batch j as well holds every slot, so
+    the next request raises SlotsHeldError naming both. Returns the next batch to ask for."""
+    for k in (j, j + 1):
+        b = None  # dropped before the request: the usual loop's batch of the step before
+        publish_when_free(fr, k)
+        b = next(r)
+        assert value(b) == k and fr.grant(k)[0] == 1  # the free slot, not batch k's old slot k % 2
+    with pytest.raises(SlotsHeldError, match=rf"all 2 slots .*\(batch 0 \(slot 0, taken at .*\), batch {j + 1} "
+                       rf"\(slot 1, taken at .*\)\), so the next batch \({j + 2}\) has no slot"):
+        next(r)
+    assert fr.slot_state(0) == READING
+    assert all((np.asarray(v) == 0).all() for v in kept)  # the kept views never changed
+    del b
+    return j + 2
 
 
 @pytest.fixture(params=["numpy", "torch"])
@@ -83,8 +101,9 @@ def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
     cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=4)
     with gobatch.Loader(cfg, framework=framework) as loader:
         kept = []
-        with pytest.raises(SlotsHeldError, match=r"4 of 4 slots hold .* next batch \(4\) needs slot 0, which "
-                           r"holds batch 0.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
+        with pytest.raises(SlotsHeldError, match=r"all 4 slots hold batches that are still referenced \(batch 0 "
+                           r"\(slot 0, taken at test_leases.py:\d+\), batch 1 .*batch 3 .*\), so the next batch \(4\) has "
+                           r"no slot.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
             for b in loader:
                 kept.append(b)
         assert ei.value.held == 4 and ei.value.slots == 4
@@ -154,15 +173,13 @@ def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
         del y  # the batch and its own array are gone; only derived views are left
         next(r)  # batch 1, dropped
         assert fr.slot_state(0) == READING
+        j = 2
         while views:
-            with pytest.raises(SlotsHeldError, match=r"1 of 2 slots hold .* needs slot 0, which holds batch 0"):
-                next(r)
-            assert fr.slot_state(1) == free(1)  # batch 1's slot went back all the same
-            assert fr.slot_state(0) == READING
-            assert all((v == 0).all() for v in views)  # the kept views never changed
+            j = stream_past_held_slot(fr, r, j, views)
             views.pop()
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2  # every view gone: slot 0 went back, batch 2 filled it
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j  # every view gone: slot 0 went back with batch j - 1's
 
 
 def test_memoryviews_and_torch_tensors_of_an_array_hold_the_slot(memfd):
@@ -180,13 +197,13 @@ def test_memoryviews_and_torch_tensors_of_an_array_hold_the_slot(memfd):
                 keep.append(torch.from_numpy(y))
         del y
         next(r)  # batch 1, dropped
+        j = 2
         while keep:
-            with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
-                next(r)
-            assert fr.slot_state(0) == READING
+            j = stream_past_held_slot(fr, r, j, keep)
             keep.pop()
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j
 
 
 def test_views_kept_past_release_do_not_hold_the_next_batch_of_the_slot(memfd):
@@ -236,13 +253,13 @@ def test_release_and_with_and_out_of_order(memfd):
             assert value(b2) == 2
         assert fr.slot_state(2) == free(1) and b2.released
         assert value(b0) == 0
-        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
-            next(r)
+        # batch 0 still held: batches 3 and 4 go to the slots released first, 1 and 2 (PROTOCOL.md 3.1)
+        assert fr.grant(3) == (1, 1) and fr.grant(4) == (2, 1)
+        fr.publish(3)
+        assert value(next(r)) == 3 and fr.slot_state(0) == READING and value(b0) == 0
         del b0
-        publish_when_free(fr, 3)
-        assert value(next(r)) == 3
         fr.publish(4)
-        fr.publish(5)
+        publish_when_free(fr, 5)
         assert [value(next(r)) for _ in range(2)] == [4, 5]
         assert r.stats()["batches"] == 6
 
@@ -309,10 +326,10 @@ def test_batches_are_writable_and_writes_stay_in_their_batch(memfd, framework):
         assert value(b) == 0 and float(b["x"][1, 0]) == -0.5 and float(b["x"][0, 0]) == 0
         b1 = next(r)
         assert value(b1) == 1 and float(b1["x"][1, 0]) == 1  # the other slot: untouched
-        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0") as ei:
+        with pytest.raises(SlotsHeldError, match="next batch .2. has no slot") as ei:
             next(r)  # the written batch is still held: its slot is not reused
         # the message names the batches held and the lines that took them
-        assert (f"2 of 2 slots hold batches that are still referenced (batch 0 (slot 0, taken at "
+        assert (f"all 2 slots hold batches that are still referenced (batch 0 (slot 0, taken at "
                 f"test_leases.py:{line}), batch 1 (slot 1, taken at test_leases.py:{line + 10}))") in str(ei.value)
         assert fr.slot_state(0) == READING
         kept = b["y"]
@@ -336,12 +353,12 @@ def test_torch_views_and_numpy_arrays_of_them_hold_the_slot(memfd):
         del v
         assert value(next(r)) == 1
         assert fr.slot_state(0) == READING
-        with pytest.raises(SlotsHeldError, match="needs slot 0"):
-            next(r)
+        j = stream_past_held_slot(fr, r, 2, [n])
         assert int(n[0, 0]) == 0
         del n
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j
 
 
 # ---- fork ----
