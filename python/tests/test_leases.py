@@ -6,7 +6,9 @@ SlotsHeldError instead of waiting. Slot states are read straight from the segmen
 from __future__ import annotations
 
 import gc
+import itertools
 import multiprocessing
+import re
 import sys
 import threading
 import time
@@ -95,6 +97,70 @@ def test_list_of_8_batches_is_8_distinct_correct_batches(framework):
         assert len(kept) == 8
         for k, b in enumerate(kept):
             check_batch(b, cfg, k)  # none was overwritten while kept
+
+
+def test_warmup_islice_then_for_streams_on(framework):
+    """Issue 20: a warm-up ``for _ in islice(it, 20): pass`` and then ``for b in it:`` leave
+    ``_`` holding batch 19's slot; the next batches go to the other slots (PROTOCOL.md 3.1), so
+    the loop reads all 200 that follow, and the leftover never changes."""
+    cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=220)  # default 4 slots
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        for _ in itertools.islice(it, 20):
+            pass
+        k = 20
+        for b in it:
+            check_batch(b, cfg, k)
+            k += 1
+        assert k == 220
+        check_batch(_, cfg, 19)
+
+
+def test_keeping_all_slots_but_one_still_streams(framework):
+    """N - 1 of N slots held by kept batches: the stream goes on through the last one (a loop
+    that drops each batch before it asks for the next), and with N - 2 kept the usual ``for``
+    (two slots per step) goes on too; the kept batches never change."""
+    cfg = config({"a": ((3,), "int64")}, size=2, batches=100, slots=4)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        kept = [next(it) for _ in range(3)]
+        for k in range(3, 50):
+            b = next(it)
+            check_batch(b, cfg, k)
+            del b
+        kept.pop()  # batch 2 goes back: two free slots, enough for the usual loop
+        for k, b in enumerate(it, start=50):
+            check_batch(b, cfg, k)
+        assert k == 99
+        for k, b in enumerate(kept):
+            check_batch(b, cfg, k)
+
+
+def test_every_slot_held_raises_naming_the_holders_then_goes_on(framework):
+    """Only when every slot is held does next() raise SlotsHeldError, at once, naming each held
+    batch and the line that took it; nothing is consumed, and a release lets it go on."""
+    cfg = config({"a": ((3,), "int64")}, size=2, batches=20, slots=3)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        line = sys._getframe().f_lineno + 1
+        first = next(it)
+        for _ in range(4):  # batches 1 .. 4 through the two other slots
+            next(it)
+        b5 = next(it)
+        b6 = next(it)
+        t0 = time.monotonic()
+        with pytest.raises(SlotsHeldError) as ei:
+            next(it)
+        assert time.monotonic() - t0 < 5  # no wait for a slot that cannot come free
+        msg = str(ei.value)
+        assert ei.value.held == 3 and ei.value.slots == 3
+        for j, at in ((0, line), (5, line + 3), (6, line + 4)):
+            assert re.search(rf"batch {j} \(slot \d, taken at test_leases.py:{at}\)", msg), msg
+        assert "all 3 slots hold batches that are still referenced" in msg and "next batch (7) has no slot" in msg
+        del b5
+        check_batch(next(it), cfg, 7)  # nothing was consumed
+        check_batch(first, cfg, 0)
+        check_batch(b6, cfg, 6)
 
 
 def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
