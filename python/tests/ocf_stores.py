@@ -110,28 +110,40 @@ def write_ukv(path: Path, hours: float = 8.0, seed: int = 19) -> None:
                          encoding={"UKV": {"chunks": (1, len(step), 3, len(xo), len(yo))}})
 
 
-def write_generation(path: Path, hours: float = 8.0, seed: int = 20) -> None:
+def sites(n: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Longitudes and latitudes of ``n`` sites: the three of SITES_LON/SITES_LAT, then more
+    drawn (seeded) over the middle of England, all well inside both grids."""
+    rng = np.random.default_rng(21)
+    extra = max(n - len(SITES_LON), 0)
+    lon = np.concatenate([SITES_LON, rng.uniform(-2.5, -0.5, extra)])[:n]
+    lat = np.concatenate([SITES_LAT, rng.uniform(52.0, 53.2, extra)])[:n]
+    return lon, lat
+
+
+def write_generation(path: Path, hours: float = 8.0, n_sites: int = 3, seed: int = 20) -> None:
     """generation_mw and capacity_mwp (time_utc, location_id) at 30 minutes from T0 - 3 h (20
-    steps for 8 hours) for sites 1..3 (no NaN: ocf's complete mode), with longitude/latitude
-    per site."""
+    steps for 8 hours) for sites 1..n_sites (no NaN: ocf's complete mode), with
+    longitude/latitude per site."""
     rng = np.random.default_rng(seed)
     gtimes = T0 - np.timedelta64(3, "h") + np.arange(int((hours + 2) * 2)) * np.timedelta64(30, "m")
-    capacity = rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32)
+    lon, lat = sites(n_sites)
+    capacity = rng.uniform(8, 12, (len(gtimes), n_sites)).astype(np.float32)
     xr.Dataset(
-        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), 3)).astype(np.float32)),
+        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), n_sites)).astype(np.float32)),
          "capacity_mwp": (("time_utc", "location_id"), capacity)},
-        coords={"time_utc": gtimes, "location_id": np.array([1, 2, 3]),
-                "longitude": ("location_id", SITES_LON), "latitude": ("location_id", SITES_LAT)},
+        coords={"time_utc": gtimes, "location_id": np.arange(1, n_sites + 1),
+                "longitude": ("location_id", lon), "latitude": ("location_id", lat)},
     ).to_zarr(path, zarr_format=2, consolidated=True)
 
 
-def write_pvnet_stores(root: Path, hours: float = 8.0, satellite_pixels: tuple[int, int] = (60, 50)) -> Path:
+def write_pvnet_stores(root: Path, hours: float = 8.0, satellite_pixels: tuple[int, int] = (60, 50),
+                       n_sites: int = 3) -> Path:
     """sat.zarr, ukv.zarr, gen.zarr over ``hours`` from T0 - 1 h, and pvnet_config.yaml
     (PVNET_CONFIG) in ``root``; returns the YAML's path. Its zarr_paths are relative: run from
     ``root``, as ocf-data-sampler resolves them."""
     write_satellite(root / "sat.zarr", hours, satellite_pixels)
     write_ukv(root / "ukv.zarr", hours)
-    write_generation(root / "gen.zarr", hours)
+    write_generation(root / "gen.zarr", hours, n_sites)
     config = root / "pvnet_config.yaml"
     config.write_text(PVNET_CONFIG)
     return config
