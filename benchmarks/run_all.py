@@ -102,7 +102,9 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "PVNetDataset through PVNet's own DataLoader settings (PVNetDataModule.train_dataloader, "
         "num_workers 0 and 2, its collate function) on the same stores (python/tests/ocf_stores.py), "
         "same run: batches/s, first batch (warm), peak RSS of all processes; in gobatch's cache and "
-        "with the satellite 5x cache_mb.",
+        "with the satellite 5x cache_mb. A PVNetDataset DataLoader worker can abort as it exits, after "
+        "its figures are taken ('terminate called without an active exception', from a C++ library "
+        "ocf-data-sampler loads); the trace that follows is that.",
     ),
     "percore": (
         "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",
