@@ -13,6 +13,10 @@ the only change (docs/OCF.md, "Switching")::
 
     trainer.fit(PVNetLightningModule(model, optimizer), train_dataloaders=loader)
 
+Validation stays on PVNetDataset: PVNetLightningModule indexes the validation DataLoader's
+dataset to plot forecasts (``val_dataloaders.dataset[i]``), which a stream of batches cannot be.
+This example trains only.
+
 The model is PVNet's ``LateFusionModel`` built by hydra from a model configuration in PVNet's
 own format (``configs.example/model/late_fusion.yaml`` in PVNet's repository): a
 ``DefaultPVNet`` 3D-convolution encoder for the satellite and one for each NWP, the location
