@@ -44,8 +44,6 @@ type ocfNWP struct {
 	fillV    float32
 	maxStale int64 // seconds (maxStaleness)
 	timesAt  int   // index of the <name>_init_time_utc tensor in the batch (then step, target)
-	// scratch of fits and whyNot (start-up: one goroutine)
-	run, step []int
 }
 
 // normConsts are one channel's normalisation: clip to [lo, hi], then (v - mean) / std.
@@ -88,7 +86,6 @@ func (n *nwpSource) setupOCF(cfg *config.Config, sp *Spec) error {
 		}
 		o.maxStale = sp.MaxStalenessMinutes * 60
 	}
-	o.run, o.step = make([]int, o.n), make([]int, o.n)
 	return nil
 }
 

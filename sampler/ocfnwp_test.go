@@ -354,3 +354,38 @@ func TestOCFNWPJob(t *testing.T) {
 		t.Fatalf("%d of %d examples dropped out, %d mixed: the test proves too little", dropped, 6*j.size, mixed)
 	}
 }
+
+func TestOCFNWPNameTooLongForItsTimeTensors(t *testing.T) {
+	text := strings.Replace(ocfNWPConfig(""), `name = "nwp"`, `name = "nwp_sixteen_char"`, 1)
+	cfg, err := parseCfg(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewJob(cfg, Options{Open: memOpen(newMemNowcast(smallMem))})
+	if err == nil || !strings.Contains(err.Error(), "source[1]") || !strings.Contains(err.Error(), `"nwp_sixteen_char" is too long`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestOCFNWPFillAllocatesNothingWhenWarm(t *testing.T) {
+	cfg, err := parseCfg(t, ocfNWPConfig("accum_channels = [\"w\"]\ndropout_timedeltas_minutes = [-180]\ndropout_fraction = 0.5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJob(cfg, Options{Open: memOpen(newMemNowcast(smallMem))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	buf := batchBuf(j)
+	if err := j.Fill(ctx, 0, buf); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if err := j.Fill(ctx, 0, buf); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 0 {
+		t.Errorf("%v allocations per warm Fill", n)
+	}
+}
