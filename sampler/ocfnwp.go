@@ -243,6 +243,14 @@ func runs(run, step []int, f func(k, m, stride int) error) error {
 	return nil
 }
 
+// stepsBox is the box of na steps of run run from step index a0 on, stride apart, channels
+// chans (store indices), the crop starting at (y0, x0). Every box of an ocf window is made
+// here.
+func (n *nwpSource) stepsBox(y0, x0, run, a0, stride, na int, chans []int) box4 {
+	return box4{lead: run, a0: a0, aStride: stride, na: na, b: chans,
+		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: na, nanTo: na}
+}
+
 // fillOCF writes example ex's window: each target time from its run, then the difference of
 // the accumulated channels, their normalisation and the NaN fill.
 func (n *nwpSource) fillOCF(rs *readerState, ex *example, out []float32) error {
@@ -257,16 +265,14 @@ func (n *nwpSource) fillOCF(rs *readerState, ex *example, out []float32) error {
 	per := len(n.chans) * plane
 	defer rs.pins.releaseAll()
 	err := runs(run[:T], step[:T], func(k, m, stride int) error {
-		bx := box4{lead: run[k], a0: step[k], aStride: stride, na: m, b: n.chans,
-			y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: m, nanTo: m}
+		bx := n.stepsBox(y0, x0, run[k], step[k], stride, m, n.chans)
 		return gather4(&rs.pins, n.c, &bx, out[k*per:(k+m)*per], rs.nt)
 	})
 	if err != nil || len(o.accum) == 0 {
 		return err
 	}
 	next := rs.accumScratch(len(o.accum) * plane)
-	bx := box4{lead: run[T], a0: step[T], aStride: 1, na: 1, b: o.accSrc,
-		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: 1, nanTo: 1}
+	bx := n.stepsBox(y0, x0, run[T], step[T], 1, 1, o.accSrc)
 	if err := gather4(&rs.pins, n.c, &bx, next, rs.nt); err != nil {
 		return err
 	}
@@ -309,8 +315,7 @@ func (n *nwpSource) addKeysOCF(rs *readerState, ex *example, keys []uint64) []ui
 	}
 	y0, x0 := n.crop.at(ex.cy, ex.cx)
 	_ = runs(run, step, func(k, m, stride int) error {
-		bx := box4{lead: run[k], a0: step[k], aStride: stride, na: m, b: n.chans,
-			y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: m, nanTo: m}
+		bx := n.stepsBox(y0, x0, run[k], step[k], stride, m, n.chans)
 		keys = addBoxKeys(n.c, &bx, keys)
 		return nil
 	})
