@@ -344,3 +344,39 @@ def test_history_dropout_distribution(root: Path, monkeypatch: pytest.MonkeyPatc
         for k, p in probs.items():
             mean, sd = total * p, np.sqrt(total * p * (1 - p))
             assert abs(counts[k] - mean) <= 5 * sd, (who, k, counts, total, p)
+
+
+_STALE_SCRIPT = """
+import sys
+try:
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+except ImportError as e:
+    print("missing", e); sys.exit(0)
+try:
+    PVNetDataset(sys.argv[1])
+    print("accepted")
+except ValueError as e:
+    print("refused", e)
+"""
+
+
+@pytest.mark.parametrize("minutes,refused", [(360, False), (361, True)])
+def test_max_staleness_above_the_steps_is_refused_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         minutes: int, refused: bool) -> None:
+    """The UKV's steps allow 10 h - interval_end 3 h - 1 h (accumulated channel) = 360 min of
+    staleness; more is refused by ocf-data-sampler's dataset and by gobatch, naming the key."""
+    import gobatch
+
+    name = f"stale{minutes}.yaml"
+    (root / name).write_text(config(ukv_dropout=indent(f"max_staleness_minutes: {minutes}", 6)))
+    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
+    r = subprocess.run([python, "-c", _STALE_SCRIPT, name], cwd=root, capture_output=True, text=True, timeout=300)
+    if r.stdout.startswith("missing"):
+        pytest.skip(r.stdout)
+    assert r.stdout.startswith("refused" if refused else "accepted"), r.stdout + r.stderr[-2000:]
+    monkeypatch.chdir(root)
+    if not refused:
+        gobatch.plan(name, batch_size=4)
+        return
+    with pytest.raises(gobatch.ConfigError, match=rf"{name}:\d+: input_data.nwp.ukv.max_staleness_minutes: 361 is more than the steps allow: at most 360"):
+        gobatch.plan(name, batch_size=4)
