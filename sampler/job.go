@@ -100,6 +100,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	j.ocf = anchor.Rules == RulesOCF
+	if err := checkRules(cfg, specs, j.ocf); err != nil {
+		return nil, err
+	}
 	if err := j.openSources(specs, anchor, &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}); err != nil {
 		return nil, err
 	}
@@ -227,6 +230,9 @@ func (j *Job) measureData() error {
 		c.nanFill, c.fill = s.spec().nanFill()
 		if s.spec().Capacity != "" {
 			c.nanFill = false // filled after the division (capacity.go)
+		}
+		if n, ok := s.(*nwpSource); ok && n.ocf != nil && n.ocf.fill {
+			c.nanFill = false // filled after the difference of the accumulated channels (ocfnwp.go)
 		}
 		c.refuseMissing = s.spec().MissingChunks == MissingError
 		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
@@ -460,6 +466,11 @@ func (j *Job) layTensors() error {
 		return err
 	}
 	meta = append(meta, capT...)
+	nwpT, err := j.ocfNWPTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, nwpT...)
 	for _, t := range meta {
 		if names[t.Name] {
 			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp); expected another source name", t.Name)

@@ -177,24 +177,12 @@ func (j *Job) t0Bounds() (period, bool) {
 	return p, true
 }
 
-// nwpPeriods are NWP source n's t0 periods: its init times, the staleness configured
-// (max_staleness_minutes) or ocf's default, its largest dropout and its first step.
+// nwpPeriods are NWP source n's t0 periods: its init times, its staleness under ocf's rules
+// (maxStaleness: max_staleness_minutes or ocf's default, checked against the steps when the
+// source was opened), its largest dropout and its first step.
 func (j *Job) nwpPeriods(n *nwpSource) ([]period, error) {
 	sp := n.s
-	steps := n.steps.vals
-	firstStep, lastStep := steps[0], steps[len(steps)-1]
-	res, end := sp.TimeResolutionMinutes*60, sp.IntervalEndMinutes*60
-	// Accumulated channels (one resolution less of staleness) are not known to the sampler's
-	// source table yet; see nwpDefaultStaleness.
-	limit := nwpDefaultStaleness(lastStep, end, res, false)
-	stale := limit
-	if sp.MaxStalenessMinutes > 0 {
-		stale = sp.MaxStalenessMinutes * 60
-		if stale > limit {
-			return nil, j.cfg.Errorf(sp.Field+".max_staleness_minutes", "%d is more than the store's last step (%s) less the window's end (%d min) allows, %d min (ocf-data-sampler refuses it too)",
-				sp.MaxStalenessMinutes, fmtSeconds(lastStep), sp.IntervalEndMinutes, limit/60)
-		}
-	}
+	stale := n.maxStaleness()
 	var maxDropout int64
 	for _, d := range sp.DropoutTimedeltasMinutes {
 		maxDropout = max(maxDropout, -d*60)
@@ -203,7 +191,7 @@ func (j *Job) nwpPeriods(n *nwpSource) ([]period, error) {
 		return nil, j.cfg.Errorf(sp.Field+".dropout_timedeltas_minutes", "the largest dropout (%d min) must be between 0 and the staleness (%d min), as ocf-data-sampler requires",
 			maxDropout/60, stale/60)
 	}
-	return nonEmpty(nwpT0Periods(n.inits.vals, sp.IntervalStartMinutes*60, stale, maxDropout, firstStep)), nil
+	return nonEmpty(nwpT0Periods(n.inits.vals, sp.IntervalStartMinutes*60, stale, maxDropout, n.steps.vals[0])), nil
 }
 
 // generationPeriods reads the generation's data array chunk by chunk and returns every

@@ -67,7 +67,7 @@ func (r *runFinder) periods() []period {
 // max(firstStep - start, maxDropout); the period goes on while each next run takes over in
 // time (the previous run's last t0 is at least the next init + max(maxDropout, firstStep)),
 // else it ends at the previous run's last t0 and a new one starts. Periods may be empty, as
-// ocf's are (they then hold no t0).
+// ocf's are (they then hold no t0). maxStale is the source's staleness (maxStaleness).
 func nwpT0Periods(inits []int64, start, maxStale, maxDropout, firstStep int64) []period {
 	if len(inits) == 0 {
 		return nil
@@ -83,18 +83,6 @@ func nwpT0Periods(inits []int64, start, maxStale, maxDropout, firstStep int64) [
 		cur.end = init + maxStale
 	}
 	return append(out, cur)
-}
-
-// nwpDefaultStaleness is the staleness ocf uses when max_staleness_minutes is not set: the
-// longest a run can serve, the last step minus the window's end, less one resolution when
-// accumulated channels are differenced (the last step is lost to the difference). A
-// configured staleness above it is refused (ocf raises). This is the only copy of the rule.
-func nwpDefaultStaleness(maxStep, end, res int64, accum bool) int64 {
-	s := maxStep - end
-	if accum {
-		s -= res
-	}
-	return s
 }
 
 // intersectPeriods is the intersection of two lists of periods (each sorted and disjoint),
@@ -126,10 +114,6 @@ func nonEmpty(ps []period) []period {
 	return out
 }
 
-// ceilToGrid is t rounded up to a multiple of res (aligned to the Unix epoch, as pandas'
-// Timestamp.ceil).
-func ceilToGrid(t, res int64) int64 { return -floorDiv(-t, res) * res }
-
 // t0Grid is a list of periods filled on a time grid, as ocf's fill_time_periods: period i
 // holds the t0s first[i], first[i] + res, ... up to its end, and the t0s are numbered in
 // period order. It stores O(periods), not O(t0s).
@@ -143,7 +127,7 @@ type t0Grid struct {
 func fillPeriods(ps []period, res int64) t0Grid {
 	g := t0Grid{res: res, cum: []uint64{0}}
 	for _, p := range ps {
-		f := ceilToGrid(p.start, res)
+		f := ceilTo(p.start, res)
 		if f > p.end {
 			continue
 		}

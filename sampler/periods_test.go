@@ -42,17 +42,14 @@ func TestNWPT0PeriodsBreakWhenARunGoesStaleBeforeTheNextServes(t *testing.T) {
 	inits := steps(0, 3*h, 4) // 00, 03, 06, 09
 	// Steps 0..8 h, window -60..120 min: staleness 8 h - 2 h = 6 h. Without dropout the buffer is
 	// max(0 + 1 h, 0) = 1 h and the periods never break: [01:00, 15:00].
-	stale := nwpDefaultStaleness(8*h, 2*h, h, false)
-	if stale != 6*h {
-		t.Fatalf("default staleness %d, want 6 h", stale)
-	}
+	stale := int64(6 * h)
 	got := nwpT0Periods(inits, -h, stale, 0, 0)
 	if want := []period{{h, 9*h + 6*h}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("no dropout: %v, want %v", got, want)
 	}
 	// An accumulated channel loses the last step: 5 h. Dropout -180 min: buffer 3 h; each run
 	// serves init+3 h .. init+5 h and the next starts at init+3 h+3 h: a break every cycle.
-	stale = nwpDefaultStaleness(8*h, 2*h, h, true)
+	stale = 5 * h
 	got = nwpT0Periods(inits, -h, stale, 3*h, 0)
 	want := []period{{3 * h, 5 * h}, {6 * h, 8 * h}, {9 * h, 11 * h}, {12 * h, 14 * h}}
 	if !reflect.DeepEqual(got, want) {

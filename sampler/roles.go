@@ -41,6 +41,10 @@ type readerState struct {
 	keys []uint64 // prefetch: chunks of the batch
 	at   []int    // time indices of a window whose steps are not evenly spaced (span.at)
 	nt   bool     // write rows with non-temporal stores (Job.nt)
+	// an NWP window under ocf's rules (ocfnwp.go): the run and step of each target time, and
+	// the accumulated channels' step after the window
+	nwpRun, nwpStep []int
+	accum           []float32
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
@@ -121,6 +125,17 @@ func dropoutSteps(w timeWindow, cut int64) int {
 	return int(max(0, min(n, int64(w.n))))
 }
 
+// dropoutRange is the steps [from, to) of window w that a dropout with cut-off cut fills:
+// under gobatch's rules every step after t0 + cut; under ocf's (ocf-data-sampler's
+// apply_history_dropout) only those in (t0 + cut, t0], the future is kept.
+func dropoutRange(w timeWindow, cut int64, ocf bool) (from, to int) {
+	from, to = dropoutSteps(w, cut), w.n
+	if ocf && cut != math.MaxInt64 {
+		to = max(from, dropoutSteps(w, 0))
+	}
+	return from, to
+}
+
 // ---- grid: (time, channel, y, x) ------------------------------------------------------------
 
 type gridSource struct {
@@ -158,7 +173,8 @@ func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
 		return false
 	}
 	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
-		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
+		h: g.s.Height, w: g.s.Width}
+	bx.nanFrom, bx.nanTo = dropoutRange(g.win, ex.cut[g.s.Index], g.s.ocf)
 	if g.crop == nil { // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
 	} else {
@@ -193,17 +209,24 @@ type nwpSource struct {
 	rule  nwpRule
 	chans []int
 	crop  cropTable // where the crop starts for every anchor pixel (align.go)
+	ocf   *ocfNWP   // ocf's window rule (ocfnwp.go); nil: gobatch's (rule)
 }
 
 func (n *nwpSource) spec() *Spec    { return n.s }
 func (n *nwpSource) data() *chunked { return n.c }
 
 func (n *nwpSource) fits(t0 int64) bool {
+	if n.ocf != nil {
+		return n.fitsOCF(t0)
+	}
 	_, ok := n.rule.choose(n.inits.vals, &n.steps, t0, nil)
 	return ok
 }
 
 func (n *nwpSource) whyNot(t0 int64, detail bool) reject {
+	if n.ocf != nil {
+		return n.whyNotOCF(t0, detail)
+	}
 	r := n.rule
 	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
 	switch {
@@ -241,11 +264,14 @@ func (n *nwpSource) box(ex *example, bx *box4, at []int) bool {
 	}
 	y0, x0 := n.crop.at(ex.cy, ex.cx)
 	*bx = box4{lead: ch.run, a0: ch.steps.first, aStride: ch.steps.stride, at: ch.steps.at, na: n.rule.window.n, b: n.chans,
-		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n}
+		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n, nanTo: n.rule.window.n}
 	return true
 }
 
 func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
+	if n.ocf != nil {
+		return n.fillOCF(rs, ex, out)
+	}
 	var bx box4
 	return gatherBox(rs, n.c, &bx, n.box(ex, &bx, rs.timeScratch(n.rule.window.n)), ex, out, "no run")
 }
@@ -327,7 +353,11 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 	c := p.c
 	ct, cs := c.chunks[0], c.chunks[1]
 	lastKt := -1
-	for step := 0; step < min(p.win.n, dropoutSteps(p.win, ex.cut[p.s.Index])); step++ {
+	from, to := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
+	for step := 0; step < p.win.n; step++ {
+		if step >= from && step < to {
+			continue // filled
+		}
 		kt := sp.index(step) / ct
 		if kt == lastKt {
 			continue
@@ -347,7 +377,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	}
 	c := p.c
 	k := p.s.NearestK
-	nanFrom := dropoutSteps(p.win, ex.cut[p.s.Index])
+	nanFrom, nanTo := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	cv := c.rowConv(0)
@@ -355,7 +385,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
 		row := out[step*k : (step+1)*k]
-		if step >= nanFrom {
+		if step >= nanFrom && step < nanTo {
 			for i := range row {
 				row[i] = fill
 			}

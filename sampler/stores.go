@@ -279,6 +279,11 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	}
 	n.crop = *crop
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
+	if sp.ocf {
+		if err := n.setupOCF(cfg, sp); err != nil { // ocf's window rule (ocfnwp.go)
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

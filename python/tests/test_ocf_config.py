@@ -314,6 +314,11 @@ GOBATCH_REFUSES = {
                      "no-satellite.yaml:4: input_data.satellite: missing; gobatch centres its examples"),
     "two-zarr-paths": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),
                        "two-zarr-paths.yaml:26: input_data.satellite.zarr_path: 2 paths; gobatch reads one store per source"),
+    # ocf-data-sampler's NWP selection fails on every sample with a list or a zero timedelta.
+    "nwp-dropout-list": (append_to(16, "      dropout_timedeltas_minutes: [-180]\n      dropout_fraction: [1.0]"),
+                         "nwp-dropout-list.yaml:18: input_data.nwp.ukv.dropout_fraction: a list; an NWP takes one number"),
+    "nwp-dropout-zero": (append_to(16, "      dropout_timedeltas_minutes: [0, -60]\n      dropout_fraction: 0.5"),
+                         "nwp-dropout-zero.yaml:17: input_data.nwp.ukv.dropout_timedeltas_minutes: 0; an NWP's timedeltas must be negative"),
 }
 
 

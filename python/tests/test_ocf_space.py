@@ -53,7 +53,7 @@ CONFIG = textwrap.dedent("""\
           interval_end_minutes: 120
           image_size_pixels_height: 4
           image_size_pixels_width: 4
-          channels: [t]
+          channels: [t{accum_channel}]
           normalisation_constants:
             t: {{mean: 280.0, std: 10.0}}{nwp_dropout}
       satellite:
@@ -67,6 +67,10 @@ CONFIG = textwrap.dedent("""\
         normalisation_constants:
           IR_016: {{mean: 1.0, std: 2.0}}
 """)
+
+ACCUM = """
+        diff_tp: {mean: 0.0, std: 1.0}
+      accum_channels: [tp]"""
 
 NWP_DROPOUT = """
       dropout_timedeltas_minutes: [-180]
@@ -100,8 +104,8 @@ def write_stores(root: Path) -> None:
     init = init[(init != T0 + 12 * H) & (init != T0 + 15 * H)]
     step = np.arange(9) * H
     xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"),
-                        rng.normal(280, 5, (len(init), len(step), 1, len(xo), len(yo))).astype(np.float32))},
-               coords={"init_time": init, "step": step, "variable": ["t"], "x": xo, "y": yo},
+                        rng.normal(280, 5, (len(init), len(step), 2, len(xo), len(yo))).astype(np.float32))},
+               coords={"init_time": init, "step": step, "variable": ["t", "tp"], "x": xo, "y": yo},
                ).to_zarr(root / "ukv.zarr", zarr_format=2, consolidated=True)
 
     gtimes = T0 - 2 * H + np.arange(68) * np.timedelta64(30, "m")
@@ -157,6 +161,8 @@ CONFIGS = {
     "per_location": ("gen_gaps.zarr", ""),
     "complete": ("gen_full.zarr", ""),
     "nwp_dropout": ("gen_full.zarr", NWP_DROPOUT),
+    # an accumulated channel loses the last step: ocf's default staleness is an hour shorter
+    "accum": ("gen_full.zarr", ACCUM),
     # without location 0, every site pairs with every t0: gobatch's site-anchored sample space,
     # so locality sampling and the block shuffle serve it when the data exceed the cache
     "complete_sites": ("gen_sites.zarr", ""),
@@ -168,7 +174,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = tmp_path_factory.mktemp("ocfspace")
     write_stores(r)
     for name, (gen, drop) in CONFIGS.items():
-        (r / f"{name}.yaml").write_text(CONFIG.format(gen=gen, nwp_dropout=drop))
+        accum = ", tp" if drop == ACCUM else ""
+        (r / f"{name}.yaml").write_text(CONFIG.format(gen=gen, nwp_dropout=drop, accum_channel=accum))
     return r
 
 
@@ -203,7 +210,7 @@ def test_modes_are_the_ones_the_fixtures_mean(refs: dict[str, dict], name: str) 
     if name == "complete_sites":
         assert len(ref["pairs"]) == len(refs["complete"]["pairs"])
     assert all(loc != 0 for _, loc in ref["pairs"])
-    if name == "nwp_dropout":
+    if name in ("nwp_dropout", "accum"):
         assert 0 < len(ref["pairs"]) < len(refs["complete"]["pairs"])
 
 
