@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // The sample space under rules = "ocf" (docs/OCF.md, "Sample space"): ocf-data-sampler
@@ -80,6 +81,7 @@ func newPairSpace(common []period, res int64, locs []int, genPeriods []period, l
 func (j *Job) findOCFSpace() error {
 	a := j.anchor.s
 	common := contiguousT0Periods(j.anchor.times.vals, a.TimeResolutionMinutes*60, a.IntervalStartMinutes*60, a.IntervalEndMinutes*60)
+	counts := []string{fmt.Sprintf("%s (%s) %d", a.Field, a.Name, len(common))} // periods per source, for the error
 	for _, s := range j.srcs {
 		n, ok := s.(*nwpSource)
 		if !ok {
@@ -89,6 +91,7 @@ func (j *Job) findOCFSpace() error {
 		if err != nil {
 			return err
 		}
+		counts = append(counts, fmt.Sprintf("%s (%s) %d", n.s.Field, n.s.Name, len(ps)))
 		common = intersectPeriods(common, ps)
 	}
 	if r, ok := j.t0Bounds(); ok {
@@ -122,8 +125,13 @@ func (j *Job) findOCFSpace() error {
 		j.cands = anchorCandidates(&j.anchor.times, j.space.shared)
 	}
 	if j.space.n() == 0 {
-		return j.cfg.Errorf("source", "no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous periods of the satellite, the NWPs and the generation%s do not overlap on the generation's %d-minute grid",
-			RulesOCF, j.space.mode, len(locs), j.rangeNote(), gs.TimeResolutionMinutes)
+		genCount := 0
+		for _, lp := range locPeriods {
+			genCount += len(lp)
+		}
+		counts = append(counts, fmt.Sprintf("%s (%s) %d over its locations", gs.Field, gs.Name, genCount))
+		return j.cfg.Errorf("source", "no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous t0 periods (%s; a period needs a run of times longer than the window, without a gap) do not overlap%s on the generation's %d-minute grid",
+			RulesOCF, j.space.mode, len(locs), strings.Join(counts, ", "), j.rangeNote(), gs.TimeResolutionMinutes)
 	}
 	return nil
 }
@@ -280,6 +288,8 @@ type SpaceInfo struct {
 	Mode    string `json:"mode"` // SpaceComplete or SpacePerLocation
 	Pairs   uint64 `json:"pairs"`
 	Periods int    `json:"periods"`
+	// Locations is the number of locations that take part (not ocf's dropped location 0).
+	Locations int `json:"locations"`
 	// T0s is the number of valid t0s every location shares (complete mode; 0 otherwise).
 	T0s uint64 `json:"t0s,omitempty"`
 }
@@ -290,7 +300,7 @@ func (j *Job) SampleSpace() *SpaceInfo {
 	if j.space == nil {
 		return nil
 	}
-	s := &SpaceInfo{Rules: RulesOCF, Mode: j.space.mode, Pairs: j.space.n(), Periods: j.space.periods}
+	s := &SpaceInfo{Rules: RulesOCF, Mode: j.space.mode, Pairs: j.space.n(), Periods: j.space.periods, Locations: len(j.space.locs)}
 	if j.space.mode == SpaceComplete {
 		s.T0s = j.space.shared.n()
 	}

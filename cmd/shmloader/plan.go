@@ -115,7 +115,8 @@ func (r *planReport) text() string {
 	}
 	if r.Mode != "" {
 		if sp := r.SampleSpace; sp != nil {
-			fmt.Fprintf(&b, "\nsampling\n  rules %s: %d (t0, location) pairs, %s mode, from %s\n", sp.Rules, sp.Pairs, sp.Mode, plural(sp.Periods, "period"))
+			fmt.Fprintf(&b, "\nsampling\n  rules %s: %d (t0, location) pairs over %s, %s mode, from %s\n",
+				sp.Rules, sp.Pairs, plural(sp.Locations, "location"), sp.Mode, plural(sp.Periods, "period"))
 		} else {
 			fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
 		}

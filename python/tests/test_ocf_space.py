@@ -304,6 +304,7 @@ def test_plan_reports_the_sample_space(root: Path, refs: dict[str, dict], monkey
     assert space["rules"] == "ocf" and space["pairs"] == refs[name]["len"]
     assert space["mode"] == ("complete" if refs[name]["complete"] else "per-location")
     assert space["periods"] >= 2  # the satellite gap and the missing run cut the time axis
+    assert space["locations"] == len({loc for _, loc in refs[name]["pairs"]}) == 4  # not location 0
 
 
 def batch_pairs(batch) -> list[tuple[int, int]]:
@@ -333,3 +334,16 @@ def test_epochs_differ_and_resume_exactly(root: Path, refs: dict[str, dict], mon
         loader.load_state_dict(state)
         rest = [batch_pairs(b) for b in loader]
     assert rest == whole[0][5:]
+
+
+def test_no_pair_is_refused_naming_the_periods(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A t0 range inside the satellite's gap leaves no pair: refused, naming each source's
+    periods and the range."""
+    import gobatch
+    from gobatch.errors import ConfigError
+
+    monkeypatch.chdir(root)
+    with pytest.raises(ConfigError, match=r"no valid \(t0, location\) pair") as e:
+        gobatch.plan("complete.yaml", batch_size=SIZE, t0_start="2024-03-01T10:10", t0_end="2024-03-01T10:50")
+    msg = str(e.value)
+    assert "satellite" in msg and "ukv" in msg and "generation" in msg and "t0_start .. t0_end" in msg, msg
