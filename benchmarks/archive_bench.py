@@ -144,12 +144,13 @@ def main() -> int:
                 pl = run_plan(cfg, root)
                 fb = run_first(cfg, root)
                 p = pl["plan"]
-                mix = p.get("mixing") or {}
+                mix = p.get("mixing") or {}  # none when the data fits the cache (one permutation)
                 row = {"round": r, "mode": mode, "store": name, "plan_s": pl["seconds"], "plan_rss_mb": pl["rss_mb"],
                        "first_s": fb["first_batch_s"], "child_hwm_mb": fb["child_hwm_mb"],
                        "cache_mb": fb["cache_mb"], "ring_mb": fb["ring_mb"], "batches": fb["batches_per_epoch"],
                        "samples": p.get("samples"), "segments": mix.get("segments"),
-                       "rho": mix.get("spearman_position_t0"), "load": max(pl["load"], fb["load"])}
+                       "rho": mix.get("spearman_position_t0", float("nan")),
+                       "load": max(pl["load"], fb["load"])}
                 if not base:
                     base = row
                 row["x_plan_s"] = row["plan_s"] / base["plan_s"]
@@ -158,7 +159,7 @@ def main() -> int:
                 print(f"  round {r}, {mode}, {name}: plan {row['plan_s']:.2f} s, {row['plan_rss_mb']:.0f} MB RSS; "
                       f"first batch {row['first_s']:.2f} s, loader peak RSS {row['child_hwm_mb']:.0f} MB "
                       f"(cache {row['cache_mb']:.0f} MB, ring {row['ring_mb']:.1f} MB); "
-                      f"{row['samples']} samples, {row['segments']} segments, Spearman {row['rho']:.3f}; load {row['load']:.1f}", flush=True)
+                      f"{row['samples']} samples, {row['segments'] or 'no'} segments, Spearman {row['rho']:.3f}; load {row['load']:.1f}", flush=True)
     print()
     print("| round | anchor | store | plan s | x 1 day | plan peak RSS MB | first batch s | x 1 day | "
           "loader peak RSS MB | of it cache MB | ring MB | samples per epoch | segments | Spearman | load |")
@@ -166,7 +167,7 @@ def main() -> int:
     for w in rows:
         print(f"| {w['round']} | {w['mode']} | {w['store']} | {w['plan_s']:.2f} | {w['x_plan_s']:.2f} | "
               f"{w['plan_rss_mb']:.0f} | {w['first_s']:.2f} | {w['x_first_s']:.2f} | {w['child_hwm_mb']:.0f} | "
-              f"{w['cache_mb']:.0f} | {w['ring_mb']:.1f} | {w['samples']} | {w['segments']} | {w['rho']:.3f} | "
+              f"{w['cache_mb']:.0f} | {w['ring_mb']:.1f} | {w['samples']} | {w['segments'] or ''} | {w['rho']:.3f} | "
               f"{w['load']:.1f} |")
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
     return 0

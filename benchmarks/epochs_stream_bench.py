@@ -75,7 +75,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
-def config(order: str, cache_mb: int) -> dict[str, Any]:
+def config(order: str, cache_mb: int, segment_steps: int = 0) -> dict[str, Any]:
     import tomllib
 
     cfg = tomllib.loads((REPO / "presets" / "nowcast.toml").read_text())
@@ -83,6 +83,8 @@ def config(order: str, cache_mb: int) -> dict[str, Any]:
     cfg["batch"].pop("batches", None)
     anchor = next(s for s in cfg["source"] if s.get("anchor"))
     anchor.update(cache_mb=cache_mb)
+    if segment_steps:
+        anchor.update(segment_steps=segment_steps)
     return cfg
 
 
@@ -104,6 +106,8 @@ def main() -> int:
     ap.add_argument("--cache-mb", default="512,1024")
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--segment-steps", type=int, default=0,
+                    help="also measure epochs with this anchor segment_steps (the block shuffle's segment length)")
     ap.add_argument("--quick", action="store_true", help="1 day at cache_mb 128, one round")
     args = ap.parse_args()
     if args.quick:
@@ -126,9 +130,12 @@ def main() -> int:
               f"{mix.get('spearman_position_t0', 0):.3f}; {plan['sampling_why']}", flush=True)
         for r in range(args.rounds):
             orders = ["stream", "epochs"] if r % 2 == 0 else ["epochs", "stream"]
+            if args.segment_steps:
+                orders.append(f"epochs, segment_steps {args.segment_steps}")
             got = {}
             for order in orders:
-                m = measure(config(order, cache), args.data, args.readers, n)
+                steps = args.segment_steps if "segment_steps" in order else 0
+                m = measure(config(order.split(",")[0], cache, steps), args.data, args.readers, n)
                 t0 = np.asarray(m["t0"], np.int64).ravel()
                 m["rho"] = spearman(np.arange(len(t0)), t0)
                 m["bps"] = (m["batches"] - 1) / m["seconds"]
@@ -137,7 +144,7 @@ def main() -> int:
                       f"{m['cache_misses'] / max(m['produced'], 1):.2f} misses/batch, "
                       f"{m['segments_per_batch']:.1f} segments/batch, Spearman {m['rho']:.3f}, "
                       f"load {m['load']:.1f}", flush=True)
-            for order in ("stream", "epochs"):
+            for order in sorted(got, key=lambda o: (o != "stream", o)):
                 m = got[order]
                 rows.append((cache, r, order, m, m["bps"] / got["stream"]["bps"]))
     print()
