@@ -21,7 +21,7 @@ the measurement ended.
 
 Usage::
 
-    python benchmarks/wholefield_bench.py [--steps 192] [--rounds 2] [--epochs 3] [--quick]
+    python benchmarks/wholefield_bench.py [--steps 192] [--rounds 1] [--epochs 3] [--quick]
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=REPO / "data" / "wholefield")
     ap.add_argument("--steps", type=int, default=192, help="hourly steps per store (an epoch is steps // 32 batches)")
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of every measurement (each about 7 minutes on 2 loaded cores)")
     ap.add_argument("--readers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--quick", action="store_true", help="64 steps, 1 round")
     args = ap.parse_args()
