@@ -27,7 +27,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,23 +64,31 @@ def ensure(root: Path, steps: int, sites: int) -> None:
     marker.write_text(want)
 
 
+# Runs argv[1:], then prints its wall seconds, exit code and peak RSS (KiB) on stderr. Linux counts
+# in a process's ru_maxrss the memory it had before its exec, so the command is forked from this
+# small interpreter (python -S -I, about 5 MB), not from the benchmark's: an upper bound on the
+# command's own peak, off by at most those few MB.
+PEAK_RSS = """
+import os, sys, time
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - t, os.waitstatus_to_exitcode(status), usage.ru_maxrss, file=sys.stderr)
+"""
+
+
 def run_plan(cfg: dict[str, Any], root: Path) -> dict[str, Any]:
     """`shmloader plan --json`: wall seconds and the process's peak RSS (from wait4)."""
-    t = time.perf_counter()
-    p = subprocess.Popen([SHMLOADER, "plan", "--config", "-", "--data-root", str(root), "--json"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdin is not None and p.stdout is not None and p.stderr is not None
-    p.stdin.write(json.dumps(cfg).encode())
-    p.stdin.close()
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    secs = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"shmloader plan failed:\n{err.decode(errors='replace')[-3000:]}")
-    plan = json.loads(out)
-    return {"seconds": secs, "rss_mb": ru.ru_maxrss / 1024, "plan": plan, "load": os.getloadavg()[0]}
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", PEAK_RSS, SHMLOADER, "plan", "--config", "-",
+                           "--data-root", str(root), "--json"], input=json.dumps(cfg).encode(), capture_output=True)
+    err = done.stderr.decode(errors="replace")
+    secs, code, peak_kib = err.strip().splitlines()[-1].split()
+    if int(code) != 0:
+        raise SystemExit(f"shmloader plan failed:\n{err[-3000:]}")
+    plan = json.loads(done.stdout)
+    return {"seconds": float(secs), "rss_mb": int(peak_kib) / 1024, "plan": plan, "load": os.getloadavg()[0]}
 
 
 # One process per measurement: construct a Loader, take the first batch, read the child's figures.
