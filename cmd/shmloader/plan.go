@@ -118,6 +118,9 @@ func (r *planReport) text() string {
 		if r.Locations > 0 {
 			fmt.Fprintf(&b, "  site-anchored: %d locations kept, %d dropped\n", r.Locations, r.LocationsDropped)
 		}
+		for _, e := range r.SiteExclusions {
+			fmt.Fprintf(&b, "    left out: %s\n", e)
+		}
 		for _, rej := range r.Rejections {
 			fmt.Fprintf(&b, "    %s\n", rej)
 		}
