@@ -429,8 +429,8 @@ func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
 		shape, dt := s.spec().Example()
-		if j.ocf && s.spec().Role != RolePoints {
-			shape = ocfShape(shape) // (time, channel, x, y): ocflayout.go
+		if j.ocf {
+			shape = ocfShape(s.spec(), shape) // ocflayout.go
 		}
 		j.tensors = append(j.tensors, config.Tensor{Name: s.spec().Name, DType: dt, Shape: append([]int{j.size}, shape...)})
 		names[s.spec().Name] = true

@@ -17,6 +17,7 @@ import (
 //     epoch, the window's stored times), <name>_<x dim> [B, W] and <name>_<y dim> [B, H] (the
 //     crop's coordinates, increasing), as ocf-data-sampler names satellite_time_utc,
 //     satellite_x_geostationary and satellite_y_geostationary.
+//   - A points source with nearest_k = 1 is (time,), ocf's generation, not (time, 1).
 //   - The locations source (the generation) adds float64 time_utc [B, T_g] (nanoseconds) and
 //     longitude, latitude [B]; t0 is float64 Unix seconds instead of int64.
 
@@ -60,9 +61,16 @@ func (j *Job) ocfExtraTensors(at int) ([]config.Tensor, error) {
 	return out, nil
 }
 
-// ocfShape is the shape of a gridded source's example under rules = "ocf": x before y.
-func ocfShape(shape []int) []int {
+// ocfShape is the shape of a source's example under rules = "ocf": a gridded source's x
+// before its y, a points source's single system dropped.
+func ocfShape(sp *Spec, shape []int) []int {
 	n := len(shape)
+	if sp.Role == RolePoints {
+		if sp.NearestK == 1 {
+			return shape[:n-1]
+		}
+		return shape
+	}
 	out := append([]int(nil), shape...)
 	out[n-2], out[n-1] = shape[n-1], shape[n-2]
 	return out
@@ -153,4 +161,53 @@ func cropCoords(c []float64, i0 int, out []float64) {
 			out[k] = c[i0+k]
 		}
 	}
+}
+
+// OCFLayout is what a consumer needs to present a rules = "ocf" batch as ocf-data-sampler's
+// stack_np_samples_into_batch does (the Python Loader's nested view, docs/OCF.md): which tensor
+// is the satellite, which are the NWP of each provider key and their channel names, and
+// t0_idx. It comes from the configuration alone (no store is opened).
+type OCFLayout struct {
+	Satellite string      `json:"satellite"` // the anchor's tensor: ocf's satellite_actual
+	NWP       []OCFNWPKey `json:"nwp"`       // in configuration order (ocf's nwp dict order)
+	// T0Idx is ocf's t0_idx: -interval_start / time_resolution of the locations source (the
+	// generation); nil without one.
+	T0Idx *int64 `json:"t0_idx"`
+}
+
+// OCFNWPKey is one NWP of an OCFLayout: its provider key (the source's name and tensor) and
+// its channel names in configuration order. The tensors <key>_init_time_utc, <key>_step and
+// <key>_target_time_utc belong to it when the batch has them.
+type OCFNWPKey struct {
+	Key          string   `json:"key"`
+	ChannelNames []string `json:"channel_names"`
+}
+
+// OCFLayoutOf is cfg's OCFLayout, or nil when its zarr anchor does not set rules = "ocf".
+func OCFLayoutOf(cfg *config.Config) *OCFLayout {
+	var specs []*Spec
+	var anchor *Spec
+	for _, s := range cfg.Sources {
+		if sp, ok := s.Spec.(*Spec); ok {
+			sp.Name = s.Name
+			specs = append(specs, sp)
+			if sp.Anchor {
+				anchor = sp
+			}
+		}
+	}
+	if anchor == nil || anchor.Rules != RulesOCF {
+		return nil
+	}
+	l := &OCFLayout{Satellite: anchor.Name, NWP: []OCFNWPKey{}}
+	for _, sp := range specs {
+		switch {
+		case sp.Role == RoleNWP:
+			l.NWP = append(l.NWP, OCFNWPKey{Key: sp.Name, ChannelNames: append([]string{}, sp.Channels...)})
+		case sp.Name == anchor.Locations && sp.Role == RolePoints && sp.TimeResolutionMinutes > 0:
+			idx := floorDiv(-sp.IntervalStartMinutes, sp.TimeResolutionMinutes)
+			l.T0Idx = &idx
+		}
+	}
+	return l
 }

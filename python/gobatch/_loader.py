@@ -20,6 +20,7 @@ from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, co
 from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
 from ._node import NodeRings, node_spec
+from ._ocf import OCFLayout, ocf_layout
 from ._own import OwnChild, Restarts
 from ._ranks import placement
 from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
@@ -226,6 +227,8 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)))
+        # rules = "ocf": batches nested as ocf-data-sampler's (docs/OCF.md); None: flat
+        self._layout: Optional[OCFLayout] = ocf_layout(command, timeout=start_timeout)
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
@@ -248,6 +251,8 @@ class Loader:
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
         if self._pin and not ring.pin_memory():
             self._pin = False  # no CUDA: said once (Ring.pin_memory warns), not at every new ring
+        if self._layout is not None:
+            ring._book.layout = self._layout.view
         return ring
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
