@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -124,12 +125,20 @@ func (j *Job) ocfPlaceSites(a *Spec, p *pointSource) (*sites, error) {
 		from = anchorCRS
 	}
 	for gi, g := range grids {
+		sp := g.src.spec()
+		if len(sp.AnchorCoords) > 0 {
+			return nil, j.cfg.Errorf(sp.Field+".anchor_coords", "rules = %q places crops around each site in the source's own system; expected crs instead of anchor_coords", RulesOCF)
+		}
 		to := g.crs
 		if to == "" {
 			to = anchorCRS
 		}
 		xs, ys := append([]float64(nil), p.xs...), append([]float64(nil), p.ys...)
-		if from != to && from != "" && to != "" {
+		if from != to && (from == "" || to == "") {
+			return nil, j.cfg.Errorf(sp.Field+".crs", "rules = %q projects each site of %s (crs %s) into this source's system (crs %s); expected a crs key or an area attribute on both",
+				RulesOCF, p.s.Name, crsName(from), crsName(to))
+		}
+		if from != to {
 			pj, err := transformer(from, to)
 			if err != nil {
 				return nil, j.cfg.Errorf(g.src.spec().Field+".crs", "%v", err)
@@ -213,4 +222,11 @@ func (j *Job) ocfPlaceSites(a *Spec, p *pointSource) (*sites, error) {
 // leaves them out (ocf-data-sampler's get_sample would raise for them). Empty otherwise.
 func (j *Job) SiteExclusions() []SiteExclusion {
 	return append([]SiteExclusion(nil), j.siteExclusions...)
+}
+
+func crsName(c string) string {
+	if c == "" {
+		return "unknown"
+	}
+	return strconv.Quote(c)
 }
