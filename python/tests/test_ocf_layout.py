@@ -3,7 +3,7 @@
 and nesting (``satellite_actual``, ``nwp -> ukv -> {nwp, nwp_channel_names, ...}``, ``t0_idx``),
 shapes and axis order (satellite and NWP ``(T, C, W, H)``, x and y increasing), the crops
 placed by ocf's rule around each site in each source's own system (geostationary from the
-``area`` attribute, OSGB), the time and coordinate keys as float64, and the site's own
+``area`` attribute, OSGB for UKV, longitude/latitude for ECMWF), the time and coordinate keys as float64, and the site's own
 generation series. A site whose crop leaves a grid (ocf-data-sampler's get_sample raises for
 it) is left out of the job, and the plan says so.
 
@@ -59,6 +59,17 @@ CONFIG = textwrap.dedent("""\
           normalisation_constants:
             t: {mean: 0.0, std: 1.0}
             dswrf: {mean: 0.0, std: 1.0}
+        ecmwf:
+          provider: ecmwf
+          zarr_path: ecmwf.zarr
+          time_resolution_minutes: 60
+          interval_start_minutes: -60
+          interval_end_minutes: 120
+          image_size_pixels_height: 6
+          image_size_pixels_width: 4
+          channels: [t2m]
+          normalisation_constants:
+            t2m: {mean: 0.0, std: 1.0}
       satellite:
         zarr_path: sat.zarr
         time_resolution_minutes: 5
@@ -75,7 +86,7 @@ CONFIG = textwrap.dedent("""\
 
 def write_stores(root: Path) -> Dict[int, Tuple[float, float]]:
     """A SEVIRI-like satellite (y descending, x ascending), a UKV NWP in OSGB (x ascending, y
-    descending) and five sites, one of them near the satellite's northern edge. Values are
+    descending), an ECMWF NWP in longitude/latitude (latitude descending) and five sites, one of them near the satellite's northern edge. Values are
     integers (exact in float32) that encode every index: satellite 1e6*channel + 1e4*time +
     100*y + x, UKV 1e6*channel + 1000*x + y (the same for every run and step, so that the NWP's
     window rule, which is not compared here, cannot change them). Returns the sites' lon/lat."""
@@ -100,6 +111,15 @@ def write_stores(root: Path) -> Dict[int, Tuple[float, float]]:
     xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"), data.copy())},
                coords={"init_time": init, "step": step, "variable": ["t", "dswrf"], "x": xo, "y": yo},
                ).to_zarr(root / "ukv.zarr", zarr_format=2, consolidated=True)
+
+    # ECMWF on longitude/latitude, latitude descending as ECMWF's files are: 1e6 + 1000*lon + lat
+    lons, lats = -4.0 + 0.1 * np.arange(50), 54.5 - 0.1 * np.arange(36)
+    li, la = np.meshgrid(np.arange(len(lats)), np.arange(len(lons)), indexing="ij")
+    per = (1e6 + 1000 * la + li).astype(np.float32)[None]  # (channel, latitude, longitude)
+    data = np.broadcast_to(per[None, None], (len(init), len(step), *per.shape))
+    xr.Dataset({"ECMWF": (("init_time", "step", "variable", "latitude", "longitude"), data.copy())},
+               coords={"init_time": init, "step": step, "variable": ["t2m"], "latitude": lats, "longitude": lons},
+               ).to_zarr(root / "ecmwf.zarr", zarr_format=2, consolidated=True)
 
     from_geos = pyproj.Transformer.from_crs(GEOS, "EPSG:4326", always_xy=True)
     lon = [-1.9, -1.2, -1.6, -1.45]
@@ -221,8 +241,9 @@ def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyP
         want_top = set(first)
         assert want_top <= set(b), want_top - set(b)
         assert set(b) - want_top <= EXTRA, set(b) - want_top
-        assert set(b["nwp"]) == {"ukv"}
-        assert set(first["nwp"]["ukv"]) - NOT_YET <= set(b["nwp"]["ukv"]) <= set(first["nwp"]["ukv"])
+        assert list(b["nwp"]) == list(first["nwp"]) == ["ukv", "ecmwf"]
+        for key in ("ukv", "ecmwf"):
+            assert set(first["nwp"][key]) - NOT_YET <= set(b["nwp"][key]) <= set(first["nwp"][key])
         assert b["t0_idx"] == first["t0_idx"] and type(b["t0_idx"]) is int
         names = b["nwp"]["ukv"]["nwp_channel_names"]
         assert names.dtype.kind == "U" and names.tolist() == first["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"]
@@ -241,9 +262,10 @@ def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyP
             else:
                 assert got.dtype == (np.int64 if key == "location_id" else np.float64), (key, got.dtype)
                 np.testing.assert_array_equal(got, exp, err_msg=f"{key} {at}")
-        got, exp = b["nwp"]["ukv"]["nwp"][e], want["nwp"]["ukv"]["nwp"]
-        assert got.shape == exp.shape, (got.shape, exp.shape, at)
-        np.testing.assert_array_equal(got, exp.astype(np.float32), err_msg=f"nwp.ukv.nwp {at}")
+        for key in ("ukv", "ecmwf"):
+            got, exp = b["nwp"][key]["nwp"][e], want["nwp"][key]["nwp"]
+            assert got.shape == exp.shape, (key, got.shape, exp.shape, at)
+            np.testing.assert_array_equal(got, exp.astype(np.float32), err_msg=f"nwp.{key}.nwp {at}")
         # the satellite's values show that the crop is ocf's: x and y both increase
         assert np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
 
@@ -258,9 +280,10 @@ def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatc
     excl = rep["ocf_excluded_locations"]
     assert [(e["name"], e["location_ids"]) for e in excl] == [("satellite", [EDGE_ID])], excl
     assert rep["ocf"]["satellite"] == "satellite" and rep["ocf"]["t0_idx"] == 2
-    assert rep["ocf"]["nwp"] == [{"key": "ukv", "channel_names": ["t", "dswrf"]}]
+    assert rep["ocf"]["nwp"] == [{"key": "ukv", "channel_names": ["t", "dswrf"]}, {"key": "ecmwf", "channel_names": ["t2m"]}]
     shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
-    assert shapes["satellite"] == [B, 7, 2, 10, 6] and shapes["ukv"] == [B, 4, 2, 6, 4]  # (B, T, C, W, H)
+    # (B, T, C, W, H)
+    assert shapes["satellite"] == [B, 7, 2, 10, 6] and shapes["ukv"] == [B, 4, 2, 6, 4] and shapes["ecmwf"] == [B, 4, 1, 4, 6]
 
 
 def test_no_site_left_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
