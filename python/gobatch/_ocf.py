@@ -20,7 +20,7 @@ import numpy as np
 from ._child import Command
 from .errors import ConfigError, LoaderError
 
-__all__ = ["OCFLayout", "ocf_layout"]
+__all__ = ["OCFLayout", "LayoutQuery"]
 
 #: ring tensor suffix -> key inside ``nwp[provider]``
 _NWP_PARTS = (("_init_time_utc", "nwp_init_time_utc"), ("_step", "nwp_step"),
@@ -82,23 +82,46 @@ def _may_be_ocf(command: Command) -> bool:
         return False
 
 
-def ocf_layout(command: Command, timeout: float = 60.0) -> Optional[OCFLayout]:
-    """The layout of the configuration's batches when it sets rules = "ocf", else None
-    (``shmloader plan --ocf-layout``: the configuration is read, no store is opened)."""
-    if not _may_be_ocf(command):
-        return None
-    argv = [command.binary, "plan", "--ocf-layout", "--config", command.config, *command.batch]
-    if command.data_root is not None:
-        argv += ["--data-root", command.data_root]
-    try:
-        p = subprocess.run(argv, input=command.config_json, capture_output=True, timeout=timeout,
-                           env=command.env)
-    except subprocess.TimeoutExpired:
-        raise LoaderError(f"shmloader plan --ocf-layout did not finish within {timeout:g} s") from None
-    err = p.stderr.decode(errors="replace").strip()
-    if p.returncode == 2:
-        raise ConfigError(err or "shmloader refused the configuration", stderr=err)
-    if p.returncode != 0:
-        raise LoaderError(f"shmloader plan --ocf-layout failed: {err}", stderr=err, exit_code=p.returncode)
-    doc = json.loads(p.stdout)["ocf"]
-    return None if doc is None else OCFLayout(doc)
+class LayoutQuery:
+    """``shmloader plan --ocf-layout`` for a configuration, started at once so that it runs
+    while the Loader starts its producer (it reads the configuration and opens no store):
+    :meth:`result` is the layout when the configuration sets rules = "ocf", else None. A
+    configuration that cannot set it starts nothing."""
+
+    def __init__(self, command: Command, timeout: float = 60.0) -> None:
+        self._timeout = timeout
+        self._input = command.config_json
+        self._proc: "Optional[subprocess.Popen[bytes]]" = None
+        if not _may_be_ocf(command):
+            return
+        argv = [command.binary, "plan", "--ocf-layout", "--config", command.config, *command.batch]
+        if command.data_root is not None:
+            argv += ["--data-root", command.data_root]
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE if self._input is not None else subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=command.env)
+
+    def result(self) -> Optional[OCFLayout]:
+        """Waits for the answer; raises ConfigError for a configuration shmloader refuses."""
+        p = self._proc
+        if p is None:
+            return None
+        try:
+            out, err_b = p.communicate(self._input, timeout=self._timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise LoaderError(f"shmloader plan --ocf-layout did not finish within {self._timeout:g} s") from None
+        self._proc = None
+        err = err_b.decode(errors="replace").strip()
+        if p.returncode == 2:
+            raise ConfigError(err or "shmloader refused the configuration", stderr=err)
+        if p.returncode != 0:
+            raise LoaderError(f"shmloader plan --ocf-layout failed: {err}", stderr=err, exit_code=p.returncode)
+        doc = json.loads(out)["ocf"]
+        return None if doc is None else OCFLayout(doc)
+
+    def close(self) -> None:
+        """Stops the query if it still runs (the Loader failed to start)."""
+        p, self._proc = self._proc, None
+        if p is not None:
+            p.kill()
+            p.communicate()
