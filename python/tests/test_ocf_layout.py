@@ -324,3 +324,16 @@ def test_nested_view_holds_the_lease(root: Path, monkeypatch: pytest.MonkeyPatch
         del kept, nxt
         next(it)
         assert book.held() == 1
+
+
+def test_cuda_batches_keep_the_nesting(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gobatch.cuda_batches moves the arrays of the nested batch and keeps the rest as it is."""
+    torch = pytest.importorskip("torch")
+    import gobatch
+
+    [nb] = take_batches(root, monkeypatch, 1)
+    with gobatch.Loader("pvnet.yaml", batch_size=B, seed=5) as loader:
+        batch = next(gobatch.cuda_batches(loader, "cpu"))
+        assert isinstance(batch["satellite_actual"], torch.Tensor) and isinstance(batch["nwp"]["ukv"]["nwp"], torch.Tensor)
+        np.testing.assert_array_equal(batch["nwp"]["ecmwf"]["nwp"].numpy(), nb["nwp"]["ecmwf"]["nwp"])
+        assert batch["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"] and batch["t0_idx"] == 2
