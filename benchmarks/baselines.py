@@ -261,9 +261,19 @@ def memcpy_MBps(nbytes: int, repeat: int = 24, sources: int = 4) -> float:
     return nbytes / float(np.median(times)) / MB
 
 
+def _tensors(batch: dict[str, Any]) -> Iterator[Any]:
+    """Every numeric array or tensor of a batch, nested dicts included (ocf-data-sampler's
+    ``nwp`` -> provider -> ...); Python scalars and string arrays (channel names) are skipped."""
+    for v in batch.values():
+        if isinstance(v, dict):
+            yield from _tensors(v)
+        elif hasattr(v, "element_size") or (isinstance(v, np.ndarray) and v.dtype.kind in "biuf"):
+            yield v
+
+
 def batch_nbytes(batch: dict[str, Any]) -> int:
     total = 0
-    for v in batch.values():
+    for v in _tensors(batch):
         total += int(v.nbytes) if hasattr(v, "nbytes") else int(v.numel() * v.element_size())
     return total
 
@@ -271,9 +281,10 @@ def batch_nbytes(batch: dict[str, Any]) -> int:
 def touch(batch: dict[str, Any]) -> float:
     """Read one element of every example of every tensor (the consumer receives the batch)."""
     s = 0.0
-    for v in batch.values():
+    for v in _tensors(batch):
         a = v.numpy() if hasattr(v, "numpy") else v
-        s += float(np.asarray(a).reshape(a.shape[0], -1)[:, 0].astype(np.float64).sum())
+        if a.ndim:
+            s += float(np.asarray(a).reshape(a.shape[0], -1)[:, 0].astype(np.float64).sum())
     return s
 
 

@@ -121,6 +121,18 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "cmd/faultproxy with 0 and 30 ms per request at several fetch_depth values, methods "
         "alternated in one run (issue 10 asks for >= 0.8x local disk and a first batch <= 1 s).",
     ),
+    "ocf": (
+        "ocf-data-sampler's PVNetDataset against gobatch on the same YAML (issue 18)",
+        [PY, "benchmarks/ocf_bench.py"],
+        [PY, "benchmarks/ocf_bench.py", "--quick"],
+        "gobatch.Loader on an ocf-data-sampler YAML (order \"epochs\", torch tensors) against "
+        "PVNetDataset through PVNet's own DataLoader settings (PVNetDataModule.train_dataloader, "
+        "num_workers 0 and 2, its collate function) on the same stores (python/tests/ocf_stores.py), "
+        "same run: batches/s, first batch (warm), peak RSS of all processes; in gobatch's cache and "
+        "with the satellite 5x cache_mb. A PVNetDataset DataLoader worker can abort as it exits, after "
+        "its figures are taken ('terminate called without an active exception', from a C++ library "
+        "ocf-data-sampler loads); the trace that follows is that.",
+    ),
     "percore": (
         "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",
         [PY, "benchmarks/percore_bench.py", "--baseline-commit", "0d579d4"],

@@ -483,3 +483,23 @@ func TestReadHashesWhatItRead(t *testing.T) {
 		t.Errorf("bad JSON on stdin: %v", err)
 	}
 }
+
+// TestOverridesArgsRoundTrip: Args is a canonical form ParseArgs reads back, in any order,
+// and any other flag is refused (a node loader compares ranks' options this way).
+func TestOverridesArgsRoundTrip(t *testing.T) {
+	seed := uint64(7)
+	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", T0Start: "2024-01-01", T0End: "2024-02-01"}
+	back, err := ParseArgs([]string{"--t0-end", "2024-02-01", "--order", "epochs", "--seed", "7", "--batch-size", "32", "--t0-start", "2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(back.Args(), " "), strings.Join(o.Args(), " "); got != want {
+		t.Errorf("ParseArgs(...).Args() = %q, want %q", got, want)
+	}
+	if got := (Overrides{}).Args(); len(got) != 0 {
+		t.Errorf("empty overrides give %q", got)
+	}
+	if _, err := ParseArgs([]string{"--cache-mb", "5"}); err == nil {
+		t.Error("ParseArgs accepted --cache-mb")
+	}
+}

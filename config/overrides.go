@@ -2,6 +2,8 @@ package config
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -35,6 +37,43 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
+}
+
+// Args is the overrides as the flags that give them, in a fixed order: the canonical form two
+// processes compare (a node loader and a rank must produce the same stream).
+func (o Overrides) Args() []string {
+	var a []string
+	if o.BatchSize != 0 {
+		a = append(a, "--batch-size", strconv.Itoa(o.BatchSize))
+	}
+	if o.Seed != nil {
+		a = append(a, "--seed", strconv.FormatUint(*o.Seed, 10))
+	}
+	if o.Order != "" {
+		a = append(a, "--order", o.Order)
+	}
+	if o.T0Start != "" {
+		a = append(a, "--t0-start", o.T0Start)
+	}
+	if o.T0End != "" {
+		a = append(a, "--t0-end", o.T0End)
+	}
+	return a
+}
+
+// ParseArgs reads overrides from flags (Args' form, or any order), refusing any other flag.
+func ParseArgs(args []string) (Overrides, error) {
+	var o Overrides
+	fs := flag.NewFlagSet("batch options", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Overrides{}, err
+	}
+	if fs.NArg() > 0 {
+		return Overrides{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
 }
 
 // apply writes the overrides into the decoded file's [batch] table.

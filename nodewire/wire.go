@@ -18,8 +18,12 @@ type Request struct {
 	Start        *uint64 `json:"start"`
 	Epoch        *uint64 `json:"epoch"`
 	ConfigSHA256 string  `json:"config_sha256"`
-	PID          int     `json:"pid"`
-	Auth         string  `json:"auth,omitempty"` // the rank's proof of the node's secret ([Auth]); its first request needs it
+	// Batch and DataRoot: the rank's batch options (config.Overrides' flags) and data root,
+	// which with the file make its stream; a node loader refuses a rank whose differ from its own.
+	Batch    []string `json:"batch"`
+	DataRoot string   `json:"data_root"`
+	PID      int      `json:"pid"`
+	Auth     string   `json:"auth,omitempty"` // the rank's proof of the node's secret ([Auth]); its first request needs it
 	// Join: the message carries the rank's ring (a memfd) that a node loader before this one
 	// fed and died on; this one joins it as its producer instead of making a new ring, and
 	// the reply carries no descriptor.

@@ -17,43 +17,60 @@ static void count_read(gb_ring *r, uint32_t slot) {
     r->held_count--;
 }
 
-/* Whether the producers are well ahead (section 3.3 step 4): the batch half a ring past the next
- * one to acquire is READY already. One load of that slot's state word. */
-static bool well_ahead(const gb_ring *r) {
-    uint32_t n = r->g.slot_count;
-    uint64_t k = r->j + n / 2;
-    if (n < 2 || (r->g.total_batches != 0 && k >= r->g.total_batches)) return false;
-    uint32_t lap = (uint32_t)((k / n) & GB_LAP_MASK);
-    return atomic_load_explicit(slot_word(r, (uint32_t)(k % n), GB_S_STATE), memory_order_seq_cst) ==
-           SLOT_WORD(lap, GB_SLOT_READY);
+/* Batch j's tag in its position's grant (section 3.1). */
+static inline uint32_t tag_of(const gb_ring *r, uint64_t j) {
+    return (uint32_t)((j / r->g.slot_count) & GB_GRANT_TAG_MASK);
 }
 
-/* Wakes the producers of every slot whose wake was deferred, if they still wait. */
+/* The grant of batch j: its slot and lap, or false while it has none (section 3.1). */
+static inline bool grant_of(const gb_ring *r, uint64_t j, uint32_t *slot, uint32_t *lap) {
+    uint64_t g = atomic_load_explicit(a64(r, GB_SLOT_BASE + (size_t)(j % r->g.slot_count) * GB_SLOT_STRIDE + GB_S_GRANT),
+                                      memory_order_seq_cst);
+    if (((uint32_t)g >> GB_GRANT_SLOT_BITS) != tag_of(r, j)) return false;
+    *slot = (uint32_t)g & GB_GRANT_SLOT_MASK;
+    *lap = (uint32_t)(g >> 32) & GB_LAP_MASK;
+    return true;
+}
+
+/* Whether the producers are well ahead (section 3.3 step 4): the batch half a ring past the next
+ * one to acquire has its slot and is READY already. Two loads. */
+static bool well_ahead(const gb_ring *r) {
+    uint32_t n = r->g.slot_count, slot, lap;
+    uint64_t k = r->j + n / 2;
+    if (n < 2 || (r->g.total_batches != 0 && k >= r->g.total_batches) || !grant_of(r, k, &slot, &lap)) return false;
+    return atomic_load_explicit(slot_word(r, slot, GB_S_STATE), memory_order_seq_cst) == SLOT_WORD(lap, GB_SLOT_READY);
+}
+
+/* Wakes the producers waiting on every position whose wake was deferred, if they still wait. */
 static void wake_flush(gb_ring *r) {
     for (uint32_t i = 0; i < r->wake_count; i++) {
-        uint32_t slot = r->wake_pending[i];
-        r->wake_deferred[slot] = false;
-        if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0)
-            futex_wake_all(slot_word(r, slot, GB_S_STATE));
+        uint32_t pos = r->wake_pending[i];
+        r->wake_deferred[pos] = false;
+        if (atomic_load_explicit(slot_word(r, pos, GB_S_GRANT_WAITERS), memory_order_seq_cst) != 0)
+            futex_wake_all(slot_word(r, pos, GB_S_GRANT));
     }
     r->wake_count = 0;
 }
 
-/* Section 3.3 step 4 for one held slot, in any order: FREE on the next lap, then wake its
- * waiters, or, while the ring is well ahead, leave the wake to wake_flush (the next call that
- * finds the ring no longer well ahead, or that is about to wait): the producers then wake once
- * for half a ring of free slots instead of once per slot. */
+/* Section 3.3 step 4 for one held slot, in any order: FREE on the next lap, then grant it to
+ * batch k = j + slot_count - held (this release's number is j - held, section 3.1) and wake
+ * the producers waiting for that grant, or, while the ring is well ahead, leave the wake to
+ * wake_flush (the next call that finds the ring no longer well ahead, or that is about to wait):
+ * the producers then wake once for half a ring of grants instead of once per slot. */
 static void release_slot(gb_ring *r, uint32_t slot) {
     uint32_t lap = r->held_lap[slot] - 1;
+    uint64_t k = r->j + r->g.slot_count - r->held_count;
+    uint32_t pos = (uint32_t)(k % r->g.slot_count);
     count_read(r, slot);
-    _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
-    atomic_store_explicit(w, SLOT_WORD(lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
-    if (atomic_load_explicit(slot_word(r, slot, GB_S_WAITERS), memory_order_seq_cst) != 0) {
+    atomic_store_explicit(slot_word(r, slot, GB_S_STATE), SLOT_WORD(lap + 1, GB_SLOT_FREE), memory_order_seq_cst);
+    _Atomic uint64_t *g = a64(r, GB_SLOT_BASE + (size_t)pos * GB_SLOT_STRIDE + GB_S_GRANT);
+    atomic_store_explicit(g, GRANT_WORD(slot, tag_of(r, k), lap + 1), memory_order_seq_cst);
+    if (atomic_load_explicit(slot_word(r, pos, GB_S_GRANT_WAITERS), memory_order_seq_cst) != 0) {
         if (!well_ahead(r))
-            futex_wake_all(w);
-        else if (!r->wake_deferred[slot]) {
-            r->wake_deferred[slot] = true;
-            r->wake_pending[r->wake_count++] = slot;
+            futex_wake_all(slot_word(r, pos, GB_S_GRANT));
+        else if (!r->wake_deferred[pos]) {
+            r->wake_deferred[pos] = true;
+            r->wake_pending[r->wake_count++] = pos;
         }
     }
     failpoint("consumer-released");
@@ -174,14 +191,16 @@ static int acquire_next(gb_ring *r, int budget_ms) {
     if (lost != GB_OK) return lost;
     if (r->g.total_batches != 0 && r->j >= r->g.total_batches) return GB_END;
 
-    uint32_t slot = (uint32_t)(r->j % r->g.slot_count);
-    uint32_t lap = (uint32_t)((r->j / r->g.slot_count) & GB_LAP_MASK);
-    /* The batch's slot still holds an earlier batch this consumer has not released: no producer
-     * can fill it, so a wait would never end (section 3.3 step 1). */
-    if (r->held_lap[slot] != 0)
-        return fail(r, GB_EHELD, "the next batch (%llu) needs slot %u, which still holds batch %llu (%u of %u slots held)",
-                    (unsigned long long)(r->g.start_batch + r->j), slot,
-                    (unsigned long long)(r->g.start_batch + r->j - r->g.slot_count), r->held_count, r->g.slot_count);
+    /* Every slot holds a batch this consumer has not released: the next batch has no slot and
+     * no producer can give it one, so a wait would never end (section 3.3 step 5). */
+    if (r->held_count >= r->g.slot_count)
+        return fail(r, GB_EHELD, "the next batch (%llu) has no slot: all %u slots hold batches this consumer has not released",
+                    (unsigned long long)(r->g.start_batch + r->j), r->g.slot_count);
+    uint32_t slot, lap;
+    if (!grant_of(r, r->j, &slot, &lap))
+        return fail(r, GB_EPROTO, "protocol error: position %u has no grant for batch %llu while the consumer holds %u of %u slots",
+                    (uint32_t)(r->j % r->g.slot_count), (unsigned long long)(r->g.start_batch + r->j), r->held_count,
+                    r->g.slot_count);
     uint32_t want = SLOT_WORD(lap, GB_SLOT_READY);
     uint32_t free_now = SLOT_WORD(lap, GB_SLOT_FREE), writing = SLOT_WORD(lap, GB_SLOT_WRITING);
     _Atomic uint32_t *w = slot_word(r, slot, GB_S_STATE);
@@ -294,11 +313,15 @@ void gb_close(gb_ring *r) {
             if (r->held_lap[s] != 0) count_read(r, s);
         atomic_store_explicit(a64(r, GB_H_CONSUMER_STATE), CLAIM_WORD(GB_CONSUMER_CLOSED, r->owner_pid), memory_order_seq_cst);
         /* Every sleeper counted itself in waiters before it slept (section 3.4), and the store of
-         * CLOSED precedes these loads (seq_cst): a word nobody waits on needs no system call. */
+         * CLOSED precedes these loads (seq_cst): a word nobody waits on needs no system call.
+         * Producers sleep on slot words and on positions' grant words. */
         r->wake_count = 0;
-        for (uint32_t s = 0; s < r->g.slot_count; s++)
+        for (uint32_t s = 0; s < r->g.slot_count; s++) {
             if (atomic_load_explicit(slot_word(r, s, GB_S_WAITERS), memory_order_seq_cst) != 0)
                 futex_wake_all(slot_word(r, s, GB_S_STATE));
+            if (atomic_load_explicit(slot_word(r, s, GB_S_GRANT_WAITERS), memory_order_seq_cst) != 0)
+                futex_wake_all(slot_word(r, s, GB_S_GRANT));
+        }
     }
     gb_discard(r);
 }

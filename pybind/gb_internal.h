@@ -34,6 +34,8 @@ _Static_assert(sizeof(void *) == GB_WORD_BYTES, "gobatch needs a 64-bit build (w
 /* ---- layout: every protocol number comes from gobatch_protocol.h, which `go generate ./ring`
  * writes from package ring (held to docs/PROTOCOL.md by ring's tests); none is written here. */
 #define SLOT_WORD(lap, st) ((((lap) & GB_LAP_MASK) << GB_SLOT_STATE_BITS) | (uint32_t)(st))
+/* A position's grant (section 3.1): slot s on slot lap L for a batch of tag t. */
+#define GRANT_WORD(s, t, L) ((uint64_t)((L) & GB_LAP_MASK) << 32 | (uint64_t)((t) & GB_GRANT_TAG_MASK) << GB_GRANT_SLOT_BITS | (uint64_t)(s))
 #define TENSOR_FIELD(t, field) (GB_TENSOR_BASE + GB_TENSOR_STRIDE * (t) + (field))
 #define ENTRY_FIELD(e, field) (GB_REGISTRY_BASE + GB_REGISTRY_STRIDE * (e) + (field))
 #define COUNTER_FIELD(k, field) (GB_COUNTER_BASE + GB_COUNTER_STRIDE * (k) + (field))
@@ -58,9 +60,9 @@ struct gb_ring {
     /* Per slot: lap + 1 of the batch this consumer holds there (READING), 0 when none. Slots
      * are released in any order (PROTOCOL.md 3.3 step 4). */
     uint32_t held_lap[GB_MAX_SLOTS];
-    /* Slots released with a producer waiting whose wake is deferred (PROTOCOL.md 3.3 step 4:
-     * the ring is well ahead, so the producers are woken once for a burst of free slots), and
-     * how many: wake_flush wakes them. */
+    /* Positions granted a slot with a producer waiting whose wake is deferred (PROTOCOL.md 3.3
+     * step 4: the ring is well ahead, so the producers are woken once for a burst of grants),
+     * and how many: wake_flush wakes them. */
     uint32_t wake_pending[GB_MAX_SLOTS];
     uint32_t wake_count;
     bool wake_deferred[GB_MAX_SLOTS];

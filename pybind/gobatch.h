@@ -42,7 +42,7 @@ enum {
     GB_EREFUSED = -13, /* gb_open_named: not a file to attach (symlink, not regular, owner, mode) */
     GB_EACCES = -14,   /* gb_open_named: permission denied */
     GB_ENOENT = -15,   /* gb_open_named: no such file */
-    GB_EHELD = -16,    /* the next batch's slot still holds a batch this consumer has not released */
+    GB_EHELD = -16,    /* every slot holds a batch this consumer has not released: the next batch has none */
     GB_ENOTHELD = -17, /* gb_release of a slot this consumer does not hold */
 };
 
@@ -126,8 +126,8 @@ int gb_register(gb_ring *r);
 
 /* Waits at most budget_ms for the next batch in stream order and acquires it (READING;
  * sections 3.3-3.5). Releases nothing: the consumer may hold several batches. Returns the slot
- * index or a negative code; GB_EHELD at once when that batch's slot still holds an earlier
- * batch this consumer has not released (gb_error names both). */
+ * index or a negative code; GB_EHELD at once when every slot holds a batch this consumer has
+ * not released, so that the next batch has no slot (section 3.3 step 5). */
 int gb_next(gb_ring *r, int budget_ms);
 
 /* Named rings (PROTOCOL.md 1.1): registers the caller's mapping [addr, addr + len) of the

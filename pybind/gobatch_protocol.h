@@ -7,7 +7,7 @@
 
 /* Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2) */
 #define GB_MAGIC 0x3148435441424F47ull
-#define GB_LAYOUT_VERSION 2u
+#define GB_LAYOUT_VERSION 3u
 #define GB_HEADER_BYTES 16384u
 #define GB_SLOT_HEADER_BYTES 128u
 #define GB_ENDIAN_CHECK 0x01020304u
@@ -36,6 +36,12 @@
 #define GB_SLOT_STATE_MASK 0x3u
 #define GB_LAP_BITS 30u
 #define GB_LAP_MASK 0x3FFFFFFFu
+
+/* A position's grant is L << 32 | t << GRANT_SLOT_BITS | s: slot s, tag t = (j div slot_count) mod 2^GRANT_TAG_BITS, slot lap L (PROTOCOL.md 3, 3.1) */
+#define GB_GRANT_SLOT_BITS 10u
+#define GB_GRANT_SLOT_MASK 0x3FFu
+#define GB_GRANT_TAG_BITS 22u
+#define GB_GRANT_TAG_MASK 0x3FFFFFu
 
 /* Bits of creator_flags (PROTOCOL.md 2.1) */
 #define GB_CREATOR_NAMED 1u
@@ -180,6 +186,8 @@
 #define GB_S_NBYTES 24u /* u64 */
 #define GB_S_PUBLISH_NS 32u /* u64 */
 #define GB_S_CLAIM 40u /* u64 */
+#define GB_S_GRANT 48u /* u64 */
+#define GB_S_GRANT_WAITERS 56u /* u32 */
 
 /* dtype codes (PROTOCOL.md 2.7): GB_DTYPE_MIN .. GB_DTYPE_MAX, item sizes indexed by code */
 #define GB_DTYPE_BOOL 1u

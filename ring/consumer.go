@@ -88,10 +88,14 @@ func (c *Consumer) Next(ctx context.Context) (*ReadSlot, error) {
 		return nil, io.EOF
 	}
 	if len(c.held) >= int(r.slots) {
-		return nil, fmt.Errorf("gobatch ring: all %d slots are held by the consumer; Release one before Next", r.slots)
+		return nil, fmt.Errorf("%w: all %d slots are held by the consumer (batches %s); Release one before Next", ErrSlotsHeld, r.slots, c.heldBatches())
 	}
-	i := c.j % r.slots
-	lap := uint32(c.j/r.slots) & lapMask
+	// With a slot free, batch j has been granted one (PROTOCOL.md 3.1, 3.3 step 1).
+	i, lap, ok := r.grantOf(c.j)
+	if !ok {
+		c.broken = &ProtocolError{Slot: int(c.j % r.slots), Detail: fmt.Sprintf("position %d has no grant for batch %d while the consumer holds %d of %d slots", c.j%r.slots, r.layout.StartBatch+c.j, len(c.held), r.slots)}
+		return nil, c.broken
+	}
 	w, waiters := r.slotState(i), r.slotWaiters(i)
 	want := slotWord(lap, SlotReady)
 	if atomic.LoadUint32(w) != want {
@@ -212,10 +216,22 @@ func (c *Consumer) Release(s *ReadSlot) {
 	r := c.r
 	atomic.AddUint64(r.u64(offBatchesRead), 1)
 	atomic.AddUint64(r.u64(offBytesRead), r.g.slotBytes)
-	w := r.slotState(s.slot)
-	atomic.StoreUint32(w, slotWord(s.lap+1, SlotFree))
-	wake(w, r.slotWaiters(s.slot))
+	atomic.StoreUint32(r.slotState(s.slot), slotWord(s.lap+1, SlotFree))
+	// This is release number c.j - (held before it): the grant of batch slot_count + that (3.1).
+	r.grantSlot(c.j+r.slots-uint64(len(c.held)+1), s.slot, s.lap+1)
 	failpoint(FPConsumerReleased)
+}
+
+// heldBatches lists the absolute indices of the batches the consumer holds.
+func (c *Consumer) heldBatches() string {
+	var b []byte
+	for k, h := range c.held {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%d in slot %d", h.seq, h.slot)
+	}
+	return string(b)
 }
 
 // Position returns the relative sequence number of the next batch Next will return.

@@ -26,9 +26,12 @@
 // table, slots, batch size, start, stream end) and calls NewProducer; a consumer
 // calls NewConsumer, then Next / Release in a loop and Close.
 //
-// Claim takes a batch number with one fetch-add and waits on that batch's slot; it holds no
-// lock, so writer goroutines in one process and producer processes on one segment proceed in
-// parallel and may publish out of order. The consumer still receives batches in stream order.
+// Claim takes a batch number (a CAS of its claim at the batch's position) and waits until the
+// consumer has granted the batch a slot: any slot the consumer released, in release order, so a
+// batch the trainer keeps holds its slot and stops nothing while another is free (grant.go). It
+// holds no lock, so writer goroutines in one process and producer processes on one segment
+// proceed in parallel and may publish out of order. The consumer still receives batches in
+// stream order.
 //
 // Every wait sleeps in FUTEX_WAIT (shared, not private) for at most 100 ms and then checks
 // the other side: a consumer learns that a producer died, failed (the error record) or that

@@ -15,6 +15,9 @@ var (
 	ErrParentDied = errors.New("gobatch ring: the parent process died")
 	// ErrClosed: the Go consumer was used after Close.
 	ErrClosed = errors.New("gobatch ring: consumer is closed")
+	// ErrSlotsHeld: Next was called while the consumer holds every slot, so the next batch
+	// has none (PROTOCOL.md 3.3 step 5).
+	ErrSlotsHeld = errors.New("gobatch ring: every slot is held")
 )
 
 // HeaderError refuses a segment whose header or tensor table is not a valid ring

@@ -25,9 +25,10 @@ const (
 	FPConsumerClaiming    = "consumer-claiming"    // consumer_state = CLAIMING with our pid, starttime not written
 	FPConsumerAttached    = "consumer-attached"    // consumer_state = ATTACHED
 	FPConsumerReading     = "consumer-reading"     // a slot stored READING, not yet released
-	FPConsumerReleased    = "consumer-released"    // a slot stored FREE(lap+1) by the consumer
+	FPConsumerReleased    = "consumer-released"    // a slot stored FREE(lap+1) by the consumer and granted to a later batch
 	FPProducerRegistering = "producer-registering" // registry entry CLAIMING, pid not written
 	FPProducerActive      = "producer-active"      // registry entry ACTIVE
+	FPSlotGranted         = "slot-granted"         // the batch's grant seen (slot known), the slot still FREE
 	FPSlotWriting         = "slot-writing"         // slot CAS to WRITING, payload not written
 	FPSlotFilled          = "slot-filled"          // payload written, state still WRITING (before publish)
 	FPSlotReady           = "slot-ready"           // slot stored READY, claim not yet released
@@ -39,10 +40,10 @@ const (
 // Failpoints lists every failpoint name (Go and C), for the document test.
 var Failpoints = []string{FPConsumerClaiming, FPConsumerAttached, FPConsumerReading, FPConsumerReleased,
 	FPProducerRegistering, FPProducerActive, FPSlotWriting, FPSlotFilled, FPSlotReady,
-	FPSlotClaimed, FPSlotReclaimed, FPProducerReclaimed}
+	FPSlotClaimed, FPSlotReclaimed, FPSlotGranted, FPProducerReclaimed}
 
 // batchFailpoints are the points that take a batch, name@K (PROTOCOL.md appendix A).
-var batchFailpoints = []string{FPSlotClaimed, FPSlotReclaimed, FPSlotWriting, FPSlotFilled, FPSlotReady}
+var batchFailpoints = []string{FPSlotClaimed, FPSlotReclaimed, FPSlotGranted, FPSlotWriting, FPSlotFilled, FPSlotReady}
 
 type failpointSpec struct {
 	name  string

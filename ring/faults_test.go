@@ -105,11 +105,28 @@ func emptyDir(t *testing.T, dir string) {
 // taken over within 1 s whether or not the survivor keeps ahead of the consumer, and whether
 // or not it runs a watchdog (the claim path scans too).
 func TestFaultProducerDies(t *testing.T) {
-	for _, fp := range []string{FPProducerRegistering, FPProducerActive, FPSlotClaimed + ":3", FPSlotWriting + ":3", FPSlotFilled + ":3", FPSlotReady + ":3"} {
+	for _, fp := range []string{FPProducerRegistering, FPProducerActive, FPSlotClaimed + ":3", FPSlotGranted + ":3", FPSlotWriting + ":3", FPSlotFilled + ":3", FPSlotReady + ":3"} {
 		t.Run(strings.ReplaceAll(fp, ":", "@"), func(t *testing.T) {
 			tally := &faultTally{name: "producer dies at " + fp + ", taken over"}
 			for k := 0; k < faultReps(); k++ {
-				tally.add(producerDiesOnce(t, fp, k%2 == 1, k%4 < 2))
+				tally.add(producerDiesOnce(t, fp, k%2 == 1, k%4 < 2, nil))
+			}
+			tally.report(t)
+		})
+	}
+}
+
+// TestFaultProducerDiesWithStaleSlots: as TestFaultProducerDies at the slot states, while the
+// consumer keeps batches 1, 4 and 6 for the whole stream (stale references): their slots are
+// never granted again, the rest of the stream goes through the other slots (PROTOCOL.md 3.1), the
+// dead producer's batches are taken over there, and the kept batches never change.
+func TestFaultProducerDiesWithStaleSlots(t *testing.T) {
+	keep := func(k uint64) bool { return k == 1 || k == 4 || k == 6 }
+	for _, fp := range []string{FPSlotClaimed + ":9", FPSlotGranted + ":9", FPSlotWriting + ":9", FPSlotFilled + ":9", FPSlotReady + ":9"} {
+		t.Run(strings.ReplaceAll(fp, ":", "@"), func(t *testing.T) {
+			tally := &faultTally{name: "producer dies at " + fp + ", 3 stale slots, taken over"}
+			for k := 0; k < faultReps(); k++ {
+				tally.add(producerDiesOnce(t, fp, k%2 == 1, k%4 < 2, keep))
 			}
 			tally.report(t)
 		})
@@ -148,11 +165,23 @@ func newFaultRing(t *testing.T, l Layout) *faultRing {
 // readAll reads the whole bounded stream, holding each batch to its index and its pattern
 // (exactly once, in order, unchanged), sleeping pause after each; it returns the first error.
 func (f *faultRing) readAll(ctx context.Context, pause time.Duration) error {
+	return f.readAllKeeping(ctx, pause, nil)
+}
+
+// readAllKeeping is readAll that keeps the batches keep names (never released) and checks at
+// the end that they are unchanged.
+func (f *faultRing) readAllKeeping(ctx context.Context, pause time.Duration, keep func(uint64) bool) error {
+	var kept []*ReadSlot
 	for k := uint64(0); ; k++ {
 		s, err := f.c.Next(ctx)
 		if err == io.EOF {
 			if k != f.r.layout.TotalBatches {
 				return fmt.Errorf("end of stream after %d batches, want %d", k, f.r.layout.TotalBatches)
+			}
+			for _, s := range kept {
+				if w := check(s.Tensor(0), s.Seq()); w >= 0 {
+					return fmt.Errorf("kept batch %d was overwritten (word %d)", s.Seq(), w)
+				}
 			}
 			return nil
 		}
@@ -165,7 +194,11 @@ func (f *faultRing) readAll(ctx context.Context, pause time.Duration) error {
 		if w := check(s.Tensor(0), s.Seq()); w >= 0 {
 			return fmt.Errorf("batch %d: word %d is not its own", k, w)
 		}
-		f.c.Release(s)
+		if keep != nil && keep(k) {
+			kept = append(kept, s)
+		} else {
+			f.c.Release(s)
+		}
 		time.Sleep(pause)
 	}
 }
@@ -197,7 +230,7 @@ func (f *faultRing) waitEntry(t *testing.T, e int) {
 	}
 }
 
-func producerDiesOnce(t *testing.T, fp string, ahead, watch bool) time.Duration {
+func producerDiesOnce(t *testing.T, fp string, ahead, watch bool, keep func(uint64) bool) time.Duration {
 	const total = 400
 	f := newFaultRing(t, streamLayout(8, total, 16))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -220,7 +253,7 @@ func producerDiesOnce(t *testing.T, fp string, ahead, watch bool) time.Duration 
 	}
 	prodDone := make(chan error, 1)
 	go func() { prodDone <- produce(ctx, p, 2, delay) }()
-	if err := f.readAll(ctx, pause); err != nil {
+	if err := f.readAllKeeping(ctx, pause, keep); err != nil {
 		t.Fatalf("failpoint %s (ahead %v, watchdog %v): %v", fp, ahead, watch, err)
 	}
 	died := ch.killedBy(t, fp)

@@ -84,13 +84,16 @@ func check(p []byte, seq uint64) int {
 
 // setPosition moves a fresh ring (nothing claimed) and its consumer to relative batch j,
 // as if j batches had passed: next_claim = j, every slot FREE on the lap its next batch
-// uses and its claim word naming the batch before that one. Tests use it to run across the 2^30 lap wrap.
+// uses, that batch granted slot i at position i, and its claim word naming the batch before it. Tests use it to run across the 2^30 lap wrap.
 func setPosition(r *Ring, c *Consumer, j uint64) {
 	*r.u64(offNextClaim) = j
 	for i := uint64(0); i < r.slots; i++ {
 		first := j + (i+r.slots-j%r.slots)%r.slots
-		*r.slotState(i) = slotWord(uint32(first/r.slots)&lapMask, SlotFree)
-		if first >= r.slots { // its predecessor on the slot claimed (by entry 0) and consumed
+		lap := uint32(first/r.slots) & lapMask
+		*r.slotState(i) = slotWord(lap, SlotFree)
+		// position i's next batch gets slot i
+		*r.grantWord(i) = grantValue(i, r.tagOf(first), lap)
+		if first >= r.slots { // its predecessor at the position claimed (by entry 0) and consumed
 			*r.slotClaim(i) = batchClaim(first-r.slots, 0, 0)
 		}
 	}

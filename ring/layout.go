@@ -9,7 +9,7 @@ import (
 // Protocol constants (PROTOCOL.md sections 1 to 3).
 const (
 	Magic             uint64 = 0x3148435441424F47 // "GOBATCH1" little-endian
-	LayoutVersion     uint32 = 2
+	LayoutVersion     uint32 = 3
 	HeaderBytes              = 16384
 	SlotHeaderBytes          = 128
 	EndianCheck       uint32 = 0x01020304
@@ -37,6 +37,10 @@ const (
 	claimEntryBits           = 8  // holder = (generation mod 2^8)<<claimEntryBits | (registry index + 1)
 	entryStateBits           = 16 // a registry entry's low u32 is state | generation<<entryStateBits
 	entryStateMask    uint32 = 1<<entryStateBits - 1
+	grantSlotBits            = 10 // a grant's low u32 is tag<<grantSlotBits | slot (PROTOCOL.md 3.1)
+	grantTagBits             = 22 // tag = (j div slot_count) mod 2^grantTagBits
+	grantSlotMask     uint32 = 1<<grantSlotBits - 1
+	grantTagMask      uint32 = 1<<grantTagBits - 1
 )
 
 // creator_flags bits (offset 116).
@@ -130,7 +134,9 @@ const (
 	shFlags     = 20
 	shNbytes    = 24
 	shPublishNs = 32
-	shClaim     = 40 // the batch claim, (j+1)<<claimHolderBits | holder (PROTOCOL.md 3.2)
+	shClaim     = 40 // position's batch claim, (j+1)<<claimHolderBits | holder (PROTOCOL.md 3.2)
+	shGrant     = 48 // position's grant, lap<<32 | tag<<grantSlotBits | slot (PROTOCOL.md 3.1)
+	shGrantWait = 56 // waiters on the grant's low u32
 )
 
 // Ring state (header word at offset 24).

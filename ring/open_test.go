@@ -107,7 +107,8 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 	}{
 		{"tiny file", func(r *Ring, m []byte) []byte { return m[:100] }, "too small"},
 		{"bad magic", p64(offMagic, 0x1234), "magic"},
-		{"layout version 1 (fixed job counters)", p32(offLayoutVersion, 1), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 2"},
+		{"layout version 1 (fixed job counters)", p32(offLayoutVersion, 1), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 3 (0x3)"},
+		{"layout version 2 (batch j in slot j mod slot_count)", p32(offLayoutVersion, 2), "incompatible gobatch ring: layout_version 2 (0x2), this build reads 3 (0x3)"},
 		{"header bytes", p32(offHeaderBytes, 4096), "header_bytes 4096"},
 		{"slot header bytes", p32(offSlotHeaderBytes, 64), "slot_header_bytes 64"},
 		{"big endian peer", p32(offEndianCheck, 0x04030201), "endian_check"},

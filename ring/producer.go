@@ -112,7 +112,8 @@ func (p *Producer) release() {
 }
 
 // Claim takes the next batch of the stream, a batch taken over from a dead producer first
-// (PROTOCOL.md 3.7), records the claim in its slot and waits until the slot is free (3.2).
+// (PROTOCOL.md 3.7), records the claim at its position and waits until the consumer has granted
+// the batch a free slot (3.1, 3.2): any slot it released, not one fixed by the batch number.
 // It returns io.EOF when the stream is complete and every batch of it published (or after
 // Done), ErrConsumerClosed or an error wrapping ErrConsumerGone when the consumer left, a
 // *ProducerError when another producer recorded an error, or ctx's error. A Claim that fails
@@ -129,50 +130,71 @@ func (p *Producer) Claim(ctx context.Context) (*WriteSlot, error) {
 		p.release()
 		return nil, err
 	}
-again:
-	i := j % r.slots
-	lap := r.lapOf(j)
-	w, waiters := r.slotState(i), r.slotWaiters(i)
-	want := slotWord(lap, SlotFree)
+	slot, lap, err := p.awaitGrant(ctx, &j, &taken)
+	if err != nil {
+		return nil, err
+	}
+	w := r.slotState(slot)
 	if taken && atomic.LoadUint32(w) == slotWord(lap, SlotWriting) {
 		// Its dead holder had begun to write it: the slot is ours to rewrite whole (3.2 step 3).
-		return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: monoNs()}, nil
+		return &WriteSlot{p: p, j: j, slot: slot, lap: lap, claimed: monoNs()}, nil
 	}
-	var t0 uint64
-	if atomic.LoadUint32(w) != want {
-		t0 = monoNs()
-		for !waitRound(w, waiters, want, sliceFor(ctx), r.Spin) {
-			// A smaller batch taken over from a dead producer may be what frees this slot (the
-			// consumer can hold this slot's batch while it waits for that one): produce it first
-			// and leave this claim, still recorded as this process's, to the next writer.
-			if k, ok := p.swapTaken(j); ok {
-				j, taken = k, true
-				goto again
-			}
-			if err := p.waitCheck(ctx); err != nil {
-				if atomic.LoadUint32(w) == want {
-					break
-				}
-				if !errors.Is(err, ErrConsumerGone) && !errors.Is(err, ErrConsumerClosed) && !isProducerError(err) {
-					p.Fail(fmt.Errorf("producer pid %d stopped before batch %d: %w", os.Getpid(), r.layout.StartBatch+j, err))
-				}
-				p.release()
-				return nil, err
-			}
-		}
-	}
-	now := monoNs()
-	if t0 != 0 {
-		atomic.AddUint64(r.u64(offProducerWaitNs), now-t0)
-	}
-	if !atomic.CompareAndSwapUint32(w, want, slotWord(lap, SlotWriting)) {
-		err := &ProtocolError{Slot: int(i), Detail: fmt.Sprintf("state changed from FREE(lap %d) to %#x while producer entry %d claimed batch %d", lap, atomic.LoadUint32(w), p.entry, r.layout.StartBatch+j)}
+	failpointBatch(FPSlotGranted, r.layout.StartBatch+j)
+	if !atomic.CompareAndSwapUint32(w, slotWord(lap, SlotFree), slotWord(lap, SlotWriting)) {
+		err := &ProtocolError{Slot: int(slot), Detail: fmt.Sprintf("state changed from FREE(lap %d) to %#x while producer entry %d claimed batch %d", lap, atomic.LoadUint32(w), p.entry, r.layout.StartBatch+j)}
 		p.Fail(err)
 		p.release()
 		return nil, err
 	}
 	failpointBatch(FPSlotWriting, r.layout.StartBatch+j)
-	return &WriteSlot{p: p, j: j, slot: i, lap: lap, claimed: now}, nil
+	return &WriteSlot{p: p, j: j, slot: slot, lap: lap, claimed: monoNs()}, nil
+}
+
+// awaitGrant waits until the consumer has granted batch *j a slot (PROTOCOL.md 3.2 step 3) and
+// returns the slot and its lap. While it waits, a smaller batch taken over from a dead producer
+// may be what the consumer needs first (it can hold the slots it would free while it waits for
+// that one): the writer produces that one instead and leaves its claim, still recorded as its
+// process's, to the next writer (*j and *taken change). A failure releases the claim attempt.
+func (p *Producer) awaitGrant(ctx context.Context, j *uint64, taken *bool) (uint64, uint32, error) {
+	r := p.r
+	pos := *j % r.slots
+	gw, waiters := r.grantLow(pos), r.grantWaiters(pos)
+	tag := r.tagOf(*j)
+	for i := 0; i < r.Spin && grantTag(atomic.LoadUint32(gw)) != tag; i++ {
+	}
+	var t0 uint64
+	for {
+		v := atomic.LoadUint32(gw)
+		if grantTag(v) == tag {
+			break
+		}
+		if t0 == 0 {
+			t0 = monoNs()
+		}
+		waitWhile(gw, waiters, v, sliceFor(ctx))
+		if grantTag(atomic.LoadUint32(gw)) == tag {
+			break
+		}
+		if k, ok := p.swapTaken(*j); ok {
+			*j, *taken = k, true
+			return p.awaitGrant(ctx, j, taken)
+		}
+		if err := p.waitCheck(ctx); err != nil {
+			if grantTag(atomic.LoadUint32(gw)) == tag {
+				break
+			}
+			if !errors.Is(err, ErrConsumerGone) && !errors.Is(err, ErrConsumerClosed) && !isProducerError(err) {
+				p.Fail(fmt.Errorf("producer pid %d stopped before batch %d: %w", os.Getpid(), r.layout.StartBatch+*j, err))
+			}
+			p.release()
+			return 0, 0, err
+		}
+	}
+	if t0 != 0 {
+		atomic.AddUint64(r.u64(offProducerWaitNs), monoNs()-t0)
+	}
+	slot, lap, _ := r.grantOf(*j)
+	return slot, lap, nil
 }
 
 func isProducerError(err error) bool {

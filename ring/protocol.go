@@ -102,7 +102,7 @@ func specRegions() []Region {
 		{Section: "3", Name: "slot", Base: slotHeadersOffset, Stride: SlotHeaderBytes, Fields: []Field{
 			{"state", shState, u32}, {"waiters", shWaiters, u32}, {"seq", shSeq, u64}, {"owner", shOwner, u32},
 			{"flags", shFlags, u32}, {"nbytes", shNbytes, u64}, {"publish_ns", shPublishNs, u64},
-			{"claim", shClaim, u64},
+			{"claim", shClaim, u64}, {"grant", shGrant, u64}, {"grant_waiters", shGrantWait, u32},
 		}},
 	}
 }
@@ -123,6 +123,10 @@ func specGroups() []ConstGroup {
 		{Doc: "A slot's state word is (lap << SLOT_STATE_BITS) | st (PROTOCOL.md 3, 3.1)", Consts: []Const{
 			{"SLOT_STATE_BITS", slotStateBits}, {"SLOT_STATE_MASK", uint64(slotStateMask)},
 			{"LAP_BITS", lapBits}, {"LAP_MASK", uint64(lapMask)},
+		}},
+		{Doc: "A position's grant is L << 32 | t << GRANT_SLOT_BITS | s: slot s, tag t = (j div slot_count) mod 2^GRANT_TAG_BITS, slot lap L (PROTOCOL.md 3, 3.1)", Consts: []Const{
+			{"GRANT_SLOT_BITS", grantSlotBits}, {"GRANT_SLOT_MASK", uint64(grantSlotMask)},
+			{"GRANT_TAG_BITS", grantTagBits}, {"GRANT_TAG_MASK", uint64(grantTagMask)},
 		}},
 		{Doc: "Bits of creator_flags (PROTOCOL.md 2.1)", Consts: []Const{{"CREATOR_NAMED", uint64(creatorNamed)}}},
 		{Doc: "The longest sleep of a wait, in nanoseconds (PROTOCOL.md 3.4, 3.5)", Consts: []Const{

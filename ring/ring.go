@@ -147,6 +147,7 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 		*r.u64(d + tdNbytes) = g.nbytes[t]
 	}
 	r.writeCounterTable(l.Counters)
+	r.initGrants()
 	// magic last (atomically), so that a reader that sees it also sees the creator identity.
 	atomic.StoreUint64(r.u64(offMagic), Magic)
 	j, gen, err := r.register(0)
@@ -502,7 +503,7 @@ func (r *Ring) Compatible(l Layout) error {
 	return nil
 }
 
-// WakeAll wakes every waiter on every slot word (used after an error record, a close or a
+// WakeAll wakes every waiter on every slot word and grant word (used after an error record, a close or a
 // watchdog stop, so that sleepers run their checks at once). Every sleeper counts itself in
 // the word's waiters before it sleeps (PROTOCOL.md 3.4) and the caller's store of what they are
 // to notice precedes these loads (sequentially consistent), so a word nobody waits on costs no
@@ -510,6 +511,7 @@ func (r *Ring) Compatible(l Layout) error {
 func (r *Ring) WakeAll() {
 	for i := uint64(0); i < r.slots; i++ {
 		wake(r.slotState(i), r.slotWaiters(i))
+		wake(r.grantLow(i), r.grantWaiters(i))
 	}
 }
 

@@ -10,12 +10,12 @@ import (
 )
 
 // Batch claims and their takeover (PROTOCOL.md 3.2 steps 1-2, 3.7). A producer holds batch j
-// once its holder number is in the claim word of slot j mod slot_count together with j; the
-// record stays until j + slot_count is claimed, which needs j published. So an unpublished
+// once its holder number is in the claim word of position j mod slot_count together with j; the
+// record stays until j + slot_count is claimed, which needs j published (grant.go). So an unpublished
 // batch always names its holder, and when the holder dies a live producer takes the claim
 // over and produces the batch again (every batch is a pure function of its index).
 
-// batchClaim is the value of a slot's claim word for batch j held by registry entry e of
+// batchClaim is the value of a position's claim word for batch j held by registry entry e of
 // generation gen (PROTOCOL.md 3.2: the generation's low byte is part of the holder).
 func batchClaim(j uint64, e int, gen uint32) uint64 {
 	return (j+1)<<claimHolderBits | claimHolderOf(e, gen)
@@ -36,17 +36,6 @@ func claimHeldBy(c uint64, e int, gen uint32) bool {
 }
 
 func (r *Ring) slotClaim(i uint64) *uint64 { return r.u64(r.slotHeader(i) + shClaim) }
-
-// lapOf is the lap batch j uses on its slot.
-func (r *Ring) lapOf(j uint64) uint32 { return uint32(j/r.slots) & lapMask }
-
-// published reports whether batch j, recorded in its slot's claim word, is published: its slot
-// is READY or READING on j's lap, or FREE on the next one (PROTOCOL.md 3.2).
-func (r *Ring) published(j uint64) bool {
-	lap := r.lapOf(j)
-	v := atomic.LoadUint32(r.slotState(j % r.slots))
-	return v == slotWord(lap, SlotReady) || v == slotWord(lap, SlotReading) || v == slotWord(lap+1, SlotFree)
-}
 
 // allPublished reports whether every batch of a bounded stream is claimed and every claim is
 // published (PROTOCOL.md 3.7.3).
@@ -218,7 +207,7 @@ func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err er
 			}
 			continue
 		}
-		i := j % r.slots
+		i := j % r.slots // j's position
 		cw := r.slotClaim(i)
 		c := atomic.LoadUint64(cw)
 		switch {
@@ -230,8 +219,8 @@ func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err er
 				atomic.CompareAndSwapUint64(r.u64(offNextClaim), j, j+1)
 				return j, false, nil
 			}
-		case c != 0 && claimedBatch(c)+r.slots == j: // its predecessor on the slot is being written
-			if err := p.waitSlotChange(ctx, i, func() bool { return r.published(claimedBatch(c)) || atomic.LoadUint64(cw) != c }); err != nil {
+		case c != 0 && claimedBatch(c)+r.slots == j: // its predecessor at the position is being written
+			if err := p.waitPublished(ctx, claimedBatch(c), func() bool { return atomic.LoadUint64(cw) != c }); err != nil {
 				return 0, false, err
 			}
 		default:
@@ -244,7 +233,7 @@ func (p *Producer) claimBatch(ctx context.Context) (j uint64, taken bool, err er
 
 // endWait is one round of waiting at the end of a bounded stream (PROTOCOL.md 3.7.3): once
 // every batch is published the entry becomes DONE and io.EOF is returned; otherwise it waits a
-// slice on the first unpublished slot, runs the checks and returns nil (look for taken-over
+// slice for the first unpublished batch, runs the checks and returns nil (look for taken-over
 // batches again).
 func (p *Producer) endWait(ctx context.Context) error {
 	r := p.r
@@ -254,27 +243,27 @@ func (p *Producer) endWait(ctx context.Context) error {
 	}
 	for i := uint64(0); i < r.slots; i++ {
 		if c := atomic.LoadUint64(r.slotClaim(i)); c != 0 && !r.published(claimedBatch(c)) {
-			return p.waitSlotChange(ctx, i, func() bool { return r.published(claimedBatch(c)) })
+			return p.waitPublished(ctx, claimedBatch(c), func() bool { return false })
 		}
 	}
 	return nil
 }
 
-// waitSlotChange waits at most one wait slice for slot i's state word to change, or for done,
-// then runs the producer's checks (PROTOCOL.md 3.4, 3.5). The caller holds no claim.
-func (p *Producer) waitSlotChange(ctx context.Context, i uint64, done func() bool) error {
+// waitPublished waits at most one wait slice for batch j to be published, or for done, then
+// runs the producer's checks (PROTOCOL.md 3.4, 3.5): on the state word of j's slot when it has
+// one, else on its position's grant word. The caller holds no claim.
+func (p *Producer) waitPublished(ctx context.Context, j uint64, done func() bool) error {
 	r := p.r
-	w, waiters := r.slotState(i), r.slotWaiters(i)
+	w, waiters := r.grantLow(j%r.slots), r.grantWaiters(j%r.slots)
+	if s, _, ok := r.grantOf(j); ok {
+		w, waiters = r.slotState(s), r.slotWaiters(s)
+	}
 	v := atomic.LoadUint32(w)
-	if done() {
+	if r.published(j) || done() {
 		return nil
 	}
-	atomic.AddUint32(waiters, 1)
-	if atomic.LoadUint32(w) == v && !done() {
-		futexWait(w, v, sliceFor(ctx))
-	}
-	atomic.AddUint32(waiters, ^uint32(0))
-	if atomic.LoadUint32(w) != v || done() {
+	waitWhile(w, waiters, v, sliceFor(ctx))
+	if atomic.LoadUint32(w) != v || r.published(j) || done() {
 		return nil
 	}
 	return p.waitCheck(ctx)

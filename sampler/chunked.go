@@ -567,11 +567,17 @@ func (c *chunked) identity(ch int) bool {
 // normalise is channel ch's normalisation of v, as ocf-data-sampler's: clip, then (v - mean) /
 // std in float64; NaN stays NaN.
 func (c *chunked) normalise(ch int, v float32) float32 {
+	return normaliseValue(v, c.normMean[ch], c.normStd[ch], c.normLo[ch], c.normHi[ch])
+}
+
+// normaliseValue is ocf-data-sampler's normalisation of v: clip to [lo, hi], then
+// (v - mean) / std in float64; NaN stays NaN.
+func normaliseValue(v float32, mean, std, lo, hi float64) float32 {
 	x := float64(v)
 	if x == x {
-		x = min(max(x, c.normLo[ch]), c.normHi[ch])
+		x = min(max(x, lo), hi)
 	}
-	return float32((x - c.normMean[ch]) / c.normStd[ch])
+	return float32((x - mean) / std)
 }
 
 // fillValue is what a dropped-out (or otherwise absent) value becomes.

@@ -30,7 +30,13 @@
 //	                                has a channel axis, absent when it has none (one channel)
 //	min_staleness_minutes           nwp: the latest run with init_time <= t0 - this
 //	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit); an older
-//	                                run within it when the latest lacks a step of the window
+//	                                run within it when the latest lacks a step of the window.
+//	                                Under rules = "ocf": ocf-data-sampler's staleness (0 is a
+//	                                limit; default and bound: the last step - interval_end, -
+//	                                the resolution with accum_channels; above it is refused)
+//	accum_channels                  nwp, rules = "ocf" only: channels accumulated over a run,
+//	                                differenced along the steps before their normalisation
+//	                                (ocfnwp.go)
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
 //	                                to the int64 tensor ids_tensor (default <name>_system)
 //	nan_policy                      "keep" (default) or "zero"
@@ -41,8 +47,13 @@
 //	                                per channel, with normalise_mean: the value is clipped to
 //	                                [min, max] first (ocf-data-sampler's clip; inf: no bound)
 //	dropout_timedeltas_minutes, dropout_fraction
-//	                                with probability fraction, values after t0 + one of the
-//	                                (non-positive) timedeltas become NaN (grid, points)
+//	                                with probability fraction (split evenly across the
+//	                                timedeltas), or with a list of one probability per
+//	                                timedelta, values after t0 + one of the (non-positive)
+//	                                timedeltas become NaN (grid, points); under rules = "ocf"
+//	                                only those in (t0 + timedelta, t0], and on an NWP the
+//	                                timedelta moves the latest init time the example may use
+//	                                (NWP dropout needs rules = "ocf")
 //	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 8 for a store in
 //	                                object storage, one per core for a local one) and the memory
 //	                                they may hold (default 256 MB); see fetch.go
@@ -52,7 +63,10 @@
 //	rules                           anchor only: "gobatch" (default) or "ocf": the job follows
 //	                                ocf-data-sampler 1.0.24's rules where they differ from
 //	                                gobatch's (set by the translation of an ocf YAML file;
-//	                                docs/OCF.md)
+//	                                docs/OCF.md): crops around each site in every source's
+//	                                own system, sites no crop holds left out (ocfcrop.go);
+//	                                (time, channel, x, y), time and coordinate tensors
+//	                                (ocflayout.go)
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]
@@ -99,7 +113,8 @@
 //
 // Coordinates may be ascending or descending, integer or float. Crops keep the store's order
 // along each axis: a crop of a store whose x descends has its columns in descending x, as
-// xarray's isel gives them; nothing is flipped.
+// xarray's isel gives them; nothing is flipped (under rules = "ocf" both are increasing, as
+// ocf-data-sampler gives them: ocflayout.go).
 //
 // Points: ids are integers, or strings holding decimal integers ('1' .. '21'), which become
 // int64; other strings are refused naming the coordinate. Each system's position comes from
@@ -127,7 +142,9 @@
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
 // then location_id when site-anchored, then the site features (float32: date_sin, date_cos,
 // time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]),
-// then capacity_mwp (float32 [B]) with a capacity key.
+// then capacity_mwp (float32 [B]) with a capacity key, then under rules = "ocf" for each NWP
+// source <name>_init_time_utc and <name>_target_time_utc (float64 [B, S], nanoseconds since
+// the epoch) and <name>_step (int64 [B, S], whole hours) of every step of its window.
 //
 // # Times
 //
@@ -141,7 +158,12 @@
 // time_resolution_minutes; NWP the latest run with init_time <= t0 - min_staleness_minutes
 // (and t0 - init_time <= max_staleness_minutes) whose lead steps floor((t0 + interval_start -
 // init_time) / resolution) onwards all exist, else the next older run within the limits (a
-// missing run is simply absent from init_time). A window's steps are found by arithmetic on a
+// missing run is simply absent from init_time). Under rules = "ocf" an NWP window follows
+// ocf-data-sampler instead (ocfnwp.go): target times ceil(t0 + interval_start) onwards on the
+// resolution's grid, each from the latest run at or before it (and at or before t0, or t0 +
+// the example's NWP dropout timedelta), so that one window may mix runs; a t0 is a candidate
+// when every target has a run and its step, with and without each dropout timedelta.
+// A window's steps are found by arithmetic on a
 // regular axis and by search on any other; one across a change of step gathers through an index
 // list. [Job.Rejections] says, per source, how many anchor times it rules out, how many for
 // each cause (a gap, the window leaving the coordinate, no NWP run, ...; most first) and why the

@@ -31,16 +31,34 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	}
 	ex.t0 = j.anchor.times.value(ex.ti)
 	for i, s := range j.srcs {
-		sp := s.spec()
-		ex.cut[i] = math.MaxInt64
-		if sp.DropoutFraction > 0 {
-			si := uint64(i)
-			if unitFloat(hashKey(j.seed, drawDropout+2*si, g, ue)) < sp.DropoutFraction {
-				d := sp.DropoutTimedeltasMinutes[uniform(hashKey(j.seed, drawDropout+2*si+1, g, ue), len(sp.DropoutTimedeltasMinutes))]
-				ex.cut[i] = d * 60
+		ex.cut[i] = j.drawDropout(s.spec(), uint64(i), g, ue)
+	}
+}
+
+// drawDropout draws the dropout timedelta (seconds) of source si for example e of global
+// batch g; math.MaxInt64 for none. With a single dropout_fraction f, a dropout happens with
+// probability f, its timedelta drawn uniformly (each f/n, as ocf-data-sampler splits f); with a
+// list, timedelta k has probability fractions[k]. (Under ocf's rules the timedelta of an NWP
+// source moves t0_available, ocfnwp.go; of the others it fills steps, dropoutRange.)
+func (j *Job) drawDropout(sp *Spec, si, g, e uint64) int64 {
+	if sp.DropoutFraction <= 0 {
+		return math.MaxInt64
+	}
+	u := unitFloat(hashKey(j.seed, drawDropout+2*si, g, e))
+	if sp.DropoutFractions != nil {
+		cum := 0.0
+		for k, f := range sp.DropoutFractions {
+			if cum += f; u < cum {
+				return sp.DropoutTimedeltasMinutes[k] * 60
 			}
 		}
+		return math.MaxInt64
 	}
+	if u >= sp.DropoutFraction {
+		return math.MaxInt64
+	}
+	d := sp.DropoutTimedeltasMinutes[uniform(hashKey(j.seed, drawDropout+2*si+1, g, e), len(sp.DropoutTimedeltasMinutes))]
+	return d * 60
 }
 
 // drawEpochs places example e of global batch g in epochs order (epochs.go): its sample's t0
@@ -104,13 +122,19 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	}
 	rs := j.state()
 	defer j.putState(rs)
-	rs.nt = j.nt
+	rs.nt = j.nt && !j.ocf // ocf: the gather writes a scratch buffer that is read back at once
 	j.prefetch(ctx, g, rs)
 	defer j.decodes.gathered(g)
 	j.fetchAhead(g)
 	rs.segs = rs.segs[:0]
 	ns := len(j.srcs)
-	t0s := bytesAsInt64(tensors[ns])
+	var t0s []int64
+	var t0f []float64
+	if j.ocf {
+		t0f = bytesAsFloat64(tensors[ns])
+	} else {
+		t0s = bytesAsInt64(tensors[ns])
+	}
 	xs := bytesAsFloat64(tensors[ns+1])
 	ys := bytesAsFloat64(tensors[ns+2])
 	var lids []int64
@@ -126,7 +150,14 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		if err := j.fillExample(rs, e, tensors); err != nil {
 			return fmt.Errorf("batch %d example %d: %w", g, e, err)
 		}
-		t0s[e] = ex.t0
+		if t0f != nil {
+			t0f[e] = float64(ex.t0)
+		} else {
+			t0s[e] = ex.t0
+		}
+		if j.ocfT != nil {
+			j.ocfFill(rs, e, tensors)
+		}
 		xs[e] = j.anchor.xs[ex.cx]
 		ys[e] = j.anchor.ys[ex.cy]
 		if lids != nil {
@@ -138,6 +169,13 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		if j.feat != nil {
 			lon, lat := j.sites.position(ex.site)
 			j.feat.fill(tensors, e, ex.t0, lon, lat)
+		}
+		for _, s := range j.srcs {
+			if n, ok := s.(*nwpSource); ok && n.ocf != nil {
+				if err := n.writeTimes(rs, ex, tensors, e); err != nil {
+					return fmt.Errorf("batch %d example %d: %w", g, e, err)
+				}
+			}
 		}
 	}
 	// The gather may write the slot with stores that bypass the caches: order them before the
@@ -164,7 +202,13 @@ func (j *Job) fillExample(rs *readerState, e int, tensors [][]byte) error {
 				return err
 			}
 		}
-		if err := s.fill(rs, ex, out); err != nil {
+		var err error
+		if j.ocf && !isPoints {
+			err = j.ocfGather(rs, s, ex, out) // (time, channel, x, y): ocflayout.go
+		} else {
+			err = s.fill(rs, ex, out)
+		}
+		if err != nil {
 			return err
 		}
 		if isPoints {

@@ -17,7 +17,7 @@ type box4 struct {
 	at              []int // ascending indices along a; nil: a0 + k*aStride
 	b               []int
 	y0, h, x0, w    int
-	nanFrom         int // steps k >= nanFrom along a are filled (dropout); na for none
+	nanFrom, nanTo  int // steps nanFrom <= k < nanTo along a are filled (dropout); na, na for none
 }
 
 // gather4 writes the box into out, C order [na, len(b), h, w]; nt: with non-temporal stores.
@@ -51,7 +51,7 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 		}
 		for j, b := range bx.b {
 			o := (k*nb + j) * plane
-			if k >= bx.nanFrom {
+			if k >= bx.nanFrom && k < bx.nanTo {
 				dst := out[o : o+plane]
 				for i := range dst {
 					dst[i] = fill

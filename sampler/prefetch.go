@@ -147,7 +147,10 @@ func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 		leadKey = bx.lead / c.chunks[0] * c.gstride[0]
 	}
 	ca, cb, cy, cx := c.chunks[d], c.chunks[d+1], c.chunks[d+2], c.chunks[d+3]
-	n := min(bx.na, bx.nanFrom)
+	n := min(bx.na, bx.nanFrom) // the steps from nanFrom on are filled, unless some follow the dropout
+	if bx.nanTo < bx.na {
+		n = bx.na
+	}
 	if n < 1 {
 		return keys
 	}
@@ -216,6 +219,10 @@ func (j *Job) batchKeys(g uint64, rs *readerState) []uint64 {
 			case *gridSource:
 				found = v.box(ex, &bx, rs.timeScratch(v.win.n))
 			case *nwpSource:
+				if v.ocf != nil {
+					keys = v.addKeysOCF(rs, ex, keys)
+					continue
+				}
 				found = v.box(ex, &bx, rs.timeScratch(v.rule.window.n))
 			case *pointSource:
 				keys = v.addKeys(rs, ex, keys)

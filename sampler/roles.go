@@ -41,6 +41,11 @@ type readerState struct {
 	keys []uint64 // prefetch: chunks of the batch
 	at   []int    // time indices of a window whose steps are not evenly spaced (span.at)
 	nt   bool     // write rows with non-temporal stores (Job.nt)
+	// an NWP window under ocf's rules (ocfnwp.go): the run and step of each target time, and
+	// the accumulated channels' step after the window
+	nwpRun, nwpStep []int
+	accum           []float32
+	ocfBuf          []float32 // rules = "ocf": a crop in store order before its transpose (ocflayout.go)
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
@@ -121,6 +126,17 @@ func dropoutSteps(w timeWindow, cut int64) int {
 	return int(max(0, min(n, int64(w.n))))
 }
 
+// dropoutRange is the steps [from, to) of window w that a dropout with cut-off cut fills:
+// under gobatch's rules every step after t0 + cut; under ocf's (ocf-data-sampler's
+// apply_history_dropout) only those in (t0 + cut, t0], the future is kept.
+func dropoutRange(w timeWindow, cut int64, ocf bool) (from, to int) {
+	from, to = dropoutSteps(w, cut), w.n
+	if ocf && cut != math.MaxInt64 {
+		to = max(from, dropoutSteps(w, 0))
+	}
+	return from, to
+}
+
 // ---- grid: (time, channel, y, x) ------------------------------------------------------------
 
 type gridSource struct {
@@ -133,6 +149,8 @@ type gridSource struct {
 	xs, ys []float64 // coordinates
 	// non-anchor sources: where the crop starts for every anchor pixel (align.go)
 	crop *cropTable
+	// rules = "ocf": the crop's first row and column for each location (ocfcrop.go); nil otherwise
+	siteCrop []int32
 	// placement (align.go): the store (its y and x axes are named in dims), the crs once known
 	store    Dataset
 	crs      string
@@ -158,10 +176,14 @@ func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
 		return false
 	}
 	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
-		h: g.s.Height, w: g.s.Width, nanFrom: dropoutSteps(g.win, ex.cut[g.s.Index])}
-	if g.crop == nil { // the anchor: the crop is centred on the drawn pixel
+		h: g.s.Height, w: g.s.Width}
+	bx.nanFrom, bx.nanTo = dropoutRange(g.win, ex.cut[g.s.Index], g.s.ocf)
+	switch {
+	case g.siteCrop != nil: // rules = "ocf": placed around the site itself
+		bx.y0, bx.x0 = int(g.siteCrop[2*ex.site]), int(g.siteCrop[2*ex.site+1])
+	case g.crop == nil: // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
-	} else {
+	default:
 		bx.y0, bx.x0 = g.crop.at(ex.cy, ex.cx)
 	}
 	return true
@@ -193,17 +215,37 @@ type nwpSource struct {
 	rule  nwpRule
 	chans []int
 	crop  cropTable // where the crop starts for every anchor pixel (align.go)
+	ocf   *ocfNWP   // ocf's window rule (ocfnwp.go); nil: gobatch's (rule)
+	// the grid's coordinates (store order) and their names
+	xs, ys       []float64
+	xName, yName string
+	siteCrop     []int32 // rules = "ocf": the crop's first row and column per location (ocfcrop.go)
 }
 
-func (n *nwpSource) spec() *Spec    { return n.s }
+func (n *nwpSource) spec() *Spec { return n.s }
+
+// cropStart is the first row and column of example ex's crop: around the site itself under
+// rules = "ocf" (ocfcrop.go), else where the anchor pixel's position falls (align.go).
+func (n *nwpSource) cropStart(ex *example) (y0, x0 int) {
+	if n.siteCrop != nil {
+		return int(n.siteCrop[2*ex.site]), int(n.siteCrop[2*ex.site+1])
+	}
+	return n.crop.at(ex.cy, ex.cx)
+}
 func (n *nwpSource) data() *chunked { return n.c }
 
 func (n *nwpSource) fits(t0 int64) bool {
+	if n.ocf != nil {
+		return n.fitsOCF(t0)
+	}
 	_, ok := n.rule.choose(n.inits.vals, &n.steps, t0, nil)
 	return ok
 }
 
 func (n *nwpSource) whyNot(t0 int64, detail bool) reject {
+	if n.ocf != nil {
+		return n.whyNotOCF(t0, detail)
+	}
 	r := n.rule
 	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
 	switch {
@@ -239,13 +281,16 @@ func (n *nwpSource) box(ex *example, bx *box4, at []int) bool {
 	if !ok {
 		return false
 	}
-	y0, x0 := n.crop.at(ex.cy, ex.cx)
+	y0, x0 := n.cropStart(ex)
 	*bx = box4{lead: ch.run, a0: ch.steps.first, aStride: ch.steps.stride, at: ch.steps.at, na: n.rule.window.n, b: n.chans,
-		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n}
+		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n, nanTo: n.rule.window.n}
 	return true
 }
 
 func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
+	if n.ocf != nil {
+		return n.fillOCF(rs, ex, out)
+	}
 	var bx box4
 	return gatherBox(rs, n.c, &bx, n.box(ex, &bx, rs.timeScratch(n.rule.window.n)), ex, out, "no run")
 }
@@ -266,6 +311,9 @@ type pointSource struct {
 	order  []int32 // system indices by ascending id (then index)
 	rank   []int32 // rank[i] = position of system i in order
 	anchor *gridSource
+	// rules = "ocf": the system of each location (the site's own series, not the nearest
+	// system to the crop); nil otherwise
+	siteSys []int32
 }
 
 func (p *pointSource) spec() *Spec    { return p.s }
@@ -298,6 +346,10 @@ func (p *pointSource) setOrder() {
 func (p *pointSource) choose(rs *readerState, ex *example) error {
 	k := p.s.NearestK
 	rs.sel, rs.dist = rs.sel[:k], rs.dist[:k]
+	if p.siteSys != nil {
+		rs.sel[0] = p.siteSys[ex.site]
+		return nil
+	}
 	x, y := p.at.at(ex.cy, ex.cx)
 	if !p.nearest(x, y, rs.sel, rs.dist) {
 		return fmt.Errorf("%s: fewer than %d systems have coordinates", p.c.what, k)
@@ -327,7 +379,11 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 	c := p.c
 	ct, cs := c.chunks[0], c.chunks[1]
 	lastKt := -1
-	for step := 0; step < min(p.win.n, dropoutSteps(p.win, ex.cut[p.s.Index])); step++ {
+	from, to := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
+	for step := 0; step < p.win.n; step++ {
+		if step >= from && step < to {
+			continue // filled
+		}
 		kt := sp.index(step) / ct
 		if kt == lastKt {
 			continue
@@ -347,7 +403,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	}
 	c := p.c
 	k := p.s.NearestK
-	nanFrom := dropoutSteps(p.win, ex.cut[p.s.Index])
+	nanFrom, nanTo := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	cv := c.rowConv(0)
@@ -355,7 +411,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
 		row := out[step*k : (step+1)*k]
-		if step >= nanFrom {
+		if step >= nanFrom && step < nanTo {
 			for i := range row {
 				row[i] = fill
 			}

@@ -81,6 +81,12 @@ type Spec struct {
 
 	MinStalenessMinutes int64 // nwp: the run's init time is at least this much older than t0
 	MaxStalenessMinutes int64 // nwp: and at most this much older (0 = no limit)
+	// MaxStalenessSet: max_staleness_minutes is given (under rules = "ocf" 0 is a limit, and
+	// without the key the limit comes from the steps: ocfnwp.go).
+	MaxStalenessSet bool
+	// AccumChannels (nwp, rules = "ocf"): the channels that are accumulated over the run; they
+	// are differenced along the steps before the normalisation (ocfnwp.go).
+	AccumChannels []string
 
 	// Features (points, the anchor's locations only): the site features (sitefeatures.go).
 	Features SiteFeatures
@@ -107,7 +113,10 @@ type Spec struct {
 	NaNFillValue float64
 
 	DropoutTimedeltasMinutes []int64 // each <= 0
-	DropoutFraction          float64
+	DropoutFraction          float64 // the probability of a dropout (the sum of DropoutFractions when a list is given)
+	// DropoutFractions: dropout_fraction as a list, the probability of each timedelta; nil
+	// when dropout_fraction is one number (split evenly across the timedeltas).
+	DropoutFractions []float64
 
 	// Alignment on the anchor's grid (align.go). AnchorCoords names two arrays of the anchor's
 	// store (x then y, over the anchor's y and x) that give each anchor pixel's position in
@@ -128,6 +137,8 @@ type Spec struct {
 	SegmentSteps       int // locality: anchor time steps per segment (0 = automatic)
 	RotateEveryBatches int // locality: batches between two segment replacements
 	FetchAheadBatches  int // batches ahead whose chunks are prefetched (-1: the default, ahead.go)
+
+	ocf bool // the job's rules are "ocf" (set by NewJob from the anchor)
 }
 
 // Steps is the number of time steps in the window.
@@ -341,6 +352,14 @@ func (d *specDecoder) crop() {
 	if len(s.Channels) == 0 {
 		d.bad("channels", "empty; expected at least one channel name")
 	}
+	if s.Role == RoleNWP && t.Has("accum_channels") {
+		s.AccumChannels = t.Strings("accum_channels")
+		for _, c := range s.AccumChannels {
+			if !seen[c] {
+				d.bad("accum_channels", "%q is not among the channels; expected a subset of channels", c)
+			}
+		}
+	}
 }
 
 // staleness reads how old an NWP run may be at t0.
@@ -351,6 +370,7 @@ func (d *specDecoder) staleness() {
 	}
 	s.MinStalenessMinutes = t.Int("min_staleness_minutes", 0, 0, maxMinutes)
 	s.MaxStalenessMinutes = t.Int("max_staleness_minutes", 0, 0, maxMinutes)
+	s.MaxStalenessSet = t.Has("max_staleness_minutes")
 	if s.MaxStalenessMinutes > 0 && s.MaxStalenessMinutes < s.MinStalenessMinutes {
 		d.bad("max_staleness_minutes", "%d is below min_staleness_minutes (%d); expected 0 (no limit) or at least the minimum",
 			s.MaxStalenessMinutes, s.MinStalenessMinutes)
@@ -490,15 +510,47 @@ func (d *specDecoder) dropout() {
 			d.ok = false
 		}
 	}
-	s.DropoutFraction = t.Float("dropout_fraction", 0)
+	if raw, _ := t.Raw("dropout_fraction"); isList(raw) {
+		d.dropoutList()
+	} else {
+		s.DropoutFraction = t.Float("dropout_fraction", 0)
+	}
 	switch {
 	case !(s.DropoutFraction >= 0 && s.DropoutFraction <= 1):
 		d.bad("dropout_fraction", "%v is out of range; expected a number in [0, 1]", s.DropoutFraction)
 	case s.DropoutFraction > 0 && len(s.DropoutTimedeltasMinutes) == 0:
 		d.bad("dropout_timedeltas_minutes", "missing or empty while dropout_fraction is %v; expected e.g. [-30, -15]", s.DropoutFraction)
-	case s.DropoutFraction > 0 && s.Role == RoleNWP:
-		d.bad("dropout_fraction", "dropout of NWP runs is not supported; expected it on a grid or points source")
 	}
+}
+
+// dropoutList reads dropout_fraction given as a list: one probability per timedelta, their
+// sum in [0, 1] (the probability of a dropout).
+func (d *specDecoder) dropoutList() {
+	s := d.s
+	s.DropoutFractions = d.t.Floats("dropout_fraction")
+	if s.DropoutFractions == nil {
+		d.ok = false // not numbers (recorded by Floats)
+		return
+	}
+	if len(s.DropoutFractions) != len(s.DropoutTimedeltasMinutes) {
+		d.bad("dropout_fraction", "%d probabilities for %d dropout_timedeltas_minutes; expected one per timedelta",
+			len(s.DropoutFractions), len(s.DropoutTimedeltasMinutes))
+	}
+	for i, f := range s.DropoutFractions {
+		if !(f >= 0 && f <= 1) {
+			d.bad("dropout_fraction", "element %d is %v; expected a probability in [0, 1]", i, f)
+		}
+		s.DropoutFraction += f
+	}
+	if s.DropoutFraction > 1+1e-9 {
+		d.bad("dropout_fraction", "the probabilities add up to %v; expected at most 1", s.DropoutFraction)
+	}
+	s.DropoutFraction = min(s.DropoutFraction, 1)
+}
+
+func isList(v any) bool {
+	_, ok := v.([]any)
+	return ok
 }
 
 // anchorKeys reads the keys only the anchor has: the cache and the sampling mode of the job.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/nodewire"
 )
@@ -116,6 +118,7 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 	refuse := func(usage bool, format string, args ...any) (*rankSession, nodewire.Reply, int) {
 		return sess, nodewire.Reply{Error: fmt.Sprintf(format, args...), Usage: usage}, -1
 	}
+	differ := s.optionsDiffer(req)
 	switch {
 	case req.Rank == nil:
 		return refuse(true, "request without a rank")
@@ -123,6 +126,8 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 		return refuse(true, "rank %d asks for world size %d; this node loader serves world size %d", *req.Rank, req.WorldSize, s.streams[0].WorldSize)
 	case req.ConfigSHA256 != s.cfg.SHA256:
 		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.cfg.SHA256)
+	case differ != "":
+		return refuse(true, "rank %d's %s: give every rank the same options", *req.Rank, differ)
 	case sess != nil && sess.rank != *req.Rank:
 		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, *req.Rank)
 	}
@@ -214,4 +219,21 @@ func (s *nodeServer) endSession(sess *rankSession) {
 	s.mu.Unlock()
 	s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Msg("rank left")
 	s.poke()
+}
+
+// optionsDiffer says how a rank's batch options and data root differ from the node loader's
+// ("" when they are the same): with the same file they would make another stream, so a rank
+// given other options must not silently get this one's batches.
+func (s *nodeServer) optionsDiffer(req nodewire.Request) string {
+	o, err := config.ParseArgs(req.Batch)
+	if err != nil {
+		return fmt.Sprintf("batch options %q cannot be read (%v)", req.Batch, err)
+	}
+	if got, want := strings.Join(o.Args(), " "), strings.Join(s.flags.batch.Args(), " "); got != want {
+		return fmt.Sprintf("batch options [%s] are not the node loader's [%s]", got, want)
+	}
+	if req.DataRoot != s.flags.dataRoot {
+		return fmt.Sprintf("data root %q is not the node loader's %q", req.DataRoot, s.flags.dataRoot)
+	}
+	return ""
 }

@@ -209,6 +209,49 @@ func TestTranslateRefusesWhatGobatchCannotRun(t *testing.T) {
 	}
 }
 
+// Dropout goes over as given: an NWP's (which moves t0_available), a list of per-timedelta
+// fractions as a list; the accumulated channels and max_staleness_minutes (0 too) are passed.
+func TestTranslateDropoutAndAccum(t *testing.T) {
+	text := strings.Replace(base, "      accum_channels: [tp]\n", "      accum_channels: [tp]\n      dropout_timedeltas_minutes: [-180]\n      dropout_fraction: 1.0\n      max_staleness_minutes: 0\n", 1)
+	text = strings.Replace(text, "    channels: [IR_016, VIS006]\n", "    channels: [IR_016, VIS006]\n    dropout_timedeltas_minutes: [-10, -5]\n    dropout_fraction: [0.25, 0.5]\n", 1)
+	text += "    dropout_timedeltas_minutes: [-30]\n    dropout_fraction: 0.5\n"
+	cfg, problems := Read([]byte(text), envOf(nil))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	tr, problems := Translate(cfg, cfg.Line)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	srcs := tr.Raw["source"].([]any)
+	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
+	if f, ok := sat["dropout_fraction"].([]any); !ok || len(f) != 2 || f[0] != 0.25 || f[1] != 0.5 {
+		t.Errorf("satellite dropout_fraction %v", sat["dropout_fraction"])
+	}
+	if gen["dropout_fraction"] != 0.5 || gen["dropout_timedeltas_minutes"].([]any)[0] != int64(-30) {
+		t.Errorf("generation dropout %v %v", gen["dropout_fraction"], gen["dropout_timedeltas_minutes"])
+	}
+	if ukv["dropout_fraction"] != 1.0 || ukv["dropout_timedeltas_minutes"].([]any)[0] != int64(-180) || ukv["max_staleness_minutes"] != int64(0) {
+		t.Errorf("ukv dropout / staleness: %v", ukv)
+	}
+	if a := ukv["accum_channels"].([]any); len(a) != 1 || a[0] != "tp" {
+		t.Errorf("accum_channels %v", ukv["accum_channels"])
+	}
+	// ocf-data-sampler's NWP selection fails on every sample with a list or a zero timedelta
+	for _, bad := range []struct{ old, new, field string }{
+		{"      dropout_fraction: 1.0\n", "      dropout_fraction: [1.0]\n", "input_data.nwp.ukv.dropout_fraction"},
+		{"      dropout_timedeltas_minutes: [-180]\n", "      dropout_timedeltas_minutes: [0]\n", "input_data.nwp.ukv.dropout_timedeltas_minutes"},
+	} {
+		cfg, problems := Read([]byte(strings.Replace(text, bad.old, bad.new, 1)), envOf(nil))
+		if len(problems) != 0 {
+			t.Fatal(problems)
+		}
+		if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Field != bad.field {
+			t.Errorf("%q: %+v", bad.new, problems)
+		}
+	}
+}
+
 // Read never panics, whatever the bytes; it accepts or lists problems.
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(base))

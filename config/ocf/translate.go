@@ -151,18 +151,38 @@ func (t *translator) window(src map[string]any, i int, w Window, path string) {
 	t.set(src, i, "interval_end_minutes", w.End, path+".interval_end_minutes")
 }
 
-// dropout translates a grid or generation dropout. gobatch draws one of the timedeltas
-// uniformly with the whole probability; a list of per-timedelta fractions becomes its sum.
+// dropout translates a dropout: the timedeltas, and the fraction as one number (split evenly
+// across them) or as the list of per-timedelta probabilities.
 func (t *translator) dropout(src map[string]any, i int, d Dropout, path string) {
 	if len(d.Timedeltas) == 0 {
 		return
 	}
-	frac := 0.0
-	for _, f := range d.Fraction {
-		frac += f
-	}
 	t.set(src, i, "dropout_timedeltas_minutes", d.Timedeltas, path+".dropout_timedeltas_minutes")
-	t.set(src, i, "dropout_fraction", frac, path+".dropout_fraction")
+	if d.FractionIsList {
+		t.set(src, i, "dropout_fraction", d.Fraction, path+".dropout_fraction")
+	} else {
+		t.set(src, i, "dropout_fraction", d.Fraction[0], path+".dropout_fraction")
+	}
+}
+
+// nwpDropout translates an NWP's dropout, which moves the latest init time an example may use
+// (t0_available). ocf-data-sampler's NWP selection fails on every sample with a list of
+// fractions or a zero timedelta, so these are refused.
+func (t *translator) nwpDropout(src map[string]any, i int, d Dropout, path string) {
+	if len(d.Timedeltas) == 0 {
+		return
+	}
+	if d.FractionIsList {
+		t.bad(path+".dropout_fraction", "a list; an NWP takes one number (ocf-data-sampler's NWP selection fails on every sample with a list)")
+		return
+	}
+	for _, td := range d.Timedeltas {
+		if td == 0 {
+			t.bad(path+".dropout_timedeltas_minutes", "0; an NWP's timedeltas must be negative (ocf-data-sampler's NWP selection fails on every sample with 0)")
+			return
+		}
+	}
+	t.dropout(src, i, d, path)
 }
 
 func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum []string) {
@@ -235,9 +255,13 @@ func (t *translator) nwp(n *NWP, i int) map[string]any {
 	if crs := nwpCRS[strings.ToLower(n.Provider)]; crs != "" {
 		t.set(src, i, "crs", crs, path+".provider")
 	}
-	if n.MaxStaleness != nil && *n.MaxStaleness > 0 {
+	if n.MaxStaleness != nil {
 		t.set(src, i, "max_staleness_minutes", *n.MaxStaleness, path+".max_staleness_minutes")
 	}
+	if len(n.AccumChannels) > 0 {
+		t.set(src, i, "accum_channels", n.AccumChannels, path+".accum_channels")
+	}
+	t.nwpDropout(src, i, n.Dropout, path)
 	return src
 }
 

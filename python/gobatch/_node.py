@@ -176,6 +176,9 @@ class NodeSession:
         self.spec = spec
         self._command = command
         self._sha = hashlib.sha256(command.config_bytes()).hexdigest()
+        # With the file, these make the rank's stream: the node loader refuses a rank whose
+        # differ from its own (it would otherwise serve its own stream to a rank asking for another).
+        self._options = {"batch": list(command.batch), "data_root": command.data_root or ""}
         self._timeout = start_timeout
         self._sock: Optional[socket.socket] = None
         self.child: Optional[Child] = None  # the node loader, when this rank started it
@@ -305,7 +308,7 @@ class NodeSession:
         if sock is None:
             raise LoaderError(f"{self.label}: the connection is closed")
         req = {"rank": self.spec.rank, "world_size": self.spec.world_size, "start": start, "epoch": epoch,
-               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth}
+               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth, **self._options}
         try:
             msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout)
         except _Gone:
@@ -376,7 +379,7 @@ class NodeSession:
         if sock is None:
             raise LoaderError(f"{self.label}: the connection is closed")
         req = {"rank": self.spec.rank, "world_size": self.spec.world_size, "start": None, "epoch": epoch,
-               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth, "join": True}
+               "config_sha256": self._sha, "pid": os.getpid(), "auth": self._auth, "join": True, **self._options}
         try:
             msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout, fds=(fd,))
         except _Gone:

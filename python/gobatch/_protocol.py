@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 
 # Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2)
 MAGIC = 0x3148435441424F47
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 HEADER_BYTES = 16384
 SLOT_HEADER_BYTES = 128
 ENDIAN_CHECK = 0x01020304
@@ -36,6 +36,12 @@ SLOT_STATE_BITS = 2
 SLOT_STATE_MASK = 0x3
 LAP_BITS = 30
 LAP_MASK = 0x3FFFFFFF
+
+# A position's grant is L << 32 | t << GRANT_SLOT_BITS | s: slot s, tag t = (j div slot_count) mod 2^GRANT_TAG_BITS, slot lap L (PROTOCOL.md 3, 3.1)
+GRANT_SLOT_BITS = 10
+GRANT_SLOT_MASK = 0x3FF
+GRANT_TAG_BITS = 22
+GRANT_TAG_MASK = 0x3FFFFF
 
 # Bits of creator_flags (PROTOCOL.md 2.1)
 CREATOR_NAMED = 1
@@ -189,6 +195,8 @@ SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "nbytes": (24, "<Q"),
     "publish_ns": (32, "<Q"),
     "claim": (40, "<Q"),
+    "grant": (48, "<Q"),
+    "grant_waiters": (56, "<I"),
 }
 
 # dtype codes (PROTOCOL.md 2.7): code -> (NumPy name, item size)

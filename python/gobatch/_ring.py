@@ -124,8 +124,9 @@ class Ring:
     array}`` of NumPy arrays (``framework="numpy"``) or torch tensors (``framework="torch"``),
     writable views into the batch's shared slot. The slot is lent to the batch
     until its last view is gone (given back by the next ``next()``), or :meth:`Batch.release`,
-    or a ``with batch:`` block ends, so a kept tensor never changes. When the next batch's slot
-    is still lent, ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
+    or a ``with batch:`` block ends, so a kept tensor never changes. A batch goes to any free
+    slot, so kept batches lower the read-ahead and nothing else; when every slot is lent,
+    ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
     keep (``tensor.clone()``, ``arr.copy()``, a ``.to(device)`` copy) or raise ``[ring] slots``.
     The usual ``for batch in loader:`` holds two slots during a step (it drops the previous
     batch when it rebinds ``batch``).
@@ -261,8 +262,11 @@ class Ring:
         payload = [g.payload_offset + s * g.slot_stride for s in range(int(g.slot_count))]
         self._book: Leases = leases_for(self._framework, weakref.ref(self), self._ptr, self._mm, payload,
                                         self._specs)
-        # Per slot, for SlotsHeldError: the batch lent there (its index since attach) and the
-        # user's (file, line) that took it, recorded for the first _SITE_BATCHES batches only.
+        # Per slot, for SlotsHeldError and release(): the batch lent there last (its index since
+        # attach; a slot is any free one, PROTOCOL.md 3.1), and the user's (file, line) that took
+        # it, recorded for the first _SITE_BATCHES batches only.
+        self._slot_batch: List[int] = [-1] * int(g.slot_count)
+        self._last_slot = -1
         self._handed: List[Tuple[int, Tuple[str, int]]] = [(-1, ("?", 0))] * int(g.slot_count)
 
     # ---- properties ----
@@ -354,6 +358,8 @@ class Ring:
             if rc >= 0:
                 if self._delivered < _SITE_BATCHES:
                     self._handed[rc] = (self._delivered, _site())
+                self._slot_batch[rc] = self._delivered
+                self._last_slot = rc
                 self._delivered += 1
                 return book.lend(rc)
         return self._next_slow(rc)
@@ -383,6 +389,8 @@ class Ring:
                 if rc >= 0:
                     if self._delivered < _SITE_BATCHES:
                         self._handed[rc] = (self._delivered, _site())
+                    self._slot_batch[rc] = self._delivered
+                    self._last_slot = rc
                     self._delivered += 1
                     return self._book.lend(rc)
 
@@ -439,20 +447,19 @@ class Ring:
             self._book.settle()
 
     def _free_next_slot(self) -> None:
-        """gb_next found the next batch's slot still lent. Views caught in reference cycles are
-        freed by a collection; if the slot is still lent after that, SlotsHeldError."""
-        slot = self._delivered % int(self._geom.slot_count)
-        if self._book.tokens[slot] is not None:
+        """gb_next found every slot lent (PROTOCOL.md 3.3 step 5). Views caught in reference
+        cycles are freed by a collection; if every slot is still lent after that,
+        SlotsHeldError naming the batches that hold them."""
+        n = int(self._geom.slot_count)
+        if self._book.held() >= n:
             gc.collect()
         self._settle_leases()
-        if self._book.tokens[slot] is None:
-            return
         held = self._book.held()
-        n = int(self._geom.slot_count)
+        if held < n:
+            return
         raise SlotsHeldError(
-            f"{self._label}: {held} of {n} slots hold batches that are still referenced ({self._holders()}), "
-            f"and the next batch ({self.next_batch}) needs slot {slot}, which holds batch {self.next_batch - n}. "
-            "A batch is never "
+            f"{self._label}: all {n} slots hold batches that are still referenced ({self._holders()}), "
+            f"so the next batch ({self.next_batch}) has no slot. A batch is never "
             "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
             "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
             f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
@@ -462,11 +469,10 @@ class Ring:
     def _holders(self) -> str:
         """The batches that hold slots, and the lines that took them: "batch 20 (slot 0, taken
         at train.py:42), ..."."""
-        n, last = int(self._geom.slot_count), self._delivered - 1
         out = []
         for slot, token in enumerate(self._book.tokens):
             if token is not None:
-                j = last - (last - slot) % n  # the latest batch lent to the slot: the one holding it
+                j = self._slot_batch[slot]  # the latest batch lent to the slot: the one holding it
                 where = ""
                 if self._handed[slot][0] == j:
                     path, line = self._handed[slot][1]
@@ -481,8 +487,8 @@ class Ring:
         if self._foreign:
             raise self._foreign_error()
         with self._lock:
-            if self._delivered and self._ptr is not None:
-                self._book.revoke((self._delivered - 1) % int(self._geom.slot_count))
+            if self._last_slot >= 0 and self._ptr is not None:
+                self._book.revoke(self._last_slot)
         self._settle_leases()
 
     # ---- GPU ----

@@ -36,19 +36,23 @@ def _entry_of(mm: Sequence[int], pid: int) -> Optional[Tuple[int, int]]:
 
 
 def _published(mm: Sequence[int], slots: int, j: int) -> bool:
-    """Whether batch ``j`` (relative) is published: its slot READY or READING on its lap, or FREE
-    on the next (PROTOCOL.md 3.2)."""
+    """Whether batch ``j`` (relative), claimed at its position, is published (PROTOCOL.md 3.1):
+    its position's grant names a later batch, or names ``j`` and ``j``'s slot is past FREE and
+    WRITING on the granted lap."""
     f = _proto.SLOT_FIELDS
-    base = _proto.SLOT_BASE + (j % slots) * _proto.SLOT_STRIDE
-    (word,) = struct.unpack_from(f["state"][1], mm, base + f["state"][0])
-    lap = (j // slots) & _proto.LAP_MASK
-    st, wlap = word & _proto.SLOT_STATE_MASK, word >> _proto.SLOT_STATE_BITS
-    return (wlap == lap and st in (_proto.SLOT_READY, _proto.SLOT_READING)) or (
-        wlap == (lap + 1) & _proto.LAP_MASK and st == _proto.SLOT_FREE)
+    (grant,) = struct.unpack_from(f["grant"][1], mm, _proto.SLOT_BASE + (j % slots) * _proto.SLOT_STRIDE + f["grant"][0])
+    tag = (grant & 0xFFFFFFFF) >> _proto.GRANT_SLOT_BITS
+    if tag == ((j + slots) // slots) & _proto.GRANT_TAG_MASK:
+        return True
+    if tag != (j // slots) & _proto.GRANT_TAG_MASK:
+        return False  # no slot yet
+    slot, lap = grant & _proto.GRANT_SLOT_MASK, (grant >> 32) & _proto.LAP_MASK
+    (word,) = struct.unpack_from(f["state"][1], mm, _proto.SLOT_BASE + slot * _proto.SLOT_STRIDE + f["state"][0])
+    return word not in (lap << _proto.SLOT_STATE_BITS | _proto.SLOT_FREE, lap << _proto.SLOT_STATE_BITS | _proto.SLOT_WRITING)
 
 
 def held_batches(mm: Sequence[int], slots: int, pid: int) -> List[int]:
-    """The relative batches that the (dead) producer process ``pid`` holds: the slots' batch
+    """The relative batches that the (dead) producer process ``pid`` holds: the positions' batch
     claims that name its registry entry, of its generation, and are not published (PROTOCOL.md
     3.2, 3.7)."""
     found = _entry_of(mm, pid)

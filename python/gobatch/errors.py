@@ -65,7 +65,7 @@ class RingTruncatedError(RingError):
 
 
 class SlotsHeldError(LoaderError):
-    """The next batch cannot be delivered because its ring slot still holds an earlier batch
+    """The next batch cannot be delivered because every ring slot still holds an earlier batch
     that is referenced (the batch, or an array or tensor of it, or a view of one). Nothing was
     consumed: drop batches you are done with (``del``, ``batch.release()``, ``with batch:``),
     copy what you keep (``clone()``, ``copy()``), or raise ``[ring] slots``, then call

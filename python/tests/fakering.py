@@ -93,6 +93,8 @@ class FakeRing:
                 **{f"shape{k}": n for k, n in enumerate(shape)},
             )
         self.set_counters(counters)
+        for pos in range(slots):  # every position's first batch has the slot of its position (PROTOCOL.md 3.1)
+            self._put(self._slot(pos), P.SLOT_FIELDS, "grant", pos)
         self.register_producer(0, pid, starttime(pid))
         self.start_batch = start_batch
         if ready:
@@ -179,10 +181,20 @@ class FakeRing:
                 return np.frombuffer(self.mm, dtype=dt, count=nbytes // np.dtype(dt).itemsize, offset=start).reshape(shape)
         raise KeyError(name)
 
+    def grant(self, j: int) -> Optional[Tuple[int, int]]:
+        """The slot and slot lap the consumer granted batch j (PROTOCOL.md 3.1), or None while it
+        has none."""
+        g = self._get(self._slot(j % self.slots), P.SLOT_FIELDS, "grant")
+        if (g & 0xFFFFFFFF) >> P.GRANT_SLOT_BITS != (j // self.slots) & P.GRANT_TAG_MASK:
+            return None
+        return g & P.GRANT_SLOT_MASK, (g >> 32) & P.LAP_MASK
+
     def publish(self, j: int, value: Optional[float] = None, *, seq: Optional[int] = None) -> None:
-        """Writes batch j (every element = value, default j) and makes it READY. The slot must
-        be FREE on batch j's lap."""
-        slot, lap = j % self.slots, j // self.slots
+        """Writes batch j (every element = value, default j) into the slot the consumer granted
+        it and makes it READY. Batch j must have a grant, and its slot be FREE on the granted lap."""
+        granted = self.grant(j)
+        assert granted is not None, f"batch {j} has no slot granted yet"
+        slot, lap = granted
 
         def word(st: int) -> int:  # PROTOCOL.md 3: (lap << 2) | st
             return ((lap & P.LAP_MASK) << P.SLOT_STATE_BITS) | st
@@ -201,20 +213,22 @@ class FakeRing:
         if self._get(h, S, "waiters"):
             self._wake(h + S["state"][0])
 
-    def sleep_on(self, slot: int, timeout_s: float) -> str:
-        """A producer's wait on slot's state word (PROTOCOL.md 3.4): counts itself in the
-        slot's waiters and sleeps in FUTEX_WAIT while the word is unchanged, at most timeout_s.
-        Returns "woken" (a FUTEX_WAKE), "timeout", or "changed" (the word changed before the
-        sleep began). Call it from a thread; nothing else may change this slot's waiters."""
+    def sleep_on(self, slot: int, timeout_s: float, *, grant: bool = False) -> str:
+        """A producer's wait on slot's state word, or with grant=True on position slot's grant
+        word (PROTOCOL.md 3.4): counts itself in the word's waiters and sleeps in FUTEX_WAIT
+        while the word is unchanged, at most timeout_s. Returns "woken" (a FUTEX_WAKE),
+        "timeout", or "changed" (the word changed before the sleep began). Call it from a
+        thread; nothing else may change this word's waiters."""
         h, S = self._slot(slot), P.SLOT_FIELDS
-        v = self.slot_state(slot)
-        self._put(h, S, "waiters", self._get(h, S, "waiters") + 1)
+        word, waiters = ("grant", "grant_waiters") if grant else ("state", "waiters")
+        v = self._get(h, S, word) & 0xFFFFFFFF
+        self._put(h, S, waiters, self._get(h, S, waiters) + 1)
         try:
             ts = (ctypes.c_long * 2)(int(timeout_s), int(timeout_s % 1 * 1e9))
-            rc = _libc.syscall(SYS_FUTEX, ctypes.c_void_p(self.base + h + S["state"][0]), 0, v, ts, None, 0)
+            rc = _libc.syscall(SYS_FUTEX, ctypes.c_void_p(self.base + h + S[word][0]), 0, v, ts, None, 0)
             err = ctypes.get_errno()
         finally:
-            self._put(h, S, "waiters", self._get(h, S, "waiters") - 1)
+            self._put(h, S, waiters, self._get(h, S, waiters) - 1)
         if rc == 0:
             return "woken"
         return "timeout" if err == errno.ETIMEDOUT else "changed"

@@ -53,21 +53,28 @@ def _record(name: str, replaced: float, gap: float, verdict: str = "exactly once
 
 
 class Reader:
-    """Iterates a ring to its end, holding batch k to the contract, timing each delivery."""
+    """Iterates a ring to its end, holding batch k to the contract, timing each delivery; with
+    ``keep``, batch ``keep`` stays referenced to the end (a stale batch holding its slot) and must
+    be unchanged then."""
 
-    def __init__(self, ring: gobatch.Ring, cfg: Dict[str, Any]) -> None:
-        self.ring, self.cfg = ring, cfg
+    def __init__(self, ring: gobatch.Ring, cfg: Dict[str, Any], keep: Optional[int] = None) -> None:
+        self.ring, self.cfg, self.keep = ring, cfg, keep
         self.times: List[float] = []
 
     def read_all(self, deadline_s: float = 60.0) -> None:
         end = time.monotonic() + deadline_s
         k = 0
+        kept = None
         for batch in self.ring:
             check_batch(batch, self.cfg, k)  # in order and unchanged: batch k is the k-th delivered
+            if k == self.keep:
+                kept = batch
             self.times.append(time.monotonic())
             k += 1
             assert time.monotonic() < end, f"stream not read within {deadline_s} s (at batch {k})"
         assert k == self.cfg["batch"]["batches"], f"{k} batches delivered, want {self.cfg['batch']['batches']}"
+        if self.keep is not None:
+            check_batch(kept, self.cfg, self.keep)  # its slot was never given to another batch
 
     def gap_after(self, t: float) -> float:
         """The longest wait for a batch from time t on (from t to the next delivery included)."""
@@ -88,7 +95,8 @@ def _first_child_wrapper(tmp_path: Path, failpoint: str) -> Tuple[str, Dict[str,
     return str(script), env
 
 
-def _loader_trial(loader: gobatch.Loader, cfg: Dict[str, Any], kill_after: Optional[float]) -> Tuple[float, float]:
+def _loader_trial(loader: gobatch.Loader, cfg: Dict[str, Any], kill_after: Optional[float],
+                  keep: Optional[int] = None) -> Tuple[float, float]:
     """Reads the whole stream while the child dies (killed after kill_after seconds, or by its
     failpoint); returns (death -> replacement child started, longest wait for a batch after it)."""
     first = loader.pid
@@ -112,7 +120,7 @@ def _loader_trial(loader: gobatch.Loader, cfg: Dict[str, Any], kill_after: Optio
                 return
             time.sleep(0.0005)
 
-    reader = Reader(loader, cfg)
+    reader = Reader(loader, cfg, keep)
     t = threading.Thread(target=watch, daemon=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -145,7 +153,7 @@ def test_loader_child_killed_at_random_points(shm):
         _record("Loader child killed at a random point", replaced, gap)
 
 
-@pytest.mark.parametrize("failpoint", ["slot-claimed:5", "slot-writing:5", "slot-filled:5", "slot-ready:5",
+@pytest.mark.parametrize("failpoint", ["slot-claimed:5", "slot-granted:5", "slot-writing:5", "slot-filled:5", "slot-ready:5",
                                        "slot-filled:60"])
 def test_loader_child_dies_at_each_state(shm, tmp_path, failpoint):
     """The Loader's child kills itself at an exact producer state: the restarted child takes the
@@ -259,12 +267,28 @@ def _generations(ring: gobatch.Ring) -> List[int]:
 # ---- a standalone ring with several --join producers ----
 
 
+@pytest.mark.parametrize("failpoint", ["slot-claimed:40", "slot-granted:40", "slot-writing:40", "slot-ready:40"])
+def test_loader_child_dies_while_a_stale_batch_holds_a_slot(shm, tmp_path, failpoint):
+    """Issue 20 under faults: the trainer keeps batch 19 to the end (a warm-up loop's leftover),
+    so the stream runs on three of the four slots; the child dies at an exact state, the
+    restarted one takes its claims over, every batch arrives once and in order, and the kept
+    batch never changes (its slot is never granted again)."""
+    cfg = _cfg()
+    for rep in range(REPS):
+        (tmp_path / f"r{rep}").mkdir()
+        wrapper, env = _first_child_wrapper(tmp_path / f"r{rep}", failpoint)
+        with gobatch.Loader(cfg, readers=2, shmloader=wrapper, env=env) as loader:
+            replaced, gap = _loader_trial(loader, cfg, kill_after=None, keep=19)
+        assert gap < RECOVER_S, f"waited {gap:.3f} s for a batch after the death"
+        _record(f"Loader child dies at {failpoint}, a stale batch kept", replaced, gap)
+
+
 def _start(args: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
     return subprocess.Popen([gobatch.shmloader_path(), *args], stdin=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env)
 
 
-@pytest.mark.parametrize("failpoint", ["", "slot-claimed:6", "slot-writing:6", "slot-filled:6", "slot-ready:6"])
+@pytest.mark.parametrize("failpoint", ["", "slot-claimed:6", "slot-granted:6", "slot-writing:6", "slot-filled:6", "slot-ready:6"])
 def test_joined_producer_dies_survivors_take_over(shm, tmp_path, ring_name, failpoint):
     """One of three producer processes of a named ring (the creator and two --join) dies (kill
     -9 at a random moment, or at an exact state); the survivors take its claims over and the

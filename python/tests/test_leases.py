@@ -6,7 +6,9 @@ SlotsHeldError instead of waiting. Slot states are read straight from the segmen
 from __future__ import annotations
 
 import gc
+import itertools
 import multiprocessing
+import re
 import sys
 import threading
 import time
@@ -45,19 +47,37 @@ def published(memfd: int, n: int, *, slots: int, spec=SPEC) -> FakeRing:
 
 
 def publish_when_free(fr: FakeRing, j: int) -> threading.Thread:
-    """Publishes batch j from a thread as soon as its slot is FREE on its lap (a slot dropped
-    by the consumer goes back during its next request, which then waits for the batch)."""
-    slot, lap = j % fr.slots, j // fr.slots
+    """Publishes batch j from a thread as soon as the consumer has granted it a slot (a slot
+    dropped by the consumer goes back, and to a later batch, during its next request, which
+    then waits for the batch; PROTOCOL.md 3.1)."""
 
     def run() -> None:
         deadline = time.monotonic() + 20
-        while fr.slot_state(slot) != free(lap) and time.monotonic() < deadline:
+        while fr.grant(j) is None and time.monotonic() < deadline:
             time.sleep(0.005)
         fr.publish(j)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def stream_past_held_slot(fr: FakeRing, r: Ring, j: int, kept: list) -> int:
+    """Of a 2-slot ring whose slot 0 is held by views of batch 0 (``kept``, non-empty): batch j
+    and the next go to slot 1, the stream goes on; holding batch j as well holds every slot, so
+    the next request raises SlotsHeldError naming both. Returns the next batch to ask for."""
+    for k in (j, j + 1):
+        b = None  # dropped before the request: the usual loop's batch of the step before
+        publish_when_free(fr, k)
+        b = next(r)
+        assert value(b) == k and fr.grant(k)[0] == 1  # the free slot, not batch k's old slot k % 2
+    with pytest.raises(SlotsHeldError, match=rf"all 2 slots .*\(batch 0 \(slot 0, taken at .*\), batch {j + 1} "
+                       rf"\(slot 1, taken at .*\)\), so the next batch \({j + 2}\) has no slot"):
+        next(r)
+    assert fr.slot_state(0) == READING
+    assert all((np.asarray(v) == 0).all() for v in kept)  # the kept views never changed
+    del b
+    return j + 2
 
 
 @pytest.fixture(params=["numpy", "torch"])
@@ -79,12 +99,77 @@ def test_list_of_8_batches_is_8_distinct_correct_batches(framework):
             check_batch(b, cfg, k)  # none was overwritten while kept
 
 
+def test_warmup_islice_then_for_streams_on(framework):
+    """Issue 20: a warm-up ``for _ in islice(it, 20): pass`` and then ``for b in it:`` leave
+    ``_`` holding batch 19's slot; the next batches go to the other slots (PROTOCOL.md 3.1), so
+    the loop reads all 200 that follow, and the leftover never changes."""
+    cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=220)  # default 4 slots
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        for _ in itertools.islice(it, 20):
+            pass
+        k = 20
+        for b in it:
+            check_batch(b, cfg, k)
+            k += 1
+        assert k == 220
+        check_batch(_, cfg, 19)
+
+
+def test_keeping_all_slots_but_one_still_streams(framework):
+    """N - 1 of N slots held by kept batches: the stream goes on through the last one (a loop
+    that drops each batch before it asks for the next), and with N - 2 kept the usual ``for``
+    (two slots per step) goes on too; the kept batches never change."""
+    cfg = config({"a": ((3,), "int64")}, size=2, batches=100, slots=4)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        kept = [next(it) for _ in range(3)]
+        for k in range(3, 50):
+            b = next(it)
+            check_batch(b, cfg, k)
+            del b
+        kept.pop()  # batch 2 goes back: two free slots, enough for the usual loop
+        for k, b in enumerate(it, start=50):
+            check_batch(b, cfg, k)
+        assert k == 99
+        for k, b in enumerate(kept):
+            check_batch(b, cfg, k)
+
+
+def test_every_slot_held_raises_naming_the_holders_then_goes_on(framework):
+    """Only when every slot is held does next() raise SlotsHeldError, at once, naming each held
+    batch and the line that took it; nothing is consumed, and a release lets it go on."""
+    cfg = config({"a": ((3,), "int64")}, size=2, batches=20, slots=3)
+    with gobatch.Loader(cfg, framework=framework) as loader:
+        it = iter(loader)
+        line = sys._getframe().f_lineno + 1
+        first = next(it)
+        for _ in range(4):  # batches 1 .. 4 through the two other slots
+            next(it)
+        b5 = next(it)
+        b6 = next(it)
+        t0 = time.monotonic()
+        with pytest.raises(SlotsHeldError) as ei:
+            next(it)
+        assert time.monotonic() - t0 < 5  # no wait for a slot that cannot come free
+        msg = str(ei.value)
+        assert ei.value.held == 3 and ei.value.slots == 3
+        for j, at in ((0, line), (5, line + 3), (6, line + 4)):
+            assert re.search(rf"batch {j} \(slot \d, taken at test_leases.py:{at}\)", msg), msg
+        assert "all 3 slots hold batches that are still referenced" in msg and "next batch (7) has no slot" in msg
+        del b5
+        check_batch(next(it), cfg, 7)  # nothing was consumed
+        check_batch(first, cfg, 0)
+        check_batch(b6, cfg, 6)
+
+
 def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
     cfg = config({"a": ((3,), "int64"), "b": ((2,), "float32")}, size=2, batches=8, slots=4)
     with gobatch.Loader(cfg, framework=framework) as loader:
         kept = []
-        with pytest.raises(SlotsHeldError, match=r"4 of 4 slots hold .* next batch \(4\) needs slot 0, which "
-                           r"holds batch 0.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
+        with pytest.raises(SlotsHeldError, match=r"all 4 slots hold batches that are still referenced \(batch 0 "
+                           r"\(slot 0, taken at test_leases.py:\d+\), batch 1 .*batch 3 .*\), so the next batch \(4\) has "
+                           r"no slot.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
             for b in loader:
                 kept.append(b)
         assert ei.value.held == 4 and ei.value.slots == 4
@@ -154,15 +239,13 @@ def test_derived_views_hold_the_slot_until_they_are_gone(memfd, spec):
         del y  # the batch and its own array are gone; only derived views are left
         next(r)  # batch 1, dropped
         assert fr.slot_state(0) == READING
+        j = 2
         while views:
-            with pytest.raises(SlotsHeldError, match=r"1 of 2 slots hold .* needs slot 0, which holds batch 0"):
-                next(r)
-            assert fr.slot_state(1) == free(1)  # batch 1's slot went back all the same
-            assert fr.slot_state(0) == READING
-            assert all((v == 0).all() for v in views)  # the kept views never changed
+            j = stream_past_held_slot(fr, r, j, views)
             views.pop()
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2  # every view gone: slot 0 went back, batch 2 filled it
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j  # every view gone: slot 0 went back with batch j - 1's
 
 
 def test_memoryviews_and_torch_tensors_of_an_array_hold_the_slot(memfd):
@@ -180,13 +263,13 @@ def test_memoryviews_and_torch_tensors_of_an_array_hold_the_slot(memfd):
                 keep.append(torch.from_numpy(y))
         del y
         next(r)  # batch 1, dropped
+        j = 2
         while keep:
-            with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
-                next(r)
-            assert fr.slot_state(0) == READING
+            j = stream_past_held_slot(fr, r, j, keep)
             keep.pop()
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j
 
 
 def test_views_kept_past_release_do_not_hold_the_next_batch_of_the_slot(memfd):
@@ -236,13 +319,13 @@ def test_release_and_with_and_out_of_order(memfd):
             assert value(b2) == 2
         assert fr.slot_state(2) == free(1) and b2.released
         assert value(b0) == 0
-        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0"):
-            next(r)
+        # batch 0 still held: batches 3 and 4 go to the slots released first, 1 and 2 (PROTOCOL.md 3.1)
+        assert fr.grant(3) == (1, 1) and fr.grant(4) == (2, 1)
+        fr.publish(3)
+        assert value(next(r)) == 3 and fr.slot_state(0) == READING and value(b0) == 0
         del b0
-        publish_when_free(fr, 3)
-        assert value(next(r)) == 3
         fr.publish(4)
-        fr.publish(5)
+        publish_when_free(fr, 5)
         assert [value(next(r)) for _ in range(2)] == [4, 5]
         assert r.stats()["batches"] == 6
 
@@ -309,10 +392,10 @@ def test_batches_are_writable_and_writes_stay_in_their_batch(memfd, framework):
         assert value(b) == 0 and float(b["x"][1, 0]) == -0.5 and float(b["x"][0, 0]) == 0
         b1 = next(r)
         assert value(b1) == 1 and float(b1["x"][1, 0]) == 1  # the other slot: untouched
-        with pytest.raises(SlotsHeldError, match="needs slot 0, which holds batch 0") as ei:
+        with pytest.raises(SlotsHeldError, match="next batch .2. has no slot") as ei:
             next(r)  # the written batch is still held: its slot is not reused
         # the message names the batches held and the lines that took them
-        assert (f"2 of 2 slots hold batches that are still referenced (batch 0 (slot 0, taken at "
+        assert (f"all 2 slots hold batches that are still referenced (batch 0 (slot 0, taken at "
                 f"test_leases.py:{line}), batch 1 (slot 1, taken at test_leases.py:{line + 10}))") in str(ei.value)
         assert fr.slot_state(0) == READING
         kept = b["y"]
@@ -336,12 +419,12 @@ def test_torch_views_and_numpy_arrays_of_them_hold_the_slot(memfd):
         del v
         assert value(next(r)) == 1
         assert fr.slot_state(0) == READING
-        with pytest.raises(SlotsHeldError, match="needs slot 0"):
-            next(r)
+        j = stream_past_held_slot(fr, r, 2, [n])
         assert int(n[0, 0]) == 0
         del n
-        publish_when_free(fr, 2)
-        assert value(next(r)) == 2
+        publish_when_free(fr, j)
+        assert value(next(r)) == j
+        assert fr.get("batches_read") == j
 
 
 # ---- fork ----

@@ -247,6 +247,12 @@ def test_refusals_name_the_fault() -> None:
         other = synthetic_config({"x": ((4,), "int64")}, size=2)
         with pytest.raises(gobatch.ConfigError, match="rank 1's configuration is not the node loader's"):
             gobatch.Loader(other, rank=1, world_size=4, node=True, local_world_size=2, node_rank=0)
+        # The same file with other batch options would make another stream: refused, not
+        # silently served the node loader's.
+        with pytest.raises(gobatch.ConfigError, match=r"rank 1's batch options \[--seed 7\] are not the node loader's \[\]"):
+            gobatch.Loader(cfg, rank=1, world_size=4, node=True, local_world_size=2, node_rank=0, seed=7)
+        with pytest.raises(gobatch.ConfigError, match=r'rank 1.s data root "elsewhere" is not the node loader.s ""'):
+            gobatch.Loader(cfg, rank=1, world_size=4, node=True, local_world_size=2, node_rank=0, data_root="elsewhere")
         with pytest.raises(gobatch.ConfigError, match=r"rank 2 is not on this node: .* serves ranks 0 \.\. 1 of 4"):
             gobatch.Loader(cfg, rank=2, world_size=4, node=True, local_world_size=2, node_rank=0)
         with pytest.raises(gobatch.LoaderError, match="rank 0 is already served to pid"):

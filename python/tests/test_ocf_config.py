@@ -314,6 +314,11 @@ GOBATCH_REFUSES = {
                      "no-satellite.yaml:4: input_data.satellite: missing; gobatch centres its examples"),
     "two-zarr-paths": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),
                        "two-zarr-paths.yaml:26: input_data.satellite.zarr_path: 2 paths; gobatch reads one store per source"),
+    # ocf-data-sampler's NWP selection fails on every sample with a list or a zero timedelta.
+    "nwp-dropout-list": (append_to(16, "      dropout_timedeltas_minutes: [-180]\n      dropout_fraction: [1.0]"),
+                         "nwp-dropout-list.yaml:18: input_data.nwp.ukv.dropout_fraction: a list; an NWP takes one number"),
+    "nwp-dropout-zero": (append_to(16, "      dropout_timedeltas_minutes: [0, -60]\n      dropout_fraction: 0.5"),
+                         "nwp-dropout-zero.yaml:17: input_data.nwp.ukv.dropout_timedeltas_minutes: 0; an NWP's timedeltas must be negative"),
 }
 
 
@@ -371,9 +376,10 @@ def test_loader_and_plan_take_the_yaml_with_keywords(root: Path, monkeypatch: py
         for epoch in range(2):  # the second epoch is a new child: the keywords must carry over
             n = 0
             for batch in loader:
-                assert batch["satellite"].shape == (3, 7, 2, 8, 10)  # (B, T, C, H, W): -30..0 at 5 minutes
-                assert batch["ukv"].shape == (3, 4, 3, 4, 6)  # (B, steps -60..120 hourly, C, H, W)
-                assert batch["generation"].shape == (3, 7, 1)
+                # ocf-data-sampler's batch layout (test_ocf_layout.py): (B, T, C, W, H)
+                assert batch["satellite_actual"].shape == (3, 7, 2, 10, 8)  # -30..0 at 5 minutes
+                assert batch["nwp"]["ukv"]["nwp"].shape == (3, 4, 3, 6, 4)  # steps -60..120 hourly
+                assert batch["generation"].shape == (3, 7)
                 assert set(np.asarray(batch["location_id"]).tolist()) <= {1, 2, 3}
                 n += 1
             assert n == len(loader), f"epoch {epoch}: {n} batches, len {len(loader)}"

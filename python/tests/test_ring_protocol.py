@@ -278,7 +278,8 @@ def test_header_written_late_is_waited_for(memfd):
 BAD_HEADERS = [
     ({"magic": 0x4141414141414141}, "not a gobatch segment: magic 0x4141414141414141"),
     # Layout 1: the fixed job counters of builds before the counter table (PROTOCOL.md 2.5a).
-    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 2"),
+    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 3"),
+    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 3"),
     ({"header_bytes": 8192}, "header_bytes 8192, this build reads 16384"),
     ({"slot_header_bytes": 64}, "slot_header_bytes 64, this build reads 128"),
     ({"endian_check": 0x04030201}, "endian_check 0x04030201, this build reads 0x01020304"),

@@ -1,7 +1,8 @@
-"""Release wakes of the C consumer (PROTOCOL.md 3.3 step 4, 3.4): a producer sleeping on a slot
-that the consumer releases is woken at once unless the ring is half a ring ahead, then once the
-read-ahead falls below half a ring, before the consumer waits, or at close, never later. The
-producer is FakeRing.sleep_on in a thread: a real FUTEX_WAIT on the slot's word."""
+"""Release wakes of the C consumer (PROTOCOL.md 3.3 step 4, 3.4): a producer sleeping on the
+grant word of the position that a release grants a slot to is woken at once unless the ring is
+half a ring ahead, then once the read-ahead falls below half a ring, before the consumer waits, or
+at close, never later. The producer is FakeRing.sleep_on in a thread: a real FUTEX_WAIT on the
+position's grant word. The first release (of slot 0, batch 0) grants batch SLOTS, position 0."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SLEEP_S = 20.0  # the sleeper's own timeout: far beyond every bound below
 
 
 class Sleeper:
-    """A thread asleep on one slot's state word; ``result`` is sleep_on's answer once it returned."""
+    """A thread asleep on one position's grant word; ``result`` is sleep_on's answer once it returned."""
 
     def __init__(self, fr: FakeRing, slot: int) -> None:
         self.result: List[str] = []
@@ -37,7 +38,7 @@ class Sleeper:
 
     def _run(self, fr: FakeRing, slot: int) -> None:
         self.tid = threading.get_native_id()
-        self.result.append(fr.sleep_on(slot, SLEEP_S))
+        self.result.append(fr.sleep_on(slot, SLEEP_S, grant=True))
         self.woke_at = time.monotonic()
 
     def _asleep(self) -> bool:
@@ -67,8 +68,9 @@ def test_release_wakes_at_once_when_the_ring_is_not_half_ahead(memfd):
         b = next(r)
         sleeper = Sleeper(fr, 0)
         del b
-        next(r)  # gives slot 0 back: batch 1 + 4 is not READY, so it wakes at once
+        next(r)  # gives slot 0 back to batch 8: batch 1 + 4 is not READY, so it wakes at once
         assert sleeper.woken_within(2.0), sleeper.result
+        assert fr.grant(SLOTS) == (0, 1)
 
 
 def test_release_wake_waits_while_half_a_ring_is_ready_and_comes_once_it_is_not(memfd):
@@ -79,7 +81,7 @@ def test_release_wake_waits_while_half_a_ring_is_ready_and_comes_once_it_is_not(
         del b
         b = next(r)  # gives slot 0 back while batches 1 .. 7 are READY: the wake is deferred
         assert not sleeper.woken_within(0.3) and sleeper.result == []
-        assert fr.slot_state(0) == 1 << 2  # FREE(lap 1) all the same
+        assert fr.slot_state(0) == 1 << 2 and fr.grant(SLOTS) == (0, 1)  # FREE(lap 1), granted, all the same
         b = next(r)  # batch 2: batch 6 READY, still deferred
         b = next(r)  # batch 3: batch 7 READY, still deferred
         assert sleeper.result == []

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""gobatch on an ocf-data-sampler YAML against ocf-data-sampler's PVNetDataset (issue 18, Figures).
+
+The same stores and the same YAML (python/tests/ocf_stores.py: a geostationary satellite, a
+UKV NWP with an accumulated channel and NWP dropout, generation for ``--sites`` sites, the sun,
+the datetime features and a t0 embedding), in one run:
+
+- ``gobatch``: ``gobatch.Loader(yaml, batch_size=B, order="epochs", framework="torch")``, the
+  one-line switch of examples/pvnet_train.py, epoch after epoch;
+- ``ocf wN``: ``PVNetDataset(yaml)`` through the DataLoader PVNet trains with
+  (``pvnet.datamodule.PVNetDataModule.train_dataloader``: shuffle, drop_last, PVNet's collate
+  function, ``spawn`` workers), ``N`` = 0 and 2 workers, epoch after epoch. The workers are
+  persistent (PVNetDataModule's ``persistent_workers=True``): this run's epochs are a few
+  batches long, and restarting the workers for each would measure their start, which a real
+  epoch's length hides.
+
+Two cases: the data in gobatch's cache (its default budget, 1024 MB), and a cache of a fifth
+of the satellite (``cache_mb``, at least gobatch's minimum of 16 MB). ocf-data-sampler has no cache of its own; it reads the same files in
+both cases, which stay in the page cache. For each loader: batches/s over the timed part, the
+first batch (loader made and the first batch received; the files are in the page cache and
+torch is imported: warm), and the peak RSS summed over the trainer and all its child processes
+(shmloader, DataLoader workers). The table gives gobatch's batches/s over the best ocf
+loader's.
+
+Usage::
+
+    python benchmarks/ocf_bench.py [--quick] [--hours 24] [--pixels 256] [--sites 24] [--batch-size 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from baselines import MB, REPO, Result, measure  # noqa: E402
+
+sys.path.insert(0, str(REPO / "python" / "tests"))
+from ocf_stores import write_pvnet_stores  # noqa: E402
+
+
+class Endless:
+    """Batches of ``epoch()`` after ``epoch()`` (a DataLoader or a Loader ends with its epoch;
+    a training run goes on to the next one); ``close`` closes the Loader, if any."""
+
+    def __init__(self, epoch: Callable[[], Any], loader: Any = None) -> None:
+        self._epoch, self._loader = epoch, loader
+
+    def __iter__(self) -> Iterator[Any]:
+        for _ in itertools.count():
+            yield from self._epoch()
+
+    def close(self) -> None:
+        if self._loader is not None:
+            self._loader.close()
+
+
+def gobatch_loader(config: str, batch_size: int, cache_mb: int | None) -> Endless:
+    import gobatch
+
+    loader = gobatch.Loader(config, batch_size=batch_size, order="epochs", framework="torch", cache_mb=cache_mb)
+    return Endless(lambda: loader, loader)
+
+
+def ocf_loader(config: str, batch_size: int, workers: int) -> Endless:
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+    from pvnet.datamodule import PVNetDataModule
+
+    dm = PVNetDataModule(config, train_periods=[(None, None)], val_periods=[(None, None)], batch_size=batch_size,
+                         num_workers=workers, persistent_workers=workers > 0)
+    dm.train_dataset = PVNetDataset(config)  # what dm.setup("fit") builds for training
+    loader = dm.train_dataloader()  # one DataLoader for every epoch, as Lightning holds it
+    return Endless(lambda: loader)
+
+
+def row(r: Result, best: float | None) -> str:
+    ratio = f"{r.batches_per_s / best:6.1f}x" if best else "      "
+    return (f"  {r.name:<22} {r.batches_per_s:9.2f} {ratio} {r.first_batch_s:9.2f} {r.peak_rss / MB:9.0f} "
+            f"{r.batches:6d} {r.seconds:6.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small stores, short runs")
+    ap.add_argument("--hours", type=float, default=24.0, help="hours of data in every store")
+    ap.add_argument("--pixels", type=int, default=256, help="satellite width and height in pixels")
+    ap.add_argument("--sites", type=int, default=24, help="generation sites (locations)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=20.0, help="timed part of each ocf loader")
+    ap.add_argument("--gobatch-seconds", type=float, default=8.0, help="timed part of each gobatch run")
+    ap.add_argument("--data", help="directory for the stores (default: a temporary one)")
+    args = ap.parse_args()
+    if args.quick:
+        args.hours, args.pixels, args.sites, args.seconds, args.gobatch_seconds = 12.0, 256, 12, 8.0, 4.0
+
+    with tempfile.TemporaryDirectory(prefix="ocf-bench-") as tmp:
+        root = Path(args.data) if args.data else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        config = str(write_pvnet_stores(root, hours=args.hours, satellite_pixels=(args.pixels, args.pixels),
+                                        n_sites=args.sites))
+        sat_mb = 2 * int(args.hours * 12) * args.pixels ** 2 * 4 / MB
+        small_cache = max(int(sat_mb / 5), 16)
+        os.chdir(root)  # the YAML's zarr_paths are relative, as ocf-data-sampler resolves them
+        from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+
+        pairs = len(PVNetDataset(config))
+        print(f"stores: {args.hours:g} h, satellite {args.pixels}x{args.pixels} px x 2 channels at 5 min "
+              f"({sat_mb:.0f} MB float32), {args.sites} sites; {pairs} (t0, location) pairs in ocf-data-sampler, "
+              f"batch size {args.batch_size}; written in {time.perf_counter() - t:.0f} s")
+        print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+
+        results: dict[str, list[Result]] = {
+            "in cache": [], f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": []}
+        for case, cache_mb in zip(results, (None, small_cache)):
+            out = results[case]
+            out.append(measure("gobatch", lambda: gobatch_loader(config, args.batch_size, cache_mb),
+                               max_batches=100000, max_seconds=args.gobatch_seconds, close=lambda l: l.close()))
+            print(f"{case}:{row(out[-1], None)}", flush=True)
+            for workers in (0, 2):
+                out.append(measure(f"ocf w{workers} (PVNetDataset)", lambda: ocf_loader(config, args.batch_size, workers),
+                                   max_batches=100000, max_seconds=args.seconds, warmup=1))
+                print(f"{case}:{row(out[-1], None)}", flush=True)
+
+        print(f"\n  {'loader':<22} {'batch/s':>9} {'vs ocf':>7} {'first s':>9} {'RSS MB':>9} {'n':>6} {'s':>6}")
+        for case, out in results.items():
+            best = max(r.batches_per_s for r in out if r.name.startswith("ocf"))
+            print(f"{case}:")
+            for r in out:
+                print(row(r, best if r.name == "gobatch" else None))
+        print(f"\nload average at end: {os.getloadavg()[0]:.1f}. RSS: peak of the sum over the trainer process and "
+              "all its children (shmloader, DataLoader workers); the ring's shared memory is counted in each "
+              "process that maps it.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
