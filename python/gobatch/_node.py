@@ -43,7 +43,7 @@ from ._child import Child, Command
 from ._own import Restarts
 from ._ranks import env_int
 from ._ring import Ring, process_state, producer_states
-from ._supervise import Supervisor
+from ._supervise import DeathWatch, Supervisor
 from .errors import ConfigError, LoaderError, RingError
 
 __all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "UNSUPERVISED"]
@@ -468,6 +468,8 @@ class NodeRings:
         self._ring_fd = -1  # the open ring's memfd, kept to hand to a restarted node loader
         self._ring: "Optional[weakref.ref[Ring]]" = None
         self._epoch: Optional[int] = None
+        self._watch: Optional[DeathWatch] = None  # wakes the consumer when the node loader dies
+        self._base = 0  # the open ring's control mapping (gb_base), for the watch's wakes
 
     @property
     def pid(self) -> Optional[int]:
@@ -519,6 +521,20 @@ class NodeRings:
         self.supervisor = Supervisor(restarts=r.restarts, window_s=r.window_s, backoff_s=r.backoff_s,
                                      start_timeout=self._start_timeout, slots=ring.slots, spawn=self._rejoin,
                                      mm=self._mapping, batch_name=batch_name)
+        self._base = int(_lib.lib().gb_base(ring._ptr) or 0)
+        self._watch_server()
+
+    def _watch_server(self) -> None:
+        """Watches the node loader of the session (its death wakes this rank's consumer)."""
+        self._unwatch()
+        pid = self.session.server_pid if self.session is not None else None
+        if pid is not None and self.supervisor is not None:
+            self._watch = DeathWatch.for_ring(pid, self._base, self.supervisor.slots)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def _mapping(self) -> Optional[mmap.mmap]:
         ring = self._ring() if self._ring is not None else None
@@ -542,14 +558,17 @@ class NodeRings:
         assert sup is not None and session is not None
         how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else "died"
         cause = f"the node loader pid {pid} (socket {self._spec.socket}) {how}"
+        self._unwatch()
         try:
             sup.restart(pid, code, cause=cause)
         except LoaderError as e:
             raise LoaderError(f"rank {self._spec.rank}: {e.message}", stderr=session.stderr_tail(),
                               exit_code=e.exit_code) from None
+        self._watch_server()
 
     def stop(self) -> None:
         """After a ring's close: the session stays for the next ring."""
+        self._unwatch()
         self.supervisor = None
         self._ring = None
         if self._ring_fd >= 0:
