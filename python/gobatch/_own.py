@@ -171,6 +171,7 @@ class OwnChild:
             spawn=lambda: self._spawn(self._ring_fd, join=True), mm=self._mapping, batch_name=batch_name)
         self._base = int(_lib.lib().gb_base(ring._ptr) or 0)
         assert self.child is not None and self.child.pid is not None
+        self._unwatch()
         self._watch = DeathWatch.for_ring(self.child.pid, self._base, ring.slots)
 
     def _unwatch(self) -> None:

@@ -90,7 +90,9 @@ def _signal_name(code: int) -> str:
 class Supervisor:
     """Decides about a dead child and restarts it. ``spawn()`` starts a joining child and
     returns its pid; ``mm()`` is the ring's mapping (None once closed); ``batch_name(j)`` words
-    relative batch ``j`` for messages (its stream index, and global index with ranks)."""
+    relative batch ``j`` for messages (its stream index, and global index with ranks);
+    ``previous`` is the supervisor of the same producer before this ring, whose restarts count
+    against this one's budget; ``then`` says in the warning what the restarted one does."""
 
     def __init__(
         self,
@@ -103,6 +105,8 @@ class Supervisor:
         spawn: Callable[[], int],
         mm: Callable[[], Optional[Sequence[int]]],
         batch_name: Callable[[int], str],
+        previous: Optional["Supervisor"] = None,
+        then: str = "which takes its batches over",
     ) -> None:
         self._restarts = restarts
         self._window_s = window_s
@@ -112,12 +116,17 @@ class Supervisor:
         self._spawn = spawn
         self._mm = mm
         self._batch_name = batch_name
+        self._then = then  # what the restarted one does, for the warning
         self._times: Deque[float] = deque()  # monotonic times of recent restarts
         self._last_held: Set[int] = set()  # batches the previous dead child held
         self._last_pid: Optional[int] = None
         self._started_at: Optional[float] = None  # when the running child was restarted
         self.restart_count = 0  # restarts over the loader's life
         self.recovery_s: List[float] = []  # death seen -> replacement started, per restart
+        if previous is not None:  # the same process's restarts so far (before its ring was open) count
+            self._times = deque(previous._times)
+            self.restart_count = previous.restart_count
+            self.recovery_s = list(previous.recovery_s)
 
     @staticmethod
     def restartable(code: Optional[int]) -> bool:
@@ -172,7 +181,7 @@ class Supervisor:
         self.restart_count += 1
         self.recovery_s.append(time.monotonic() - t_seen)
         msg = (f"{cause}{holding}; restarted it as pid {new_pid} (restart {len(self._times)} of "
-               f"{self._restarts} within {self._window_s:g} s), which takes its batches over")
+               f"{self._restarts} within {self._window_s:g} s), {self._then}")
         _log.warning(msg)
         _caller.warn(msg)  # at the trainer's line whose next() found the death
         return new_pid
