@@ -45,6 +45,9 @@ from synthetic import check_batch, config, python_env, wait_for
 pytestmark = pytest.mark.timeout(max(600, 15 * REPS))  # a trial takes a few seconds
 
 RECOVER_S = 1.0
+# The longer variants run under `make faults` (which sets GOBATCH_FAULT_REPS) only, to keep
+# `make test` short.
+FAULTS_ONLY = pytest.mark.skipif("GOBATCH_FAULT_REPS" not in os.environ, reason="make faults only")
 BATCHES = 300  # per rank
 _tally: Dict[str, List[Tuple[float, float]]] = {}
 
@@ -179,7 +182,7 @@ def test_node_loader_killed_at_random_points(shm, monkeypatch, world):
         _record(f"node loader killed at a random point, {world} ranks", replaced, gap)
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=FAULTS_ONLY)])
 @pytest.mark.parametrize("state", ["slot-claimed", "slot-writing", "slot-filled", "slot-ready"])
 def test_node_loader_dies_at_each_state(shm, monkeypatch, tmp_path, state, world):
     """At the state's (slots * world + 1)-th pass: the rings hold at most slots * world batches
@@ -363,7 +366,7 @@ def _serves_of(env_mark: str) -> List[int]:
     return out
 
 
-@pytest.mark.parametrize("on_rank_death", ["stop", "continue"])
+@pytest.mark.parametrize("on_rank_death", ["stop", pytest.param("continue", marks=FAULTS_ONLY)])
 def test_rank_dies_while_node_loader_is_down(shm, on_rank_death):
     """kill -9 of the node loader, then at once of rank 1 (before anything could restart the
     node loader or rejoin it): no process of the new node loader ever hears of rank 1, so under
