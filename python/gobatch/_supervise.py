@@ -220,6 +220,7 @@ class DeathWatch:
         self.pid = pid
         self.died_at: Optional[float] = None  # monotonic time the death was seen
         self._words = list(words)
+        self._owner = os.getpid()  # a forked child's copy must not stop the parent's watch
         self._stop_r, self._stop_w = os.pipe()
         try:
             self._pidfd = os.pidfd_open(pid)
@@ -257,7 +258,7 @@ class DeathWatch:
 
     def stop(self) -> None:
         """Ends the watch (and its wakes) and waits for its thread."""
-        if self._stop_w < 0:
+        if self._stop_w < 0 or os.getpid() != self._owner:
             return
         os.write(self._stop_w, b"x")
         if self._thread is not threading.current_thread():
