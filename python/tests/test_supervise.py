@@ -102,3 +102,19 @@ def test_restarted_child_is_watched(shm: Any, monkeypatch: pytest.MonkeyPatch) -
         assert woken, "the consumer was not woken for the death"
         assert L.pid not in (None, first) and L._producer._watch.pid == L.pid
         assert L._supervisor is not None and L._supervisor.restart_count == 1
+
+
+def test_restarts_before_the_ring_count_against_its_budget() -> None:
+    """A node loader restarted while a rank asked for its ring (``previous``) spends the budget
+    of the ring's supervisor too."""
+    spawned: List[float] = []
+    opening = Supervisor(restarts=1, window_s=600.0, backoff_s=0.0, start_timeout=5.0, slots=0,
+                         spawn=lambda: 7, mm=lambda: None, batch_name=str, then="which is asked for the ring again")
+    with pytest.warns(gobatch.GobatchWarning, match=r"restarted it as pid 7 \(restart 1 of 1 within 600 s\), "
+                      "which is asked for the ring again"):
+        opening.restart(101, -signal.SIGKILL)
+    ring = Supervisor(restarts=1, window_s=600.0, backoff_s=0.0, start_timeout=5.0, slots=4,
+                      spawn=lambda: 8, mm=lambda: None, batch_name=str, previous=opening)
+    assert ring.restart_count == 1
+    with pytest.raises(gobatch.LoaderError, match=r"restarted 1 times within 600 s \(restarts=1\)"):
+        ring.restart(7, -signal.SIGKILL)
