@@ -631,6 +631,8 @@ class NodeRings:
         self._watch_server()
 
     def _restart_with(self, sup: Supervisor, pid: int, code: Optional[int]) -> None:
+        """Restarts the dead node loader ``pid`` through ``sup`` (the ring's, or the opening's),
+        or raises its error naming this rank."""
         session = self.session
         assert session is not None
         how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else "died"
