@@ -166,7 +166,7 @@ def _kill_or_wait(pid: int, kill_after: Optional[float]) -> float:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
                     return time.monotonic()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped (between the open and the read)
             return time.monotonic()
         time.sleep(0.0005)
     raise AssertionError("the node loader never died at its failpoint")
