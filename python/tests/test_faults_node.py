@@ -94,6 +94,7 @@ def _trial(world: int, kill_after: Optional[float], shmloader: Optional[str] = N
     os.environ["TORCHELASTIC_RUN_ID"] = f"faults-{uuid.uuid4().hex[:12]}"  # a node loader of this trial's own
     cfg = _cfg()
     loaders: Dict[int, gobatch.Loader] = {}
+    served: Dict[int, Optional[int]] = {}  # each rank's node loader at its open
     times: Dict[int, List[float]] = {}
     errors: Dict[int, BaseException] = {}
     recovery: Dict[int, List[float]] = {}
@@ -106,6 +107,7 @@ def _trial(world: int, kill_after: Optional[float], shmloader: Optional[str] = N
             with gobatch.Loader(cfg, rank=r, world_size=world, node=True, local_world_size=world, node_rank=0,
                                 shmloader=shmloader, env=env, start_timeout=30) as L:
                 loaders[r] = L
+                served[r] = L.pid  # before the barrier: a failpoint may fire as soon as it is passed
                 opened.wait(30)
                 times[r] = []
                 for k, b in enumerate(L):
@@ -130,9 +132,10 @@ def _trial(world: int, kill_after: Optional[float], shmloader: Optional[str] = N
             for t in threads:
                 t.join(30)
             raise AssertionError(f"a rank failed to open its ring: {errors}") from None
-        first = loaders[0].pid
-        assert first is not None and all(L.pid == first for L in loaders.values())
-        t_death = _kill_or_wait(first, kill_after)
+        released = time.monotonic()
+        first = served[0]
+        assert first is not None and all(pid == first for pid in served.values()), served
+        t_death = _kill_or_wait(first, kill_after, released)
         for t in threads:
             t.join(120)
         assert not errors, errors
@@ -153,21 +156,25 @@ def _trial(world: int, kill_after: Optional[float], shmloader: Optional[str] = N
     return replaced, gap
 
 
-def _kill_or_wait(pid: int, kill_after: Optional[float]) -> float:
-    """Kills the node loader after kill_after seconds (or waits for its failpoint to), and
-    returns when it died."""
+def _kill_or_wait(pid: int, kill_after: Optional[float], since: float) -> float:
+    """Kills the node loader after kill_after seconds, or waits for its failpoint to; returns
+    when it died (for a failpoint, the last time it was seen alive, from ``since``, when the
+    ranks were let go: an upper bound on every wait measured from it)."""
     if kill_after is not None:
         time.sleep(kill_after)
         os.kill(pid, signal.SIGKILL)
         return time.monotonic()
+    alive = since
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        now = time.monotonic()
         try:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return time.monotonic()
+                    return alive
         except (FileNotFoundError, ProcessLookupError):  # reaped (between the open and the read)
-            return time.monotonic()
+            return alive
+        alive = now
         time.sleep(0.0005)
     raise AssertionError("the node loader never died at its failpoint")
 
