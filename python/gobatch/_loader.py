@@ -75,9 +75,9 @@ class Loader:
     loader, and a child that fails makes the next batch request raise :class:`LoaderError` with
     the child's message and stderr tail; that error is sticky (every later request raises it
     too). A child killed by a signal (kill -9, the OOM killer, a crash) is restarted instead, at
-    most ``restarts`` times within ``restart_window_s`` seconds, after ``restart_backoff_s``
-    doubled for each recent restart: the new child joins the same ring (``shmloader run --join
-    --memfd FD``), takes over the batches the dead one held and carries on at the ring's
+    most ``restarts`` times within ``restart_window_s`` seconds, the first of a window at once
+    and each further one after ``restart_backoff_s``, doubled for each: the new child joins the
+    same ring (``shmloader run --join --memfd FD``), takes over the batches the dead one held and carries on at the ring's
     position, so iteration sees every batch once, in order, unchanged (each batch is a pure
     function of its index; docs/PROTOCOL.md 3.7). Each restart is reported as a
     :class:`GobatchWarning` and a ``gobatch`` log record naming the cause and the batches the dead
@@ -134,8 +134,8 @@ class Loader:
         restarts: restarts of a child killed by a signal allowed within ``restart_window_s``
             (default 2; 0 turns supervision off: the death ends the stream).
         restart_window_s: the window, in seconds, that ``restarts`` counts in (default 600).
-        restart_backoff_s: seconds before the first restart of a window, doubled for each
-            further one (default 0.05).
+        restart_backoff_s: seconds before the second restart of a window, doubled for each
+            further one; the first is immediate (default 0.05).
         pin_memory: register the ring's memory with CUDA as page-locked (``cudaHostRegister``
             through torch), so that ``.to(device, non_blocking=True)`` of a batch is an
             asynchronous DMA from its slot; hold the batch until the copy is done
