@@ -328,10 +328,10 @@ class Loader:
         return self._ring.closed
 
     def stats(self) -> Dict[str, Any]:
-        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children
-        restarted after a kill over the loader's life (0 in node mode)."""
+        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children (in
+        node mode, the node loaders this rank restarted) restarted after a kill over the loader's life."""
         stats = self._ring.stats()
-        stats["restarts"] = getattr(self._producer, "restart_count", 0)
+        stats["restarts"] = self._producer.restart_count
         return stats
 
     def release(self) -> None:

@@ -490,6 +490,13 @@ class NodeRings:
         self._epoch: Optional[int] = None
         self._watch: Optional[DeathWatch] = None  # wakes the consumer when the node loader dies
         self._base = 0  # the open ring's control mapping (gb_base), for the watch's wakes
+        self._restarts_before = 0  # node loaders restarted while earlier rings were open
+
+    @property
+    def restart_count(self) -> int:
+        """Node loaders this rank restarted after a kill, over the Loader's life (``stats()["restarts"]``)."""
+        sup = self.supervisor
+        return self._restarts_before + (sup.restart_count if sup is not None else 0)
 
     @property
     def pid(self) -> Optional[int]:
@@ -649,6 +656,7 @@ class NodeRings:
     def stop(self) -> None:
         """After a ring's close: the session stays for the next ring."""
         self._unwatch()
+        self._restarts_before = self.restart_count
         self.supervisor = None
         self._ring = None
         if self._ring_fd >= 0:

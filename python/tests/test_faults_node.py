@@ -297,6 +297,7 @@ def test_node_loader_restart_budget(shm, monkeypatch):
                 k += 1
         second = L.pid
         assert second not in (None, first)
+        assert L.stats()["restarts"] == 1
         os.kill(second, signal.SIGKILL)
         with pytest.raises(gobatch.LoaderError, match=rf"the node loader pid {second} \(socket [^)]+\) was killed by "
                            r"SIGKILL.*restarted 1 times within 600 s \(restarts=1\), so it is not restarted again"):
