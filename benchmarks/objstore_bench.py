@@ -37,6 +37,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import urllib.request
@@ -103,6 +104,20 @@ def run_one(name: str, cfg: dict[str, Any], data_root: str, env: dict[str, str],
         os.environ.pop(k, None)
     before = proxy_stats(proxy_url) if proxy_url else None
     stats: dict[str, Any] = {}
+    # The proxy's requests in flight over time, sampled every 0.2 s from the Loader's start.
+    samples: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        t0 = time.monotonic()
+        while not stop.wait(0.2):
+            try:
+                samples.append((time.monotonic() - t0, int(proxy_stats(proxy_url)["InFlight"])))
+            except (OSError, KeyError, ValueError):
+                pass
+    sampler = threading.Thread(target=sample, daemon=True) if proxy_url else None
+    if sampler is not None:
+        sampler.start()
 
     def close(loader: Any) -> None:
         try:
@@ -114,6 +129,9 @@ def run_one(name: str, cfg: dict[str, Any], data_root: str, env: dict[str, str],
         r = measure(name, lambda: gobatch.Loader(cfg, framework="numpy", data_root=data_root, readers=args.readers),
                     args.batches, args.seconds, close=close)
     finally:
+        stop.set()
+        if sampler is not None:
+            sampler.join()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -125,6 +143,13 @@ def run_one(name: str, cfg: dict[str, Any], data_root: str, env: dict[str, str],
         delivered = r.batches + 3  # the first batch and two warm-up batches come before the phase
         out.update(requests=after["Requests"] - before["Requests"], bytes=after["Bytes"] - before["Bytes"],
                    max_in_flight=after["MaxInFlight"], delivered_batches=delivered)
+        if samples:
+            counts = sorted(n for _, n in samples)
+            by_second: dict[int, list[int]] = {}
+            for t, n in samples:
+                by_second.setdefault(int(t), []).append(n)
+            out.update(in_flight_median=statistics.median(counts), in_flight_p90=counts[int(0.9 * (len(counts) - 1))],
+                       in_flight_by_second=[round(statistics.mean(v), 1) for _, v in sorted(by_second.items())])
     return out
 
 
@@ -146,16 +171,19 @@ def summarise(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, An
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
     out = ["| method | batches/s | x local disk | first batch s | CPU s/batch | requests/batch | "
-           "fetched / delivered bytes | most in flight | cache hit rate | rounds batches/s |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "fetched / delivered bytes | most in flight | in flight over time, median / p90 | cache hit rate | "
+           "rounds batches/s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for name, d in rows.items():
         r = d["result"]
         n = d.get("delivered_batches")
         req = f"{d['requests'] / n:.1f}" if n else ""
         ratio = f"{d['bytes'] / (n * r['batch_bytes']):.3f}" if n and r["batch_bytes"] else ""
         hit = d.get("cache_hit_rate")
+        over_time = f"{d['in_flight_median']:g} / {d['in_flight_p90']}" if "in_flight_median" in d else ""
         out.append(f"| {name} | {r['batches_per_s']:.2f} | {d['ratio']:.2f} | {d['first']:.2f} | "
                    f"{r['cpu_s_per_batch']:.3f} | {req} | {ratio} | {d.get('max_in_flight', '')} | "
+                   f"{over_time} | "
                    f"{'' if hit is None else format(hit, '.2f')} | {d['rounds']} |")
     return "\n".join(out)
 
@@ -217,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                 r = d["result"]
                 print(f"    {r['batches_per_s']:.2f} batches/s, first batch {r['first_batch_s']:.2f} s"
                       + (f", {d['requests']} requests for {d['delivered_batches']} batches, at most "
-                         f"{d['max_in_flight']} in flight" if purl else ""), flush=True)
+                         f"{d['max_in_flight']} in flight" if purl else "")
+                      + (f"; in flight by second from the start (mean of 0.2 s samples): "
+                         f"{' '.join(format(v, 'g') for v in d['in_flight_by_second'])}"
+                         if d.get("in_flight_by_second") else ""), flush=True)
     rows = summarise(rounds)
     s3row = rows["S3 loopback"]
     via = rows["S3 loopback via proxy, 0 ms"]

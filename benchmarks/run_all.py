@@ -84,6 +84,33 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "one built from 19cc3da (main before it: a new child, an empty cache, for every epoch), "
         "builds alternated round by round; batches/s and GB/s of each epoch.",
     ),
+    "epochs-stream": (
+        "Epochs against the stream at the same cache (issue 19), nowcast-ref 8 days",
+        [PY, "benchmarks/epochs_stream_bench.py", "--days", "8", "--data", "data/nowcast-large", "--segment-steps", "48"],
+        [PY, "benchmarks/epochs_stream_bench.py", "--quick"],
+        "presets/nowcast.toml at cache_mb 512 and 1024 (the data about 7x and 3.5x the cache), readers 2: "
+        "a whole epoch (order = \"epochs\", the block shuffle) against as many batches of the stream's "
+        "locality sampling, orders alternated, and an epoch with 48-step segments; batches/s, chunk misses and segments per batch, "
+        "Spearman(position, t0) from the batches' t0 (issue 19 asks for >= 0.8x and |rho| < 0.2).",
+    ),
+    "wholefield": (
+        "Whole-field decode-bound batches (issue 19): gobatch against a loop that only decodes",
+        [PY, "benchmarks/wholefield_bench.py"],
+        [PY, "benchmarks/wholefield_bench.py", "--quick"],
+        "361 x 720 float32 fields, zstd, 8 fields per chunk and 1 field per chunk, batches of 32 whole "
+        "examples with order = \"epochs\": delivered MB/s and CPU per GB of each epoch against "
+        "`shmloader read --bench` decoding the same chunks on every core (and numcodecs' C zstd), "
+        "alternated in one run (issue 19 asks for >= 0.8x).",
+    ),
+    "archive": (
+        "A simulated archive (issue 19): a year of 5-minute steps x 300 sites, planned and opened",
+        [PY, "benchmarks/archive_bench.py"],
+        [PY, "benchmarks/archive_bench.py", "--quick"],
+        "tools/gen_archive.py's metadata-only stores (a few real chunks, the rest the fill value): "
+        "`shmloader plan` seconds and peak RSS, a Loader's first batch and its child's peak RSS, "
+        "site- and pixel-anchored epochs, against the same over one day (issue 19 asks for "
+        "start-up <= 2 s and <= 200 MB of tables).",
+    ),
     "objstore": (
         "Object storage against local disk (nowcast-ref larger than the cache)",
         [PY, "benchmarks/objstore_bench.py", "--days", "8", "--data", "data/nowcast-large"],

@@ -63,7 +63,10 @@
 //	rules                           anchor only: "gobatch" (default) or "ocf": the job follows
 //	                                ocf-data-sampler 1.0.24's rules where they differ from
 //	                                gobatch's (set by the translation of an ocf YAML file;
-//	                                docs/OCF.md)
+//	                                docs/OCF.md): crops around each site in every source's
+//	                                own system, sites no crop holds left out (ocfcrop.go);
+//	                                (time, channel, x, y), time and coordinate tensors
+//	                                (ocflayout.go)
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]
@@ -110,7 +113,8 @@
 //
 // Coordinates may be ascending or descending, integer or float. Crops keep the store's order
 // along each axis: a crop of a store whose x descends has its columns in descending x, as
-// xarray's isel gives them; nothing is flipped.
+// xarray's isel gives them; nothing is flipped (under rules = "ocf" both are increasing, as
+// ocf-data-sampler gives them: ocflayout.go).
 //
 // Points: ids are integers, or strings holding decimal integers ('1' .. '21'), which become
 // int64; other strings are refused naming the coordinate. Each system's position comes from

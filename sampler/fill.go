@@ -131,13 +131,19 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	}
 	rs := j.state()
 	defer j.putState(rs)
-	rs.nt = j.nt
+	rs.nt = j.nt && !j.ocf // ocf: the gather writes a scratch buffer that is read back at once
 	j.prefetch(ctx, g, rs)
 	defer j.decodes.gathered(g)
 	j.fetchAhead(g)
 	rs.segs = rs.segs[:0]
 	ns := len(j.srcs)
-	t0s := bytesAsInt64(tensors[ns])
+	var t0s []int64
+	var t0f []float64
+	if j.ocf {
+		t0f = bytesAsFloat64(tensors[ns])
+	} else {
+		t0s = bytesAsInt64(tensors[ns])
+	}
 	xs := bytesAsFloat64(tensors[ns+1])
 	ys := bytesAsFloat64(tensors[ns+2])
 	var lids []int64
@@ -153,7 +159,14 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		if err := j.fillExample(rs, e, tensors); err != nil {
 			return fmt.Errorf("batch %d example %d: %w", g, e, err)
 		}
-		t0s[e] = ex.t0
+		if t0f != nil {
+			t0f[e] = float64(ex.t0)
+		} else {
+			t0s[e] = ex.t0
+		}
+		if j.ocfT != nil {
+			j.ocfFill(rs, e, tensors)
+		}
 		xs[e] = j.anchor.xs[ex.cx]
 		ys[e] = j.anchor.ys[ex.cy]
 		if lids != nil {
@@ -198,7 +211,13 @@ func (j *Job) fillExample(rs *readerState, e int, tensors [][]byte) error {
 				return err
 			}
 		}
-		if err := s.fill(rs, ex, out); err != nil {
+		var err error
+		if j.ocf && !isPoints {
+			err = j.ocfGather(rs, s, ex, out) // (time, channel, x, y): ocflayout.go
+		} else {
+			err = s.fill(rs, ex, out)
+		}
+		if err != nil {
 			return err
 		}
 		if isPoints {

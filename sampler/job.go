@@ -62,6 +62,10 @@ type Job struct {
 	lidAt  int              // the index of the location_id tensor when site-anchored
 	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
 	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
+	// rules = "ocf": the locations each source cannot crop (ocfcrop.go), and the extra
+	// per-example tensors (ocflayout.go)
+	siteExclusions []SiteExclusion
+	ocfT           *ocfTensors
 
 	cands          []int32    // anchor time indices where every window fits, ascending
 	space          *pairSpace // rules = "ocf" with sites: ocf's (t0, location) pairs replace cands (ocfspace.go)
@@ -441,11 +445,18 @@ func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
 		shape, dt := s.spec().Example()
+		if j.ocf {
+			shape = ocfShape(s.spec(), shape) // ocflayout.go
+		}
 		j.tensors = append(j.tensors, config.Tensor{Name: s.spec().Name, DType: dt, Shape: append([]int{j.size}, shape...)})
 		names[s.spec().Name] = true
 	}
+	t0Type := ring.Int64
+	if j.ocf {
+		t0Type = ring.Float64 // Unix seconds, as ocf-data-sampler's t0 key
+	}
 	meta := []config.Tensor{
-		{Name: "t0", DType: ring.Int64, Shape: []int{j.size}},
+		{Name: "t0", DType: t0Type, Shape: []int{j.size}},
 		{Name: "x", DType: ring.Float64, Shape: []int{j.size}},
 		{Name: "y", DType: ring.Float64, Shape: []int{j.size}},
 	}
@@ -471,9 +482,14 @@ func (j *Job) layTensors() error {
 		return err
 	}
 	meta = append(meta, nwpT...)
+	ocfT, err := j.ocfExtraTensors(len(j.tensors) + len(meta))
+	if err != nil {
+		return err
+	}
+	meta = append(meta, ocfT...)
 	for _, t := range meta {
 		if names[t.Name] {
-			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp); expected another source name", t.Name)
+			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp, the rules = \"ocf\" times and coordinates); expected another source name", t.Name)
 		}
 		names[t.Name] = true
 		j.tensors = append(j.tensors, t)

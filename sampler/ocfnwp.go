@@ -260,7 +260,7 @@ func (n *nwpSource) fillOCF(rs *readerState, ex *example, out []float32) error {
 		return fmt.Errorf("%s: no run for the window at t0 %d", n.c.what, ex.t0)
 	}
 	T := n.rule.window.n
-	y0, x0 := n.crop.at(ex.cy, ex.cx)
+	y0, x0 := n.cropStart(ex)
 	plane := n.s.Height * n.s.Width
 	per := len(n.chans) * plane
 	defer rs.pins.releaseAll()
@@ -313,7 +313,7 @@ func (n *nwpSource) addKeysOCF(rs *readerState, ex *example, keys []uint64) []ui
 	if !n.pick(ex, run, step) {
 		return keys // the gather reports it
 	}
-	y0, x0 := n.crop.at(ex.cy, ex.cx)
+	y0, x0 := n.cropStart(ex)
 	_ = runs(run, step, func(k, m, stride int) error {
 		bx := n.stepsBox(y0, x0, run[k], step[k], stride, m, n.chans)
 		keys = addBoxKeys(n.c, &bx, keys)

@@ -23,10 +23,16 @@ type Plan struct {
 	AnchorTimes int    `json:"anchor_times,omitempty"`  // anchor times in the store
 	Centres     int    `json:"centres,omitempty"`       // anchor pixels a crop can be centred on
 	// Site-anchored: the locations examples are centred on, and the systems dropped.
-	Locations        int   `json:"locations,omitempty"`
-	LocationsDropped int   `json:"locations_dropped,omitempty"`
-	DecodedBytes     int64 `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
-	CacheBytes       int64 `json:"cache_bytes,omitempty"`   // the cache budget
+	Locations        int `json:"locations,omitempty"`
+	LocationsDropped int `json:"locations_dropped,omitempty"`
+	// SiteExclusions (rules = "ocf") are the locations a source cannot crop by
+	// ocf-data-sampler's rule, left out of the job (Job.SiteExclusions).
+	SiteExclusions []SiteExclusion `json:"ocf_excluded_locations,omitempty"`
+	// OCF is the layout of a rules = "ocf" batch as ocf-data-sampler nests it (OCFLayoutOf);
+	// nil otherwise.
+	OCF          *OCFLayout `json:"ocf,omitempty"`
+	DecodedBytes int64      `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
+	CacheBytes   int64      `json:"cache_bytes,omitempty"`   // the cache budget
 	// SampleSpace is ocf-data-sampler's (t0, location) pairs under rules = "ocf" (they replace
 	// the t0 candidates); nil otherwise.
 	SampleSpace *SpaceInfo `json:"sample_space,omitempty"`
@@ -152,6 +158,8 @@ func (j *Job) plan(p *Plan) {
 	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.len()
 	p.Centres = j.ny * j.nx
 	p.Locations, p.LocationsDropped = j.Locations(), j.LocationsDropped()
+	p.SiteExclusions = j.SiteExclusions()
+	p.OCF = OCFLayoutOf(j.cfg)
 	p.Rejections = j.Rejections()
 	p.SampleSpace = j.SampleSpace()
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()

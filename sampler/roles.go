@@ -45,6 +45,7 @@ type readerState struct {
 	// the accumulated channels' step after the window
 	nwpRun, nwpStep []int
 	accum           []float32
+	ocfBuf          []float32 // rules = "ocf": a crop in store order before its transpose (ocflayout.go)
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
@@ -148,6 +149,8 @@ type gridSource struct {
 	xs, ys []float64 // coordinates
 	// non-anchor sources: where the crop starts for every anchor pixel (align.go)
 	crop *cropTable
+	// rules = "ocf": the crop's first row and column for each location (ocfcrop.go); nil otherwise
+	siteCrop []int32
 	// placement (align.go): the store (its y and x axes are named in dims), the crs once known
 	store    Dataset
 	crs      string
@@ -175,9 +178,12 @@ func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
 	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width}
 	bx.nanFrom, bx.nanTo = dropoutRange(g.win, ex.cut[g.s.Index], g.s.ocf)
-	if g.crop == nil { // the anchor: the crop is centred on the drawn pixel
+	switch {
+	case g.siteCrop != nil: // rules = "ocf": placed around the site itself
+		bx.y0, bx.x0 = int(g.siteCrop[2*ex.site]), int(g.siteCrop[2*ex.site+1])
+	case g.crop == nil: // the anchor: the crop is centred on the drawn pixel
 		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
-	} else {
+	default:
 		bx.y0, bx.x0 = g.crop.at(ex.cy, ex.cx)
 	}
 	return true
@@ -210,9 +216,22 @@ type nwpSource struct {
 	chans []int
 	crop  cropTable // where the crop starts for every anchor pixel (align.go)
 	ocf   *ocfNWP   // ocf's window rule (ocfnwp.go); nil: gobatch's (rule)
+	// the grid's coordinates (store order) and their names
+	xs, ys       []float64
+	xName, yName string
+	siteCrop     []int32 // rules = "ocf": the crop's first row and column per location (ocfcrop.go)
 }
 
-func (n *nwpSource) spec() *Spec    { return n.s }
+func (n *nwpSource) spec() *Spec { return n.s }
+
+// cropStart is the first row and column of example ex's crop: around the site itself under
+// rules = "ocf" (ocfcrop.go), else where the anchor pixel's position falls (align.go).
+func (n *nwpSource) cropStart(ex *example) (y0, x0 int) {
+	if n.siteCrop != nil {
+		return int(n.siteCrop[2*ex.site]), int(n.siteCrop[2*ex.site+1])
+	}
+	return n.crop.at(ex.cy, ex.cx)
+}
 func (n *nwpSource) data() *chunked { return n.c }
 
 func (n *nwpSource) fits(t0 int64) bool {
@@ -262,7 +281,7 @@ func (n *nwpSource) box(ex *example, bx *box4, at []int) bool {
 	if !ok {
 		return false
 	}
-	y0, x0 := n.crop.at(ex.cy, ex.cx)
+	y0, x0 := n.cropStart(ex)
 	*bx = box4{lead: ch.run, a0: ch.steps.first, aStride: ch.steps.stride, at: ch.steps.at, na: n.rule.window.n, b: n.chans,
 		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: n.rule.window.n, nanTo: n.rule.window.n}
 	return true
@@ -292,6 +311,9 @@ type pointSource struct {
 	order  []int32 // system indices by ascending id (then index)
 	rank   []int32 // rank[i] = position of system i in order
 	anchor *gridSource
+	// rules = "ocf": the system of each location (the site's own series, not the nearest
+	// system to the crop); nil otherwise
+	siteSys []int32
 }
 
 func (p *pointSource) spec() *Spec    { return p.s }
@@ -324,6 +346,10 @@ func (p *pointSource) setOrder() {
 func (p *pointSource) choose(rs *readerState, ex *example) error {
 	k := p.s.NearestK
 	rs.sel, rs.dist = rs.sel[:k], rs.dist[:k]
+	if p.siteSys != nil {
+		rs.sel[0] = p.siteSys[ex.site]
+		return nil
+	}
 	x, y := p.at.at(ex.cy, ex.cx)
 	if !p.nearest(x, y, rs.sel, rs.dist) {
 		return fmt.Errorf("%s: fewer than %d systems have coordinates", p.c.what, k)

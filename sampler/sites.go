@@ -113,6 +113,15 @@ func (j *Job) placeSites(a *Spec) error {
 		}
 		return j.cfg.Errorf(key, "%q names no source; expected the name of a points source (%s)", a.Locations, orNone(names))
 	}
+	if j.ocf { // ocf-data-sampler's crops around each site, in every source's own system
+		s, err := j.ocfPlaceSites(a, p)
+		if err != nil {
+			return err
+		}
+		j.sites = s
+		j.ocfSiteSeries()
+		return nil
+	}
 	pix, err := j.sitePixels(p)
 	if err != nil {
 		return err
@@ -224,6 +233,31 @@ func nearestPixels(pos *positions, h, w int, xs, ys []float64, geo bool, out [][
 		out[i] = [2]int{-1, -1}
 		if nearestK(px, py, pz, x, y, z, one, dist) {
 			out[i] = [2]int{int(one[0]) / w, int(one[0]) % w}
+		}
+	}
+}
+
+// ocfSiteSeries makes every points source with nearest_k = 1 that has each location's id
+// (the generation and its capacity) read that system's own series, as ocf-data-sampler's
+// .sel(location_id=id) does, instead of the system nearest the crop.
+func (j *Job) ocfSiteSeries() {
+	for _, q := range j.points {
+		if q.s.NearestK != 1 {
+			continue
+		}
+		at := make(map[int64]int32, len(q.ids))
+		for i := len(q.ids) - 1; i >= 0; i-- { // the first system of a repeated id
+			at[q.ids[i]] = int32(i)
+		}
+		sys := make([]int32, j.sites.n())
+		ok := true
+		for k := range sys {
+			i, found := at[j.sites.id(k)]
+			ok = ok && found
+			sys[k] = i
+		}
+		if ok {
+			q.siteSys = sys
 		}
 	}
 }

@@ -160,6 +160,17 @@ func (s *Set) Rejections() []Rejection {
 	return nil
 }
 
+// SiteExclusions is the zarr job's report of the locations its sources cannot crop under
+// rules = "ocf" (Job.SiteExclusions); nil otherwise.
+func (s *Set) SiteExclusions() []SiteExclusion {
+	for _, p := range s.parts {
+		if j, ok := p.(*Job); ok {
+			return j.SiteExclusions()
+		}
+	}
+	return nil
+}
+
 // Close releases what the sources hold (the zarr job's cache). No Fill may run afterwards.
 func (s *Set) Close() {
 	for _, p := range s.parts {

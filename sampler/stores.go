@@ -278,6 +278,7 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 		return nil, err
 	}
 	n.crop = *crop
+	n.xs, n.ys, n.xName, n.yName = xs, ys, m.name(axisX), m.name(axisY)
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
 	if sp.ocf {
 		if err := n.setupOCF(cfg, sp); err != nil { // ocf's window rule (ocfnwp.go)

@@ -37,6 +37,7 @@ func cmdPlan(args []string) int {
 	var f sourceFlags
 	configPath := fs.String("config", "", "configuration file (TOML, or JSON when it ends in .json; - reads JSON from stdin)")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")
+	ocfLayout := fs.Bool("ocf-layout", false, "print only the JSON of how a rules = \"ocf\" batch nests as ocf-data-sampler's (null otherwise); no store is opened")
 	addSourceFlags(fs, &f)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -55,6 +56,14 @@ func cmdPlan(args []string) int {
 	cfg, err := config.Read(*configPath, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("plan", err)
+	}
+	if *ocfLayout { // the configuration alone: cheap enough for every Loader start
+		if err := json.NewEncoder(os.Stdout).Encode(struct {
+			OCF *sampler.OCFLayout `json:"ocf"`
+		}{sampler.OCFLayoutOf(cfg)}); err != nil {
+			return failure("plan", err)
+		}
+		return exitOK
 	}
 	rep, err := makePlan(cfg, f, stream)
 	if err != nil {
@@ -122,6 +131,9 @@ func (r *planReport) text() string {
 		}
 		if r.Locations > 0 {
 			fmt.Fprintf(&b, "  site-anchored: %d locations kept, %d dropped\n", r.Locations, r.LocationsDropped)
+		}
+		for _, e := range r.SiteExclusions {
+			fmt.Fprintf(&b, "    left out: %s\n", e)
 		}
 		for _, rej := range r.Rejections {
 			fmt.Fprintf(&b, "    %s\n", rej)

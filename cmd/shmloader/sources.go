@@ -68,6 +68,12 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 		}
 	}
 	ev.Msg("sources ready")
+	// rules = "ocf": locations ocf-data-sampler could not sample (a crop that leaves a grid)
+	// are left out of the job; one warning per source that leaves some out.
+	for _, e := range src.SiteExclusions() {
+		log.Warn().Str("source", e.Field).Str("name", e.Name).Ints64("location_ids", e.IDs).
+			Str("first", e.First).Msg("locations left out: the source cannot crop them by ocf-data-sampler's rule")
+	}
 	// Which anchor times each source rules out as t0 (a gap, the window past an end, no NWP run
 	// old enough) and the first such time: the first thing to look at when there are fewer
 	// candidates than the data suggests.

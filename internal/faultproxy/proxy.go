@@ -45,8 +45,10 @@ type Stats struct {
 	Faults    uint64 // requests answered with a fault
 	Bytes     uint64 // answer body bytes passed on to clients
 	// MaxInFlight is the most requests the proxy was handling at once (the client's
-	// concurrency, delay included).
+	// concurrency, delay included); InFlight those it is handling now (sampled over time by
+	// benchmarks/objstore_bench.py).
 	MaxInFlight int64
+	InFlight    int64
 }
 
 // Proxy is a running proxy.
@@ -103,7 +105,7 @@ func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Requests: p.requests.Load(), Forwarded: p.fwd.Load(), Faults: p.faults.Load(), Bytes: p.bytes.Load(),
-		MaxInFlight: p.maxIn.Load()}
+		MaxInFlight: p.maxIn.Load(), InFlight: p.inFlight.Load()}
 }
 
 // Close stops the proxy and closes its connections.

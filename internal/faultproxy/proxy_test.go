@@ -58,13 +58,24 @@ func TestFaults(t *testing.T) {
 	if st.Requests != 5 || st.Faults != 4 || st.Forwarded != 2 || st.Bytes != uint64(len(body)) {
 		t.Fatalf("stats %+v", st)
 	}
-	// Concurrent requests are counted in flight.
+	// Concurrent requests are counted in flight, while they are and no longer once answered.
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() { get() })
 	}
+	seen := int64(0)
+	for deadline := time.Now().Add(time.Second); seen < 1 && time.Now().Before(deadline); {
+		seen = max(seen, p.Stats().InFlight)
+	}
 	wg.Wait()
 	if m := p.Stats().MaxInFlight; m < 2 {
 		t.Fatalf("at most %d in flight of 4 concurrent requests delayed 20 ms", m)
+	}
+	after := p.Stats().InFlight // a handler may return just after its client has read the answer
+	for deadline := time.Now().Add(time.Second); after != 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		after = p.Stats().InFlight
+	}
+	if seen < 1 || after != 0 {
+		t.Fatalf("in flight: %d seen during 4 concurrent requests delayed 20 ms, %d after; want >= 1, then 0", seen, after)
 	}
 }

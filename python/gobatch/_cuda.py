@@ -11,7 +11,7 @@ that. Without CUDA, :func:`pin` warns and does nothing."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from . import _caller
 
@@ -54,10 +54,27 @@ def unpin(pinned: Tuple[int, int]) -> None:
     torch.cuda.cudart().cudaHostUnregister(pinned[0])
 
 
+def _to(v: Any, device: Any, non_blocking: bool, made: List[Any]) -> Any:
+    """``v`` on ``device``: arrays and tensors as tensors there (appended to ``made``), dicts
+    (an ocf batch's ``nwp``) item by item, and what is no numeric array (a Python int such as
+    ``t0_idx``, a string array such as ``nwp_channel_names``) as it is."""
+    import numpy as np
+    import torch
+
+    if isinstance(v, dict):
+        return {k: _to(x, device, non_blocking, made) for k, x in v.items()}
+    if isinstance(v, torch.Tensor) or isinstance(v, np.ndarray) and v.dtype.kind in "biufc":
+        t = torch.as_tensor(v).to(device, non_blocking=non_blocking)
+        made.append(t)
+        return t
+    return v
+
+
 def cuda_batches(batches: Iterable[Dict[str, Any]], device: Union[str, Any] = "cuda", *,
                  non_blocking: bool = True) -> Iterator[Dict[str, Any]]:
     """Yields each batch of ``batches`` (a :class:`gobatch.Loader`, numpy or torch) copied to
-    ``device``, as a dict of tensors there.
+    ``device``, as a dict of tensors there (nested as the batch is: an ocf-data-sampler
+    layout's ``nwp`` dict stays a dict, its channel names and ``t0_idx`` stay as they are).
 
     On a CUDA device each copy runs on a copy stream of its own (``non_blocking``: an
     asynchronous DMA when the Loader has ``pin_memory=True``), so that the copy of the next
@@ -71,18 +88,19 @@ def cuda_batches(batches: Iterable[Dict[str, Any]], device: Union[str, Any] = "c
     device = torch.device(device)
     if device.type != "cuda":
         for batch in batches:
-            yield {name: torch.as_tensor(v).to(device) for name, v in batch.items()}
+            yield _to(dict(batch), device, False, [])
         return
     copy_stream = torch.cuda.Stream(device)
     pending: Deque[Tuple[Any, Any]] = deque()  # (event, source batch) of copies maybe in flight
     for batch in batches:
         with torch.cuda.stream(copy_stream):
-            out = {name: torch.as_tensor(v).to(device, non_blocking=non_blocking) for name, v in batch.items()}
+            made: List[Any] = []
+            out = _to(dict(batch), device, non_blocking, made)
             done = torch.cuda.Event()
             done.record(copy_stream)
         current = torch.cuda.current_stream(device)
         current.wait_event(done)  # the trainer's work on these tensors follows their copy
-        for t in out.values():
+        for t in made:
             t.record_stream(current)  # allocated on copy_stream, used on the current one
         pending.append((done, batch))
         del batch
@@ -92,6 +110,7 @@ def cuda_batches(batches: Iterable[Dict[str, Any]], device: Union[str, Any] = "c
             if hasattr(source, "release"):
                 source.release()
             del source
+        del made
         yield out
         del out
     while pending:

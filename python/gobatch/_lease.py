@@ -14,7 +14,7 @@ import mmap
 import sys
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Protocol, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, Union
 
 import numpy as np
 
@@ -126,6 +126,10 @@ class _Book:
 
     def __init__(self, ring: "weakref.ref[_Lender]", ptr: int, slots: int) -> None:
         self.tokens: List[Any] = [None] * slots
+        #: how a batch's flat tensors are presented (the Loader's ocf-data-sampler nesting,
+        #: _ocf.OCFLayout.view); None: flat. It must keep the slot's own arrays or tensors (no
+        #: copy), so that the batch's references are what the lease counts.
+        self.layout: Optional[Callable[[Mapping[str, Any]], Dict[str, Any]]] = None
         self._ring = ring
         self._ptr: Optional[int] = ptr
         self._release = _lib.lib().gb_release
@@ -185,7 +189,8 @@ class ArrayLeases(_Book):
         self._count += 1
         token = self.tokens[slot] = self._count
         self._lent.append(slot)
-        batch = Batch(self._items[slot])
+        items = self._items[slot]
+        batch = Batch(items if self.layout is None else self.layout(items))
         batch._lease = (self._ring, slot, token)
         return batch
 
@@ -305,7 +310,8 @@ class TensorLeases(_Book):
         which shares its storage."""
         token = self.tokens[slot] = object()
         self._lent.append(slot)
-        batch = Batch({name: t.detach() for name, t in self._slots[slot].tensors})
+        items = {name: t.detach() for name, t in self._slots[slot].tensors}
+        batch = Batch(items if self.layout is None else self.layout(items))
         batch._lease = (self._ring, slot, token)
         return batch
 

@@ -20,6 +20,7 @@ from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, co
 from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
 from ._node import NodeRings, node_spec
+from ._ocf import LayoutQuery, OCFLayout
 from ._own import OwnChild, Restarts
 from ._ranks import placement
 from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
@@ -74,9 +75,9 @@ class Loader:
     loader, and a child that fails makes the next batch request raise :class:`LoaderError` with
     the child's message and stderr tail; that error is sticky (every later request raises it
     too). A child killed by a signal (kill -9, the OOM killer, a crash) is restarted instead, at
-    most ``restarts`` times within ``restart_window_s`` seconds, after ``restart_backoff_s``
-    doubled for each recent restart: the new child joins the same ring (``shmloader run --join
-    --memfd FD``), takes over the batches the dead one held and carries on at the ring's
+    most ``restarts`` times within ``restart_window_s`` seconds, the first of a window at once
+    and each further one after ``restart_backoff_s``, doubled for each: the new child joins the
+    same ring (``shmloader run --join --memfd FD``), takes over the batches the dead one held and carries on at the ring's
     position, so iteration sees every batch once, in order, unchanged (each batch is a pure
     function of its index; docs/PROTOCOL.md 3.7). Each restart is reported as a
     :class:`GobatchWarning` and a ``gobatch`` log record naming the cause and the batches the dead
@@ -133,8 +134,8 @@ class Loader:
         restarts: restarts of a child killed by a signal allowed within ``restart_window_s``
             (default 2; 0 turns supervision off: the death ends the stream).
         restart_window_s: the window, in seconds, that ``restarts`` counts in (default 600).
-        restart_backoff_s: seconds before the first restart of a window, doubled for each
-            further one (default 0.05).
+        restart_backoff_s: seconds before the second restart of a window, doubled for each
+            further one; the first is immediate (default 0.05).
         pin_memory: register the ring's memory with CUDA as page-locked (``cudaHostRegister``
             through torch), so that ``.to(device, non_blocking=True)`` of a batch is an
             asynchronous DMA from its slot; hold the batch until the copy is done
@@ -226,6 +227,10 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)))
+        # rules = "ocf": batches nested as ocf-data-sampler's (docs/OCF.md); None: flat. Asked
+        # while the producer starts.
+        self._layout: Optional[OCFLayout] = None
+        query = LayoutQuery(command, timeout=start_timeout)
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
@@ -236,7 +241,19 @@ class Loader:
             self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
                                       start_timeout=start_timeout, close_timeout=close_timeout, restarts=supervision)
         self._pin = bool(pin_memory)
-        self._ring: Ring = self._open(start)
+        try:
+            self._ring: Ring = self._open(start)
+        except BaseException:
+            query.close()
+            raise
+        try:
+            self._layout = query.result()
+        except BaseException:
+            self._ring.close()
+            self._producer.stop()
+            raise
+        if self._layout is not None:
+            self._ring._book.layout = self._layout.view
         _ring.track(self)
 
     def _open(self, start: Optional[int]) -> Ring:
@@ -248,6 +265,8 @@ class Loader:
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
         if self._pin and not ring.pin_memory():
             self._pin = False  # no CUDA: said once (Ring.pin_memory warns), not at every new ring
+        if self._layout is not None:
+            ring._book.layout = self._layout.view
         return ring
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
@@ -309,10 +328,10 @@ class Loader:
         return self._ring.closed
 
     def stats(self) -> Dict[str, Any]:
-        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children
-        restarted after a kill over the loader's life (0 in node mode)."""
+        """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children (in
+        node mode, the node loaders this rank restarted) restarted after a kill over the loader's life."""
         stats = self._ring.stats()
-        stats["restarts"] = getattr(self._producer, "restart_count", 0)
+        stats["restarts"] = self._producer.restart_count
         return stats
 
     def release(self) -> None:

@@ -43,7 +43,7 @@ from ._child import Child, Command
 from ._own import Restarts
 from ._ranks import env_int
 from ._ring import Ring, process_state, producer_states
-from ._supervise import Supervisor
+from ._supervise import DeathWatch, Supervisor
 from .errors import ConfigError, LoaderError, RingError
 
 __all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "UNSUPERVISED"]
@@ -163,16 +163,26 @@ def node_spec(
     return NodeSpec(name, rank, world_size, local, group, by_hand)
 
 
+# Connections a rank that started no node loader sees closed unanswered before it gives up: the
+# listener of a killed node loader lives until its process is torn down.
+_GONE_RETRIES = 5
+
+
 class _Gone(Exception):
     """The node loader closed the connection before it replied."""
+
+
+class _GoneError(LoaderError):
+    """The Loader's error for _Gone: the node loader may have died (NodeRings.open asks)."""
 
 
 class NodeSession:
     """A rank's connection to its node loader (starting it when this rank is the first)."""
 
-    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float) -> None:
+    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float, connect: bool = True) -> None:
         """Connects to the node loader of ``spec``, or starts it with ``command`` (``shmloader
-        serve`` with the command's options, and the rank flags and the socket)."""
+        serve`` with the command's options, and the rank flags and the socket); with
+        ``connect`` False, :meth:`connect` does."""
         self.spec = spec
         self._command = command
         self._sha = hashlib.sha256(command.config_bytes()).hexdigest()
@@ -185,7 +195,12 @@ class NodeSession:
         self.server_pid: Optional[int] = None
         self._secret = _node_secret(spec, os.environ)
         self._auth = ""  # this connection's proof for its first request
-        self._sock = self._rendezvous(time.monotonic() + start_timeout)
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Reaches the node loader (starting it when no one listens)."""
+        self._sock = self._rendezvous(time.monotonic() + self._timeout)
 
     # ---- finding or starting the node loader ----
 
@@ -197,8 +212,9 @@ class NodeSession:
         """A checked connection to the node loader (``_hello``): connect to a listening one, else
         become the starter by binding the name (the kernel lets one bind win), else retry. A
         node loader another rank started that fails at start-up closes the connection without
-        a word: this rank then starts one itself, once, and reports its error."""
-        retried = False
+        a word: this rank then starts one itself and reports its error. One that was killed
+        may still take connections while it is torn down: a few tries more."""
+        retries = _GONE_RETRIES
         while True:
             s = self._connect(deadline)
             try:
@@ -206,10 +222,11 @@ class NodeSession:
                 return s
             except _Gone:
                 s.close()
-                if self.child is not None or self.spec.by_hand or retried:
-                    raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+                if self.child is not None or self.spec.by_hand or retries == 0:
+                    raise _GoneError(f"{self.label}: the node loader closed the connection before it replied",
                                       stderr=self.stderr_tail()) from None
-                retried = True
+                retries -= 1
+                time.sleep(0.01)
             except BaseException:
                 s.close()
                 raise
@@ -312,7 +329,7 @@ class NodeSession:
         try:
             msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout)
         except _Gone:
-            raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+            raise _GoneError(f"{self.label}: the node loader closed the connection before it replied",
                               stderr=self.stderr_tail()) from None
         try:
             reply = json.loads(msg)
@@ -383,7 +400,7 @@ class NodeSession:
         try:
             msg, fds = self._exchange(sock, json.dumps(req).encode(), time.monotonic() + timeout, fds=(fd,))
         except _Gone:
-            raise LoaderError(f"{self.label}: the node loader closed the connection before it replied",
+            raise _GoneError(f"{self.label}: the node loader closed the connection before it replied",
                               stderr=self.stderr_tail()) from None
         for extra in fds:
             os.close(extra)
@@ -471,6 +488,15 @@ class NodeRings:
         self._ring_fd = -1  # the open ring's memfd, kept to hand to a restarted node loader
         self._ring: "Optional[weakref.ref[Ring]]" = None
         self._epoch: Optional[int] = None
+        self._watch: Optional[DeathWatch] = None  # wakes the consumer when the node loader dies
+        self._base = 0  # the open ring's control mapping (gb_base), for the watch's wakes
+        self._restarts_before = 0  # node loaders restarted while earlier rings were open
+
+    @property
+    def restart_count(self) -> int:
+        """Node loaders this rank restarted after a kill, over the Loader's life (``stats()["restarts"]``)."""
+        sup = self.supervisor
+        return self._restarts_before + (sup.restart_count if sup is not None else 0)
 
     @property
     def pid(self) -> Optional[int]:
@@ -481,13 +507,40 @@ class NodeRings:
     def open(self, *, start: Optional[int], epoch: Optional[int], framework: str, stall_warning_s: float,
              check: Optional[Callable[[Ring], None]] = None) -> Ring:
         """This rank's ring from the node's ``shmloader serve`` (started here when this is the
-        node's first Loader); ``check`` vets it before it is returned. A failure ends the
-        session."""
+        node's first Loader); ``check`` vets it before it is returned. A node loader that dies
+        (supervised) before the ring is open is restarted as it would be later, within the same
+        budget, and asked again: no batch was read from the ring it did not hand over. Any
+        other failure ends the session."""
         if self.session is not None and self._restarts.restarts > 0 and self.session.server_gone():
             self.session.close()  # it died between rings: nothing to take over, meet the next one
-        if self.session is None or self.session.closed:
-            self.session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
-        session = self.session
+        opening: Optional[Supervisor] = None  # restarts of node loaders that died while the ring was asked for
+        while True:
+            if self.session is None or self.session.closed:
+                self.session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout, connect=False)
+            session = self.session
+            try:
+                if session.closed:
+                    session.connect()
+                return self._open_ring(session, start=start, epoch=epoch, framework=framework,
+                                       stall_warning_s=stall_warning_s, check=check, previous=opening)
+            except BaseException as e:
+                child = session.child
+                lost = isinstance(e, _GoneError) or (isinstance(e, LoaderError) and child is not None
+                                                     and (child.poll() or 0) < 0)
+                died = self._died(session) if lost and self._restarts.restarts > 0 else None
+                session.close()
+                if died is None:
+                    raise
+            if opening is None:
+                r = self._restarts
+                opening = Supervisor(restarts=r.restarts, window_s=r.window_s, backoff_s=r.backoff_s,
+                                     start_timeout=self._start_timeout, slots=0, spawn=self._meet,
+                                     mm=lambda: None, batch_name=str, then="which is asked for the ring again")
+            self._restart_with(opening, *died)
+
+    def _open_ring(self, session: NodeSession, *, start: Optional[int], epoch: Optional[int], framework: str,
+                   stall_warning_s: float, check: Optional[Callable[[Ring], None]],
+                   previous: Optional[Supervisor]) -> Ring:
         deadline = time.monotonic() + self._start_timeout
         ring: Optional[Ring] = None
         try:
@@ -498,17 +551,44 @@ class NodeRings:
                 if check is not None:
                     check(ring)
                 if self._restarts.restarts > 0:
-                    self._supervise(fd, ring, epoch)
+                    self._supervise(fd, ring, epoch, previous)
             finally:
                 os.close(fd)
             return ring
         except BaseException:
             if ring is not None:
                 ring._close_ring()
-            session.close()
             raise
 
-    def _supervise(self, fd: int, ring: Ring, epoch: Optional[int]) -> None:
+    def _died(self, session: NodeSession) -> "Optional[tuple[int, Optional[int]]]":
+        """(pid, exit status or None when it was not this rank's child) of the session's node
+        loader if it was killed (waiting up to a second for a dying one to be gone); None when it
+        lives or exited with a status of its own (it said why)."""
+        child = session.child
+        pid = session.server_pid if session.server_pid is not None else (child.pid if child is not None else None)
+        if pid is None:
+            return None
+        mine = child is not None and child.pid == pid
+        deadline = time.monotonic() + 1.0
+        while True:
+            code = child.poll() if mine and child is not None else None
+            if code is not None:
+                return (pid, code) if code < 0 else None
+            if not mine and process_state(pid).startswith(("gone", "a zombie", "dead")):
+                return pid, None
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def _meet(self) -> int:
+        """The opening Supervisor's spawn: a new session (starting the node loader when this
+        rank wins the bind); returns the node loader's pid."""
+        self.session = session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
+        pid = session.server_pid if session.server_pid is not None else session.child.pid if session.child else None
+        assert pid is not None
+        return pid
+
+    def _supervise(self, fd: int, ring: Ring, epoch: Optional[int], previous: Optional[Supervisor] = None) -> None:
         self._ring_fd = os.dup(fd)
         self._ring = weakref.ref(ring)
         self._epoch = epoch
@@ -521,7 +601,21 @@ class NodeRings:
         r = self._restarts
         self.supervisor = Supervisor(restarts=r.restarts, window_s=r.window_s, backoff_s=r.backoff_s,
                                      start_timeout=self._start_timeout, slots=ring.slots, spawn=self._rejoin,
-                                     mm=self._mapping, batch_name=batch_name)
+                                     mm=self._mapping, batch_name=batch_name, previous=previous)
+        self._base = int(_lib.lib().gb_base(ring._ptr) or 0)
+        self._watch_server()
+
+    def _watch_server(self) -> None:
+        """Watches the node loader of the session (its death wakes this rank's consumer)."""
+        self._unwatch()
+        pid = self.session.server_pid if self.session is not None else None
+        if pid is not None and self.supervisor is not None:
+            self._watch = DeathWatch.for_ring(pid, self._base, self.supervisor.slots)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def _mapping(self) -> Optional[mmap.mmap]:
         ring = self._ring() if self._ring is not None else None
@@ -541,8 +635,16 @@ class NodeRings:
     def _restart(self, pid: int, code: Optional[int]) -> None:
         """Restarts the dead node loader ``pid`` (``code``: its exit status when this rank
         started it) through the Supervisor, or raises its error."""
-        sup, session = self.supervisor, self.session
-        assert sup is not None and session is not None
+        assert self.supervisor is not None
+        self._unwatch()
+        self._restart_with(self.supervisor, pid, code)
+        self._watch_server()
+
+    def _restart_with(self, sup: Supervisor, pid: int, code: Optional[int]) -> None:
+        """Restarts the dead node loader ``pid`` through ``sup`` (the ring's, or the opening's),
+        or raises its error naming this rank."""
+        session = self.session
+        assert session is not None
         how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else "died"
         cause = f"the node loader pid {pid} (socket {self._spec.socket}) {how}"
         try:
@@ -553,6 +655,8 @@ class NodeRings:
 
     def stop(self) -> None:
         """After a ring's close: the session stays for the next ring."""
+        self._unwatch()
+        self._restarts_before = self.restart_count
         self.supervisor = None
         self._ring = None
         if self._ring_fd >= 0:

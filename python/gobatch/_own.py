@@ -16,7 +16,7 @@ from . import _clib as _lib
 from . import _registry
 from ._child import EXIT_USAGE, Child, Command, how_exited
 from ._ring import Ring, process_state, producer_states
-from ._supervise import Supervisor
+from ._supervise import DeathWatch, Supervisor
 from .errors import ConfigError, LoaderError
 
 __all__ = ["OwnChild", "Restarts"]
@@ -55,6 +55,8 @@ class OwnChild:
         self._ring_fd = -1  # the memfd, kept to hand to a restarted child
         self._ring: "Optional[weakref.ref[Ring]]" = None
         self._attached = False
+        self._watch: Optional[DeathWatch] = None  # wakes the consumer when the running child dies
+        self._base = 0  # the ring's control mapping (gb_base), for the watch's wakes
         self.restart_count = 0  # children restarted after a kill, over the Loader's life
 
     # ---- the Loader's calls ----
@@ -119,6 +121,7 @@ class OwnChild:
         """After the ring's close: waits for the child to exit (it stops on seeing the consumer
         close; it is signalled after close_timeout seconds) and reaps it."""
         child = self.child
+        self._unwatch()
         try:
             if child is not None:
                 child.stop(self._close_timeout)
@@ -166,16 +169,28 @@ class OwnChild:
             restarts=restarts.restarts, window_s=restarts.window_s, backoff_s=restarts.backoff_s,
             start_timeout=self._start_timeout, slots=ring.slots,
             spawn=lambda: self._spawn(self._ring_fd, join=True), mm=self._mapping, batch_name=batch_name)
+        self._base = int(_lib.lib().gb_base(ring._ptr) or 0)
+        assert self.child is not None and self.child.pid is not None
+        self._unwatch()
+        self._watch = DeathWatch.for_ring(self.child.pid, self._base, ring.slots)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def _restart(self) -> None:
         child, sup = self.child, self.supervisor
         assert child is not None and child.proc is not None and sup is not None
         proc = child.proc
         assert proc.returncode is not None
+        slots = sup.slots
+        self._unwatch()
         try:
             pid = sup.restart(proc.pid, proc.returncode)
         except LoaderError as e:
             raise LoaderError(f"{self._label}: {e.message}", stderr=child.tail(), exit_code=e.exit_code) from None
+        self._watch = DeathWatch.for_ring(pid, self._base, slots)
         self.restart_count += 1
         # Errors from now on name the running child, not the dead one.
         self._label = f"shmloader pid {pid}"

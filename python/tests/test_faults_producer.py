@@ -104,20 +104,27 @@ def _loader_trial(loader: gobatch.Loader, cfg: Dict[str, Any], kill_after: Optio
     killed: List[float] = []
     died: List[float] = []
 
-    def watch() -> None:  # the death as this process sees it: the child's pid leaves /proc or is a zombie
+    def watch() -> None:  # the death: the last time the child was seen alive before its pid left /proc,
+        # became a zombie or was replaced (an upper bound on the waits measured from it)
         if kill_after is not None:
             time.sleep(kill_after)
             os.kill(first, signal.SIGKILL)
             killed.append(time.monotonic())
-        while loader.pid == first and not loader.closed:
+        alive = time.monotonic()
+        while not loader.closed:
+            if loader.pid != first:  # restarted before this loop saw the death: it died after `alive`
+                died.append(alive)
+                return
+            now = time.monotonic()
             try:
                 with open(f"/proc/{first}/stat") as f:
                     gone = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # reaped (between the open and the read)
                 gone = True
             if gone:
-                died.append(time.monotonic())
+                died.append(alive)
                 return
+            alive = now
             time.sleep(0.0005)
 
     reader = Reader(loader, cfg, keep)

@@ -376,9 +376,10 @@ def test_loader_and_plan_take_the_yaml_with_keywords(root: Path, monkeypatch: py
         for epoch in range(2):  # the second epoch is a new child: the keywords must carry over
             n = 0
             for batch in loader:
-                assert batch["satellite"].shape == (3, 7, 2, 8, 10)  # (B, T, C, H, W): -30..0 at 5 minutes
-                assert batch["ukv"].shape == (3, 4, 3, 4, 6)  # (B, steps -60..120 hourly, C, H, W)
-                assert batch["generation"].shape == (3, 7, 1)
+                # ocf-data-sampler's batch layout (test_ocf_layout.py): (B, T, C, W, H)
+                assert batch["satellite_actual"].shape == (3, 7, 2, 10, 8)  # -30..0 at 5 minutes
+                assert batch["nwp"]["ukv"]["nwp"].shape == (3, 4, 3, 6, 4)  # steps -60..120 hourly
+                assert batch["generation"].shape == (3, 7)
                 assert set(np.asarray(batch["location_id"]).tolist()) <= {1, 2, 3}
                 n += 1
             assert n == len(loader), f"epoch {epoch}: {n} batches, len {len(loader)}"

@@ -209,16 +209,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-NWP_FIELDS = {"nwp": "", "nwp_init_time_utc": "_init_time_utc", "nwp_step": "_step",
-              "nwp_target_time_utc": "_target_time_utc"}
+NWP_FIELDS = ("nwp", "nwp_init_time_utc", "nwp_step", "nwp_target_time_utc")
 
 
 def nwp_field(batch, key: str, field: str) -> np.ndarray:
-    """An NWP tensor of the batch: flat (<key>, <key>_init_time_utc, ...) or nested as ocf's
-    (nwp -> key -> nwp_init_time_utc)."""
-    flat = key + NWP_FIELDS[field]
-    if flat in batch:
-        return np.asarray(batch[flat])
+    """An NWP tensor of the batch, nested as ocf's (nwp -> key -> nwp_init_time_utc)."""
     return np.asarray(batch["nwp"][key][field])
 
 
@@ -234,7 +229,7 @@ def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, yaml: str, batches
         for k, batch in enumerate(loader):
             for e in range(batch_size):
                 row = {"t0": int(np.asarray(batch["t0"])[e]), "location_id": int(np.asarray(batch["location_id"])[e]),
-                       "generation": np.array(batch["generation"][e]), "satellite": np.array(batch["satellite"][e])}
+                       "generation": np.array(batch["generation"][e]), "satellite": np.array(batch["satellite_actual"][e])}
                 for key in ("ukv", "ecmwf"):
                     row[key] = {f: np.array(nwp_field(batch, key, f)[e]) for f in NWP_FIELDS}
                 rows.append(row)
@@ -292,7 +287,7 @@ def test_nwp_dropout_and_history_dropout_as_ocf(root: Path, monkeypatch: pytest.
     assert mixed["ukv"] == 0, mixed  # one run per window
     for row, want in zip(rows, ref):
         pair = (row["t0"], row["location_id"])
-        gen = row["generation"][:, 0]
+        gen = row["generation"]
         np.testing.assert_array_equal(gen, np.asarray(want["generation"], np.float32), err_msg=f"generation at {pair}")
         # -60 .. 120 at 60 min: t0 (index 1) blanked, the future kept
         assert gen[1] == -1.0 and np.all(gen[2:] != -1.0) and gen[0] != -1.0, gen
@@ -335,7 +330,7 @@ def test_history_dropout_distribution(root: Path, monkeypatch: pytest.MonkeyPatc
     name = f"dist{len(fraction)}.yaml"
     (root / name).write_text(text)
     rows = gobatch_rows(root, monkeypatch, name, batches=40, batch_size=50, seed=11)
-    gen = np.stack([r["generation"][:, 0] for r in rows])
+    gen = np.stack([r["generation"] for r in rows])
     n = len(gen)
     got = dropout_counts(gen, -1.0)
     ref = ocf_samples(root, name, [(rows[0]["t0"], rows[0]["location_id"])] * 400, seed=5)

@@ -101,9 +101,9 @@ def write_stores(root: Path) -> None:
 
 
 def write_flat_satellite(root: Path, name: str, dtype: str) -> None:
-    """A satellite whose values depend on (channel, time) only, so that a pixel of gobatch's crop
-    equals every pixel of ocf-data-sampler's, wherever each places its crop (their centre rules
-    differ: docs/OCF.md). The values cross the clip bounds; float32 has NaN time steps."""
+    """A satellite whose values depend on (channel, time) only: the values are compared here,
+    the crops in test_ocf_layout.py. The values cross the clip bounds; float32 has NaN time
+    steps."""
     src = xr.open_zarr(root / "sat.zarr")
     nt = src.sizes["time"]
     per_time = np.stack([np.linspace(-40, 460, nt), np.linspace(300, -20, nt)])  # (channel, time)
@@ -166,9 +166,10 @@ def gobatch_rows(root: Path, monkeypatch: pytest.MonkeyPatch, batches: int,
     rows = []
     with gobatch.Loader(config, batch_size=4, seed=3, framework="numpy") as loader:
         for k, batch in enumerate(loader):
+            flat = {key: batch[key] for key in [*KEYS, "t0", "location_id", "satellite_actual", "generation", "capacity_mwp"]}
+            flat.update({key: batch["nwp"][key]["nwp"] for key in extra})  # ocf's nesting (test_ocf_layout.py)
             for e in range(4):
-                rows.append({key: np.array(batch[key][e])
-                             for key in [*KEYS, "t0", "location_id", "satellite", "generation", "capacity_mwp", *extra]})
+                rows.append({key: np.array(v[e]) for key, v in flat.items()})
             if k + 1 == batches:
                 break
     return rows
@@ -188,7 +189,7 @@ def test_features_equal_ocf_get_sample(root: Path, monkeypatch: pytest.MonkeyPat
             np.testing.assert_allclose(got, exp.astype(np.float32), rtol=0, atol=2e-7, err_msg=f"{key} at {pair}")
         # generation / capacity per step (float32 in both), NaN -> dropout_value; the capacity
         # at the window's first step
-        np.testing.assert_array_equal(row["generation"][:, 0], np.asarray(want["generation"], np.float32),
+        np.testing.assert_array_equal(row["generation"], np.asarray(want["generation"], np.float32),
                                       err_msg=f"generation at {pair}")
         assert row["capacity_mwp"].dtype == np.float32, pair
         # a NaN capacity stays NaN here: ocf fills arrays, not this scalar
@@ -230,7 +231,7 @@ def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch:
     seen_clip = seen_nan = False
     for row, want, pair in zip(rows, ref, pairs):
         exp = np.asarray(want["satellite_actual"], dtype=np.float64)  # (T, C) of ocf's float64
-        got = row["satellite"]  # (T, C, H, W), spatially constant
+        got = row["satellite_actual"]  # (T, C, W, H), spatially constant
         assert got.dtype == np.float32 and got.shape[:2] == exp.shape
         np.testing.assert_array_equal(got, np.broadcast_to(exp.astype(np.float32)[:, :, None, None], got.shape),
                                       err_msg=f"satellite at {pair}")
@@ -243,7 +244,7 @@ def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch:
 def test_nwp_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same for a UKV NWP whose channels are constant: one above its clip_max, one below its
     clip_min, one all NaN (its dropout_value). Constant values make the comparison independent of
-    the NWP window rule and crop placement, which differ (docs/OCF.md)."""
+    the NWP window rule, which differs (docs/OCF.md); the crops are compared in test_ocf_layout.py."""
     xo, yo = np.arange(300000.0, 560000.0, 2000.0), np.arange(420000.0, 200000.0, -2000.0)
     init = T0 - np.timedelta64(6, "h") + np.arange(5) * np.timedelta64(3, "h")
     step = np.arange(10) * np.timedelta64(1, "h")
@@ -277,7 +278,7 @@ def test_nwp_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytes
     want = np.array([(350.0 - 280.0) / 10.0, (0.0 - 100.0) / 50.0, -2.5], np.float32)
     for row, sample, pair in zip(rows, ref, pairs):
         exp = np.asarray(sample["nwp_ukv"])  # (T_n, C, W, H) of ocf's float64
-        got = row["ukv"]  # (T_n, C, H, W)
-        assert got.shape[:2] == exp.shape[:2] and got.shape[2:] == exp.shape[:1:-1], (got.shape, exp.shape)
+        got = row["ukv"]  # (T_n, C, W, H)
+        assert got.shape == exp.shape, (got.shape, exp.shape)
         np.testing.assert_array_equal(exp, np.broadcast_to(want[None, :, None, None], exp.shape))  # ocf's own values
         np.testing.assert_array_equal(got, np.broadcast_to(want[None, :, None, None], got.shape), err_msg=f"ukv at {pair}")

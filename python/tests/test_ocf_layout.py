@@ -1,0 +1,343 @@
+"""gobatch's batches from an ocf-data-sampler YAML are laid out as ocf-data-sampler 1.0.24's
+``stack_np_samples_into_batch`` of ``PVNetDataset.get_sample`` (issue 18, item 2): the same keys
+and nesting (``satellite_actual``, ``nwp -> ukv -> {nwp, nwp_channel_names, ...}``, ``t0_idx``),
+shapes and axis order (satellite and NWP ``(T, C, W, H)``, x and y increasing), the crops
+placed by ocf's rule around each site in each source's own system (geostationary from the
+``area`` attribute, OSGB for UKV, longitude/latitude for ECMWF), the time and coordinate keys as float64, and the site's own
+generation series. A site whose crop leaves a grid (ocf-data-sampler's get_sample raises for
+it) is left out of the job, and the plan says so.
+
+The reference is ocf-data-sampler itself, run in a child process for every row gobatch
+delivers (as in test_ocf_values.py). The stores' values encode (channel, time, y, x), so a
+wrong crop, a swapped or unflipped axis shows as a different value; the crops are not square,
+so swapped x and y also show as a different shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pyproj
+import pytest
+import xarray as xr
+
+from test_ocf_values import GEOS, T0, area
+
+pytestmark = pytest.mark.timeout(300)
+
+B = 4
+SITE_IDS = [1, 2, 3, 4, 5]
+EDGE_ID = 5  # two pixels from the satellite's northern edge: its 6-row crop does not fit
+
+CONFIG = textwrap.dedent("""\
+    general:
+      name: layout
+      description: ocf-data-sampler's batch layout
+    input_data:
+      generation:
+        zarr_path: gen.zarr
+        time_resolution_minutes: 30
+        interval_start_minutes: -60
+        interval_end_minutes: 60
+      nwp:
+        ukv:
+          provider: ukv
+          zarr_path: ukv.zarr
+          time_resolution_minutes: 60
+          interval_start_minutes: -60
+          interval_end_minutes: 120
+          image_size_pixels_height: 4
+          image_size_pixels_width: 6
+          channels: [t, dswrf]
+          normalisation_constants:
+            t: {mean: 0.0, std: 1.0}
+            dswrf: {mean: 0.0, std: 1.0}
+        ecmwf:
+          provider: ecmwf
+          zarr_path: ecmwf.zarr
+          time_resolution_minutes: 60
+          interval_start_minutes: -60
+          interval_end_minutes: 120
+          image_size_pixels_height: 6
+          image_size_pixels_width: 4
+          channels: [t2m]
+          normalisation_constants:
+            t2m: {mean: 0.0, std: 1.0}
+      satellite:
+        zarr_path: sat.zarr
+        time_resolution_minutes: 5
+        interval_start_minutes: -30
+        interval_end_minutes: 0
+        image_size_pixels_height: 6
+        image_size_pixels_width: 10
+        channels: [IR_016, VIS006]
+        normalisation_constants:
+          IR_016: {mean: 0.0, std: 1.0}
+          VIS006: {mean: 0.0, std: 1.0}
+    """)
+
+
+def write_stores(root: Path) -> Dict[int, Tuple[float, float]]:
+    """A SEVIRI-like satellite (y descending, x ascending), a UKV NWP in OSGB (x ascending, y
+    descending), an ECMWF NWP in longitude/latitude (latitude descending) and five sites, one of them near the satellite's northern edge. Values are
+    integers (exact in float32) that encode every index: satellite 1e6*channel + 1e4*time +
+    100*y + x, UKV 1e6*channel + 1000*x + y (the same for every run and step, so that the NWP's
+    window rule, which is not compared here, cannot change them). Returns the sites' lon/lat."""
+    to_geos = pyproj.Transformer.from_crs("EPSG:4326", GEOS, always_xy=True)
+    gx, gy = to_geos.transform(-1.5, 52.6)
+    x = gx + 3000.0 * (np.arange(40) - 20)
+    y = gy + 3000.0 * (15 - np.arange(30))  # descending, as SEVIRI archives are
+    times = T0 - np.timedelta64(60, "m") + np.arange(60) * np.timedelta64(5, "m")
+    c, t, yy, xx = np.meshgrid(np.arange(2), np.arange(len(times)), np.arange(len(y)), np.arange(len(x)), indexing="ij")
+    sat = (1e6 * c + 1e4 * t + 100 * yy + xx).astype(np.float32)
+    xr.Dataset({"data": (("variable", "time", "y_geostationary", "x_geostationary"), sat,
+                         {"area": area(x[::-1], y[::-1])})},  # area(): corners from ascending x, y
+               coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x},
+               ).to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
+
+    xo, yo = np.arange(360000.0, 520000.0, 2000.0), np.arange(400000.0, 220000.0, -2000.0)
+    init = T0 - np.timedelta64(6, "h") + np.arange(5) * np.timedelta64(3, "h")
+    step = np.arange(10) * np.timedelta64(1, "h")
+    cc, xi, yi = np.meshgrid(np.arange(2), np.arange(len(xo)), np.arange(len(yo)), indexing="ij")
+    per = (1e6 * cc + 1000 * xi + yi).astype(np.float32)  # (channel, x, y)
+    data = np.broadcast_to(per[None, None], (len(init), len(step), *per.shape))
+    xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"), data.copy())},
+               coords={"init_time": init, "step": step, "variable": ["t", "dswrf"], "x": xo, "y": yo},
+               ).to_zarr(root / "ukv.zarr", zarr_format=2, consolidated=True)
+
+    # ECMWF on longitude/latitude, latitude descending as ECMWF's files are: 1e6 + 1000*lon + lat
+    lons, lats = -4.0 + 0.1 * np.arange(50), 54.5 - 0.1 * np.arange(36)
+    li, la = np.meshgrid(np.arange(len(lats)), np.arange(len(lons)), indexing="ij")
+    per = (1e6 + 1000 * la + li).astype(np.float32)[None]  # (channel, latitude, longitude)
+    data = np.broadcast_to(per[None, None], (len(init), len(step), *per.shape))
+    xr.Dataset({"ECMWF": (("init_time", "step", "variable", "latitude", "longitude"), data.copy())},
+               coords={"init_time": init, "step": step, "variable": ["t2m"], "latitude": lats, "longitude": lons},
+               ).to_zarr(root / "ecmwf.zarr", zarr_format=2, consolidated=True)
+
+    from_geos = pyproj.Transformer.from_crs(GEOS, "EPSG:4326", always_xy=True)
+    lon = [-1.9, -1.2, -1.6, -1.45]
+    lat = [52.4, 52.9, 52.6, 52.75]
+    elon, elat = from_geos.transform(gx + 1000.0, y[0] - 1.4 * 3000.0)  # nearest row 1 of 30 (increasing: 28)
+    lon.append(elon)
+    lat.append(elat)
+    rng = np.random.default_rng(7)
+    gtimes = T0 - np.timedelta64(2, "h") + np.arange(12) * np.timedelta64(30, "m")
+    n = len(SITE_IDS)
+    xr.Dataset(
+        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), n)).astype(np.float32)),
+         "capacity_mwp": (("time_utc", "location_id"), rng.uniform(8, 12, (len(gtimes), n)).astype(np.float32))},
+        coords={"time_utc": gtimes, "location_id": np.array(SITE_IDS),
+                "longitude": ("location_id", np.array(lon)), "latitude": ("location_id", np.array(lat))},
+    ).to_zarr(root / "gen.zarr", zarr_format=2, consolidated=True)
+    return {i: (lo, la) for i, lo, la in zip(SITE_IDS, lon, lat)}
+
+
+_REF_SCRIPT = """
+import json, sys
+import numpy as np
+try:
+    import pandas as pd
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+except ImportError as e:
+    print(json.dumps({"missing": str(e)})); sys.exit(0)
+ds = PVNetDataset(sys.argv[1])
+def enc(v):
+    if isinstance(v, dict):
+        return {"dict": {k: enc(x) for k, x in v.items()}}
+    if isinstance(v, (np.ndarray, np.generic)):
+        return {"array": np.asarray(v).tolist(), "dtype": np.asarray(v).dtype.str, "shape": list(np.shape(v))}
+    if hasattr(v, "to_numpy"):  # the datetime encodings are pandas Index objects
+        return enc(v.to_numpy())
+    return {"py": v, "type": type(v).__name__}
+req = json.loads(sys.stdin.read())
+out = []
+for t0, loc in req["pairs"]:
+    out.append(enc(ds.get_sample(pd.Timestamp(t0, unit="s"), loc))["dict"])
+raised = {}
+for loc in req["raises"]:
+    try:
+        ds.get_sample(pd.Timestamp(req["pairs"][0][0], unit="s"), loc)
+        raised[loc] = ""
+    except ValueError as e:
+        raised[loc] = str(e)
+print(json.dumps({"samples": out, "raised": raised}))
+"""
+
+
+def ocf_reference(root: Path, config: str, pairs: List[Tuple[float, int]], raises: List[int]) -> Dict[str, Any]:
+    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
+    r = subprocess.run([python, "-c", _REF_SCRIPT, config], cwd=root, input=json.dumps({"pairs": pairs, "raises": raises}),
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    if "missing" in out:
+        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
+    return out
+
+
+def decode(v: Dict[str, Any]) -> Any:
+    if "dict" in v:
+        return {k: decode(x) for k, x in v["dict"].items()}
+    if "array" in v:
+        return np.array(v["array"], dtype=np.dtype(v["dtype"])).reshape(v["shape"])
+    return v["py"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("ocflayout")
+    write_stores(r)
+    (r / "pvnet.yaml").write_text(CONFIG)
+    return r
+
+
+def take_batches(root: Path, monkeypatch: pytest.MonkeyPatch, n: int, framework: str = "numpy") -> List[Dict[str, Any]]:
+    """The first n batches, copied (nested as delivered)."""
+    import gobatch
+
+    def copy(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: copy(x) for k, x in v.items()}
+        if hasattr(v, "numpy"):
+            return v.numpy().copy()
+        return v.copy() if isinstance(v, np.ndarray) else v
+
+    monkeypatch.chdir(root)
+    out = []
+    with gobatch.Loader("pvnet.yaml", batch_size=B, seed=5, framework=framework) as loader:
+        for k, batch in enumerate(loader):
+            out.append(copy(dict(batch)))
+            if k + 1 == n:
+                break
+    return out
+
+
+#: gobatch's own extra keys (docs/OCF.md)
+EXTRA = {"x", "y", "generation_capacity", "generation_system", "generation_capacity_system"}
+
+
+def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches = take_batches(root, monkeypatch, 6)
+    rows = [(b, e) for b in batches for e in range(B)]
+    pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
+    assert len({p[1] for p in pairs}) >= 3 and len({p[0] for p in pairs}) >= 3, pairs  # several sites and t0s
+    assert EDGE_ID not in {p[1] for p in pairs}
+    ref = ocf_reference(root, "pvnet.yaml", pairs, raises=[EDGE_ID])
+    assert "not available" in ref["raised"][str(EDGE_ID)], ref["raised"]  # ocf cannot sample the edge site
+
+    first = decode({"dict": {k: v for k, v in ref["samples"][0].items()}})
+    for b in batches:
+        # the keys and the nesting of stack_np_samples_into_batch
+        want_top = set(first)
+        assert want_top <= set(b), want_top - set(b)
+        assert set(b) - want_top <= EXTRA, set(b) - want_top
+        assert list(b["nwp"]) == list(first["nwp"]) == ["ukv", "ecmwf"]
+        for key in ("ukv", "ecmwf"):
+            assert set(b["nwp"][key]) == set(first["nwp"][key]), (key, set(b["nwp"][key]) ^ set(first["nwp"][key]))
+        assert b["t0_idx"] == first["t0_idx"] and type(b["t0_idx"]) is int
+        names = b["nwp"]["ukv"]["nwp_channel_names"]
+        assert names.dtype.kind == "U" and names.tolist() == first["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"]
+
+    for (b, e), sample, pair in zip(rows, ref["samples"], pairs):
+        want = decode({"dict": sample})
+        at = f"at (t0, location_id) {pair}"
+        for key in ["satellite_actual", "generation", "capacity_mwp", "location_id", "t0", "longitude", "latitude",
+                    "time_utc", "satellite_time_utc", "satellite_x_geostationary", "satellite_y_geostationary"]:
+            got, exp = b[key][e], np.asarray(want[key])
+            assert got.shape == exp.shape, (key, got.shape, exp.shape, at)
+            if key in ("satellite_actual", "generation", "capacity_mwp"):
+                # ocf's satellite is float64; its values are integers here, exact in float32
+                assert got.dtype == np.float32, key
+                np.testing.assert_array_equal(got, exp.astype(np.float32), err_msg=f"{key} {at}")
+            else:
+                assert got.dtype == (np.int64 if key == "location_id" else np.float64), (key, got.dtype)
+                np.testing.assert_array_equal(got, exp, err_msg=f"{key} {at}")
+        for key in ("ukv", "ecmwf"):
+            got, exp = b["nwp"][key]["nwp"][e], want["nwp"][key]["nwp"]
+            assert got.shape == exp.shape, (key, got.shape, exp.shape, at)
+            np.testing.assert_array_equal(got, exp.astype(np.float32), err_msg=f"nwp.{key}.nwp {at}")
+            for tkey, dtype in (("nwp_init_time_utc", np.float64), ("nwp_step", np.int64), ("nwp_target_time_utc", np.float64)):
+                got = b["nwp"][key][tkey][e]
+                # ocf gives one init time as a scalar when one run covers the window; gobatch
+                # always gives one per step
+                exp = np.broadcast_to(np.asarray(want["nwp"][key][tkey]), got.shape)
+                assert got.dtype == dtype, (key, tkey, got.dtype)
+                np.testing.assert_array_equal(got, exp, err_msg=f"nwp.{key}.{tkey} {at}")
+        # the satellite's values show that the crop is ocf's: x and y both increase
+        assert np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
+
+
+def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site near the edge is left out, and the plan names it and the source."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rep = gobatch.plan("pvnet.yaml", batch_size=B)
+    assert rep["locations"] == len(SITE_IDS) - 1
+    excl = rep["ocf_excluded_locations"]
+    assert [(e["name"], e["location_ids"]) for e in excl] == [("satellite", [EDGE_ID])], excl
+    assert rep["ocf"]["satellite"] == "satellite" and rep["ocf"]["t0_idx"] == 2
+    assert rep["ocf"]["nwp"] == [{"key": "ukv", "channel_names": ["t", "dswrf"]}, {"key": "ecmwf", "channel_names": ["t2m"]}]
+    shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
+    # (B, T, C, W, H)
+    assert shapes["satellite"] == [B, 7, 2, 10, 6] and shapes["ukv"] == [B, 4, 2, 6, 4] and shapes["ecmwf"] == [B, 4, 1, 4, 6]
+
+
+def test_no_site_left_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crop no site can have: the job is refused, naming the source."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    (root / "huge.yaml").write_text(CONFIG.replace("image_size_pixels_height: 6", "image_size_pixels_height: 30"))
+    with pytest.raises(gobatch.ConfigError, match="satellite"):
+        gobatch.plan("huge.yaml", batch_size=B)
+
+
+def test_torch_batches_nest_the_same(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    [nb] = take_batches(root, monkeypatch, 1)
+    [tb] = take_batches(root, monkeypatch, 1, framework="torch")
+    assert set(tb) == set(nb) and set(tb["nwp"]["ukv"]) == set(nb["nwp"]["ukv"])
+    for key in ("satellite_actual", "time_utc", "t0", "longitude"):
+        np.testing.assert_array_equal(tb[key], nb[key])
+    np.testing.assert_array_equal(tb["nwp"]["ukv"]["nwp"], nb["nwp"]["ukv"]["nwp"])
+    assert tb["nwp"]["ukv"]["nwp_channel_names"].dtype.kind == "U" and tb["t0_idx"] == nb["t0_idx"]
+
+
+def test_nested_view_holds_the_lease(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view kept from the nested dict holds the slot, as a flat batch's view does; dropping it
+    gives the slot back."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    with gobatch.Loader("pvnet.yaml", batch_size=B, seed=5) as loader:
+        it = iter(loader)
+        batch = next(it)
+        kept = batch["nwp"]["ukv"]["nwp"][0]
+        del batch
+        nxt = next(it)
+        book = loader._ring._book
+        assert book.held() == 2  # the first batch's slot is still lent: `kept` views it
+        del kept, nxt
+        next(it)
+        assert book.held() == 1
+
+
+def test_cuda_batches_keep_the_nesting(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gobatch.cuda_batches moves the arrays of the nested batch and keeps the rest as it is."""
+    torch = pytest.importorskip("torch")
+    import gobatch
+
+    [nb] = take_batches(root, monkeypatch, 1)
+    with gobatch.Loader("pvnet.yaml", batch_size=B, seed=5) as loader:
+        batch = next(gobatch.cuda_batches(loader, "cpu"))
+        assert isinstance(batch["satellite_actual"], torch.Tensor) and isinstance(batch["nwp"]["ukv"]["nwp"], torch.Tensor)
+        np.testing.assert_array_equal(batch["nwp"]["ecmwf"]["nwp"].numpy(), nb["nwp"]["ecmwf"]["nwp"])
+        assert batch["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"] and batch["t0_idx"] == 2
