@@ -170,6 +170,13 @@
 // first was (shmloader logs it at start-up with -v); a configuration with no candidate is
 // refused with that report.
 //
+// Under rules = "ocf" with site-anchored examples the sample space is ocf-data-sampler's
+// (t0, location) pairs instead (ocfspace.go, periods.go): contiguous t0 periods of the anchor,
+// every NWP and the generation, intersected and filled on the generation's grid, every
+// location with every t0 or, when the generation has a NaN, each location with its own t0s;
+// location 0 has none when there are other locations. Pairs that are t0 candidates times
+// sites are drawn as those; the others one by one (Plan.SampleSpace).
+//
 // # Epochs
 //
 // With [batch] order = "epochs" the stream is a sequence of epochs instead of independent

@@ -10,7 +10,8 @@ import (
 )
 
 // Draw returns where example e of global batch g comes from: t0 (unix seconds), the anchor
-// time index and the centre pixel (cy, cx). Fill uses exactly these.
+// time index (-1 under rules = "ocf" when t0 is not an anchor time) and the centre pixel
+// (cy, cx). Fill uses exactly these.
 func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
 	ex := example{cut: make([]int64, len(j.srcs))}
 	j.draw(g, e, &ex, nil)
@@ -22,6 +23,8 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	switch {
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
+	case j.drawsPairs(): // ocf's pairs (ocfspace.go), drawn uniformly
+		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.n()))
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
 		j.drawCentre(g, ue, ex)
@@ -29,7 +32,9 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 		j.drawCentre(g, ue, ex)
 	}
-	ex.t0 = j.anchor.times.value(ex.ti)
+	if !j.drawsPairs() {
+		ex.t0 = j.anchor.times.value(ex.ti)
+	}
 	for i, s := range j.srcs {
 		ex.cut[i] = j.drawDropout(s.spec(), uint64(i), g, ue)
 	}
@@ -69,6 +74,10 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 	epoch, s, seg := j.epochs.sampleSeg(j.seed, g, e)
 	if rs != nil && seg >= 0 && !slices.Contains(rs.segs, seg) {
 		rs.segs = append(rs.segs, seg) // the batch's segments (Stats.SegmentsPerBatch)
+	}
+	if j.drawsPairs() { // the sample is one of ocf's pairs
+		j.placePair(ex, s)
+		return
 	}
 	ex.ti = int(j.cands[s/j.epochs.locations])
 	if j.sites != nil { // the sample is a (t0, site) pair

@@ -67,7 +67,8 @@ type Job struct {
 	siteExclusions []SiteExclusion
 	ocfT           *ocfTensors
 
-	cands          []int32 // anchor time indices where every window fits, ascending
+	cands          []int32    // anchor time indices where every window fits, ascending
+	space          *pairSpace // rules = "ocf" with sites: ocf's (t0, location) pairs replace cands (ocfspace.go)
 	rejections     []Rejection
 	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
@@ -119,7 +120,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.checkCoverage(); err != nil {
 		return nil, err
 	}
-	if err := j.findCandidates(); err != nil {
+	if err := j.findSampleSpace(); err != nil {
 		return nil, err
 	}
 	if err := j.layTensors(); err != nil {
@@ -353,6 +354,15 @@ func (j *Job) t0Range() (lo, hi int) {
 	return lo, max(lo, hi)
 }
 
+// findSampleSpace finds what examples are drawn from: under rules = "ocf" with site-anchored
+// examples ocf-data-sampler's (t0, location) pairs (ocfspace.go), else gobatch's t0 candidates.
+func (j *Job) findSampleSpace() error {
+	if j.ocf && j.sites != nil {
+		return j.findOCFSpace()
+	}
+	return j.findCandidates()
+}
+
 // findCandidates keeps the anchor times inside [batch] t0_start .. t0_end at which every
 // source has every step of its window, and records what each source rejects (Rejections);
 // when no time is left, the error says which source rejected how many and why.
@@ -516,6 +526,14 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
+	if j.drawsPairs() && j.mode == SampleLocality {
+		// Locality sampling and the block shuffle cut the anchor's t0 candidates into time
+		// segments; pairs that are not candidates times sites (per-location mode, location 0,
+		// t0s off the anchor's times) are drawn at random instead (the cache evicts).
+		j.mode = SampleRandom
+		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over ocf's pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
+			RulesOCF, float64(j.dataBytes)/(1<<20), mb)
+	}
 	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
 		return nil
 	}
@@ -554,6 +572,15 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 		return nil
 	}
 	var err error
+	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
+		n := j.space.n()
+		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 {
+			return j.cfg.Errorf("batch.size", "%d with order = %q: ocf-data-sampler's sample space has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
+				j.size, config.OrderEpochs, n, max(s.WorldSize, 1), n)
+		}
+		j.epochs, err = newEpochs(j.cfg, n, 1, j.size, s)
+		return err
+	}
 	locations := uint64(1) // a drawn centre per t0
 	if j.sites != nil {
 		locations = uint64(j.sites.n())

@@ -33,6 +33,9 @@ type Plan struct {
 	OCF          *OCFLayout `json:"ocf,omitempty"`
 	DecodedBytes int64      `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes   int64      `json:"cache_bytes,omitempty"`   // the cache budget
+	// SampleSpace is ocf-data-sampler's (t0, location) pairs under rules = "ocf" (they replace
+	// the t0 candidates); nil otherwise.
+	SampleSpace *SpaceInfo `json:"sample_space,omitempty"`
 	// Rejections are the anchor times each source rules out as t0, by cause, and why the
 	// first was (Job.Rejections).
 	Rejections []Rejection `json:"t0_rejections,omitempty"`
@@ -158,6 +161,7 @@ func (j *Job) plan(p *Plan) {
 	p.SiteExclusions = j.SiteExclusions()
 	p.OCF = OCFLayoutOf(j.cfg)
 	p.Rejections = j.Rejections()
+	p.SampleSpace = j.SampleSpace()
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()
 	if st := j.Stats(); st.Order == config.OrderEpochs {
 		p.Order, p.Samples, p.EpochBatches = st.Order, st.Samples, st.EpochBatches

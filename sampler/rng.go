@@ -43,6 +43,12 @@ func uniform(h uint64, n int) int {
 	return int(hi)
 }
 
+// uniform64 is uniform for a count held in a uint64 (a sample space of pairs).
+func uniform64(h, n uint64) uint64 {
+	hi, _ := bits.Mul64(h, n)
+	return hi
+}
+
 // unitFloat maps a hash to [0, 1) with 53 random bits.
 func unitFloat(h uint64) float64 {
 	return float64(h>>11) / (1 << 53)

@@ -123,7 +123,12 @@ func (r *planReport) text() string {
 		b.WriteString("\n")
 	}
 	if r.Mode != "" {
-		fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		if sp := r.SampleSpace; sp != nil {
+			fmt.Fprintf(&b, "\nsampling\n  rules %s: %d (t0, location) pairs over %s, %s mode, from %s\n",
+				sp.Rules, sp.Pairs, plural(sp.Locations, "location"), sp.Mode, plural(sp.Periods, "period"))
+		} else {
+			fmt.Fprintf(&b, "\nsampling\n  t0 candidates %d of %d anchor times, %d centres\n", r.Candidates, r.AnchorTimes, r.Centres)
+		}
 		if r.Locations > 0 {
 			fmt.Fprintf(&b, "  site-anchored: %d locations kept, %d dropped\n", r.Locations, r.LocationsDropped)
 		}

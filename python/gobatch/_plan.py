@@ -32,7 +32,9 @@ def plan(
     order, shape and window steps), ``tensors``, ``batch_bytes``, the sampling ``mode``,
     ``t0_candidates``, ``t0_rejections`` (per source: ``field``, ``name``, ``count`` of anchor
     times it rules out as t0 and why the ``first`` was; a ``batch`` entry for the times
-    t0_start / t0_end leave out), ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
+    t0_start / t0_end leave out), ``sample_space`` for an ocf-data-sampler YAML (its ``rules``,
+    ``mode`` "complete" or "per-location", ``pairs`` of (t0, location), ``locations``, ``periods`` and, in
+    complete mode, ``t0s``: these pairs replace the t0 candidates), ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
     ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
 
     ``batch_size``, ``order``, ``seed``, ``t0_start``, ``t0_end`` replace the file's ``[batch]``

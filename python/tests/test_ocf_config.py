@@ -344,8 +344,8 @@ def test_flags_set_the_batch_and_batch_size_is_required(root: Path) -> None:
     rep = json.loads(r.stdout)
     assert whole["order"] == "stream" and rep["order"] == "epochs"
     assert all(t["shape"][0] == 2 for t in rep["tensors"]), rep["tensors"]
-    # The t0 range keeps some of the candidates (those from 06:00 to 06:30).
-    assert 0 < rep["t0_candidates"] < whole["t0_candidates"], (whole["t0_candidates"], rep["t0_candidates"])
+    # The t0 range keeps some of ocf's (t0, location) pairs (those from 06:00 to 06:30).
+    assert 0 < rep["sample_space"]["pairs"] < whole["sample_space"]["pairs"], (whole["sample_space"], rep["sample_space"])
 
 
 def test_relative_paths_resolve_from_the_working_directory_and_data_root_overrides(root: Path, tmp_path: Path) -> None:
