@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,7 +23,8 @@ type Options struct {
 	// CacheMB overrides the anchor's cache_mb when > 0. Any size is accepted here (tests use
 	// tiny caches); shmloader holds its --cache-mb to cache_mb's range with CheckCacheMB.
 	CacheMB int64
-	// Open opens a store; default: the Zarr reader (OpenZarr).
+	// Open opens a store; default: the Zarr reader (OpenZarr). NewJob calls it once per
+	// distinct store, for all of them at once (concurrently).
 	Open func(path string) (Dataset, error)
 	// Stream is the rank the job fills batches for. Batches are global whatever it is, but
 	// with order = "epochs" the epoch length is rounded down to a multiple of the world size
@@ -107,7 +109,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := checkRules(cfg, specs, j.ocf); err != nil {
 		return nil, err
 	}
-	if err := j.openSources(specs, anchor, &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}); err != nil {
+	o := &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}
+	o.openAll(specs)
+	if err := j.openSources(specs, anchor, o); err != nil {
 		return nil, err
 	}
 	if err := j.measureData(); err != nil {
@@ -168,18 +172,43 @@ type opener struct {
 	cfg  *config.Config
 	opt  Options
 	open map[string]Dataset // by resolved path
+	errs map[string]error   // stores that failed to open, by resolved path
+}
+
+// openAll opens every store the sources name, all at once: opening a store in object
+// storage reads its metadata (and OpenZarr its coordinates), requests whose latency would
+// otherwise add up store by store before the first batch. The errors are reported by dataset,
+// source by source, in the order the job asks for them.
+func (o *opener) openAll(specs []*Spec) {
+	var paths []string
+	for _, sp := range specs {
+		if p := objstore.Join(o.opt.DataRoot, sp.Store); !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	ds, errs := make([]Dataset, len(paths)), make([]error, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Go(func() { ds[i], errs[i] = o.opt.Open(p) })
+	}
+	wg.Wait()
+	o.errs = map[string]error{}
+	for i, p := range paths {
+		o.open[p], o.errs[p] = ds[i], errs[i]
+	}
 }
 
 func (o *opener) dataset(sp *Spec) (Dataset, error) {
 	p := objstore.Join(o.opt.DataRoot, sp.Store)
-	if d, ok := o.open[p]; ok {
-		return d, nil
+	d, ok := o.open[p]
+	err := o.errs[p]
+	if !ok { // not among openAll's specs
+		d, err = o.opt.Open(p)
+		o.open[p] = d
 	}
-	d, err := o.opt.Open(p)
 	if err != nil {
 		return nil, o.cfg.Errorf(sp.Field+".store", "%v", err)
 	}
-	o.open[p] = d
 	return d, nil
 }
 

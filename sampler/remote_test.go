@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"bytes"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/internal/faultproxy"
 	"github.com/gobatch/gobatch/internal/s3test"
+	"github.com/gobatch/gobatch/readers/zarr"
 )
 
 // TestRemoteStoresEqualDisk fills batches of the preset from the nowcast-ref stores served by
@@ -78,6 +80,60 @@ func TestRemoteStoresEqualDisk(t *testing.T) {
 	}
 	if st2 := p.Stats(); st2.Faults == st.Faults || st2.MaxInFlight > int64(DefaultRemoteDepth*len(auto.srcs)) {
 		t.Fatalf("adaptive: %d 503s injected, at most %d in flight (bound %d x %d sources)", st2.Faults-st.Faults, st2.MaxInFlight, DefaultRemoteDepth, len(auto.srcs))
+	}
+}
+
+// TestRemoteOpenAtOnce: a job over stores in object storage opens them all at once and reads
+// their coordinates together (coordwarm.go), through a proxy adding 40 ms per request and a 503
+// now and then: many requests were in flight during the open, each metadata document and
+// coordinate chunk was fetched once (no source read one again), and the batches equal disk.
+func TestRemoteOpenAtOnce(t *testing.T) {
+	dir := nowcastData(t, "0.25", 64)
+	srv := s3test.Serve(t, map[string]string{"nowcast": dir})
+	p, err := faultproxy.Start("127.0.0.1:0", srv.URL, faultproxy.Config{Delay: 40 * time.Millisecond, Every503: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s3test.SetEnv(t, p.URL())
+	remote, err := NewJob(loadPreset(t, nil), Options{DataRoot: "s3://nowcast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	st := p.Stats()
+	// What opening reads: each store's zarr.json (absent: these are v2 stores) and
+	// .zmetadata, and every chunk of its one-dimensional arrays.
+	want := uint64(0)
+	for _, name := range []string{"satellite.zarr", "nwp.zarr", "pv.zarr"} {
+		h, err := zarr.OpenPath(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += 2
+		for _, path := range h.Arrays() {
+			if a, err := h.OpenArray(path); err == nil && a.NDim() == 1 {
+				want += uint64((a.Shape[0] + a.Chunks[0] - 1) / a.Chunks[0])
+			}
+		}
+	}
+	if st.Forwarded != want || st.Faults == 0 {
+		t.Fatalf("opening fetched %d objects (%d 503s injected); want each of the %d metadata documents and coordinate chunks once, some after a 503",
+			st.Forwarded, st.Faults, want)
+	}
+	if st.MaxInFlight < 6 {
+		t.Fatalf("at most %d requests in flight while opening; want the stores and their coordinates read together", st.MaxInFlight)
+	}
+	local, err := NewJob(loadPreset(t, nil), Options{DataRoot: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	want2, got := fillRange(t, local, 0, 2, 2), fillRange(t, remote, 0, 2, 2)
+	for b := range want2 {
+		if !bytes.Equal(got[b], want2[b]) {
+			t.Fatalf("batch %d through S3 differs from the batch from disk", b)
+		}
 	}
 }
 

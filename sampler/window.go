@@ -15,7 +15,11 @@ import (
 // that would leave about (windowAlpha + windowBeta) / 2 queued, at most by half; a failed
 // read halves it (multiplicative decrease); at most one decrease per window of completions. It
 // stays between 1 and fetch_depth (the upper bound), and starts at windowStart so that the
-// first batch's reads go out together.
+// first batch's reads go out together. Latency does not shrink it before windowEpoch
+// completions: those are the first batches' reads, all needed at once, and while their chunks
+// are decoded the latency rises with the CPU the decoding takes, not with reads queued at the
+// store (shrinking there left a source 4-6 reads in flight, 30 ms away, for the rest of the
+// first batch; see benchmarks/README.md).
 
 const (
 	windowAlpha = 3   // reads queued at the store below which the window grows
@@ -106,7 +110,7 @@ func (w *readWindow) observe(took time.Duration) {
 	case queued < windowAlpha:
 		w.win = min(w.win+1/w.win, float64(w.bound))
 		w.peak = max(w.peak, int(w.win))
-	case queued > windowBeta:
+	case queued > windowBeta && w.n > windowEpoch:
 		// Down to the window that would leave between alpha and beta queued, but by half at
 		// most: the smoothed latency lags.
 		w.shrink(max(windowFail, 1-(queued-(windowAlpha+windowBeta)/2)/w.win))

@@ -83,3 +83,26 @@ func TestReadWindowShrinksOnFailures(t *testing.T) {
 	}
 	t.Logf("window %d after failures, %d after recovery", small, w.size())
 }
+
+// The first windowEpoch completions (the first batches' reads) do not shrink the window
+// however their latency rises; later ones do. Latencies are given, not slept.
+func TestReadWindowHoldsForTheFirstBatches(t *testing.T) {
+	w := newReadWindow(64)
+	read := func(took time.Duration) {
+		w.acquire()
+		w.release(took, false, true)
+	}
+	read(time.Millisecond) // the smallest latency: a read that did not queue
+	for w.n < windowEpoch {
+		read(10 * time.Millisecond) // ten times it: about 29 of the 32 reads "queued"
+	}
+	if w.size() != windowStart {
+		t.Fatalf("window %d after %d slow reads at start-up: want it held at %d", w.size(), w.n, windowStart)
+	}
+	for range windowStart {
+		read(10 * time.Millisecond)
+	}
+	if w.size() >= windowStart {
+		t.Fatalf("window %d after %d slow reads: want it shrunk below %d once start-up is over", w.size(), w.n, windowStart)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gobatch/gobatch/readers/objstore"
@@ -28,13 +29,17 @@ func OpenZarr(path string) (Dataset, error) {
 		}
 		d.h = nil
 	}
+	if d.h != nil && d.remote() {
+		d.coords = warmCoords(d.h) // coordwarm.go
+	}
 	return d, nil
 }
 
 type zarrDataset struct {
-	path  string
-	store zarr.Store
-	h     *zarr.Hierarchy // nil: arrays are opened by name (no listing, no consolidated metadata)
+	path   string
+	store  zarr.Store
+	h      *zarr.Hierarchy // nil: arrays are opened by name (no listing, no consolidated metadata)
+	coords *coordCache     // a remote store's coordinates, read as it opened (nil: none)
 }
 
 func (d *zarrDataset) String() string { return d.path }
@@ -70,8 +75,11 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 		}
 		return nil, err
 	}
+	if d.coords.holds(a.Path) {
+		a.SetCache(d.coords)
+	}
 	cf := a.CF()
-	z := &zarrArray{a: a, cf: cf.Params()}
+	z := &zarrArray{a: a, cf: cf.Params(), coords: d.coords}
 	if masks := z.cf.Masks; len(masks) > 1 {
 		return nil, fmt.Errorf("%s/%s: %d distinct _FillValue/missing_value values %v; the sampler supports one", d.path, name, len(masks), masks)
 	}
@@ -82,8 +90,9 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 }
 
 type zarrArray struct {
-	a  *zarr.Array
-	cf zarr.CFParams
+	a      *zarr.Array
+	cf     zarr.CFParams
+	coords *coordCache // the store's coordinates read ahead (nil: none)
 }
 
 func (z *zarrArray) Shape() []int   { return z.a.Shape }
@@ -181,7 +190,7 @@ func (z *zarrArray) Int64s() ([]int64, error) {
 	if len(out) == 0 {
 		return out, nil
 	}
-	err := z.a.ReadBox(start, stop, bytesOfInt64(out), &zarr.ReadOptions{Out: zarr.Int64, NoCache: true})
+	err := z.a.ReadBox(start, stop, bytesOfInt64(out), &zarr.ReadOptions{Out: zarr.Int64})
 	return out, err
 }
 
@@ -191,11 +200,16 @@ func (z *zarrArray) Float64s() ([]float64, error) {
 	if len(out) == 0 {
 		return out, nil
 	}
-	err := z.a.ReadBox(start, stop, bytesOfFloat64(out), &zarr.ReadOptions{Out: zarr.Float64, NoCache: true})
+	err := z.a.ReadBox(start, stop, bytesOfFloat64(out), &zarr.ReadOptions{Out: zarr.Float64})
 	return out, err
 }
 
-func (z *zarrArray) Strings() ([]string, error) { return z.a.ReadStrings() }
+func (z *zarrArray) Strings() ([]string, error) {
+	if v, ok := z.coords.strings(z.a.Path); ok {
+		return slices.Clone(v), nil
+	}
+	return z.a.ReadStrings()
+}
 
 func (z *zarrArray) Times() ([]int64, error) {
 	ns, err := z.a.ReadTimes()
