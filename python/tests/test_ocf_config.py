@@ -27,6 +27,7 @@ import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -195,14 +196,7 @@ print(json.dumps(out))
 
 def ocf_reference(paths: list[Path], cwd: Path) -> dict[str, str | None]:
     """ocf-data-sampler's verdict on each file: None (accepted) or its error."""
-    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
-    r = subprocess.run([python, "-c", _REF_SCRIPT, *map(str, paths)], cwd=cwd, capture_output=True,
-                       text=True, timeout=240, env={**os.environ, "GOBATCH_TEST_SAT": "sat.zarr"})
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    if "missing" in out:
-        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
-    return dict(out)
+    return dict(run_ocf(_REF_SCRIPT, [str(p) for p in paths], cwd, timeout=240, env={"GOBATCH_TEST_SAT": "sat.zarr"}))
 
 
 # ------------------------------------------------------------------------------- fixtures

@@ -16,8 +16,6 @@ so swapped x and y also show as a different shape.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -29,6 +27,7 @@ import pytest
 import xarray as xr
 
 from test_ocf_values import GEOS, T0, area
+from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -172,14 +171,7 @@ print(json.dumps({"samples": out, "raised": raised}))
 
 
 def ocf_reference(root: Path, config: str, pairs: List[Tuple[float, int]], raises: List[int]) -> Dict[str, Any]:
-    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
-    r = subprocess.run([python, "-c", _REF_SCRIPT, config], cwd=root, input=json.dumps({"pairs": pairs, "raises": raises}),
-                       capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.splitlines()[-1])
-    if "missing" in out:
-        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
-    return out
+    return run_ocf(_REF_SCRIPT, [config], root, {"pairs": pairs, "raises": raises}, timeout=240)
 
 
 def decode(v: Dict[str, Any]) -> Any:

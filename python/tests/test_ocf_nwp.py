@@ -26,6 +26,7 @@ import pytest
 import xarray as xr
 
 from test_ocf_values import GEOS, area
+from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -192,14 +193,7 @@ print(json.dumps({"samples": out}))
 
 
 def ocf_samples(root: Path, yaml: str, pairs: list[tuple[int, int]], seed: int = 0) -> list[dict]:
-    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
-    r = subprocess.run([python, "-c", _REF_SCRIPT, yaml], cwd=root, input=json.dumps({"pairs": pairs, "seed": seed}),
-                       capture_output=True, text=True, timeout=500)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.splitlines()[-1])
-    if "missing" in out:
-        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
-    return out["samples"]
+    return run_ocf(_REF_SCRIPT, [yaml], root, {"pairs": pairs, "seed": seed}, timeout=500)["samples"]
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,6 @@ sites with ids 0 to 4.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -27,6 +25,7 @@ import pytest
 import xarray as xr
 
 from test_ocf_values import GEOS, area
+from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -146,13 +145,7 @@ print(json.dumps({"complete": bool(ds.complete_generation), "len": len(ds), "pai
 
 def ocf_space(root: Path, config: str, periods: list[tuple[str, str]] | None = None) -> dict:
     """PVNetDataset's mode, len and pairs (t0 in unix seconds, location_id) in index order."""
-    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
-    r = subprocess.run([python, "-c", _REF_SCRIPT, config, json.dumps(periods or [])], cwd=root,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.splitlines()[-1])
-    if "missing" in out:
-        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
+    out = run_ocf(_REF_SCRIPT, [config, json.dumps(periods or [])], root, timeout=300)
     assert out["len"] == len(out["pairs"])
     return out
 

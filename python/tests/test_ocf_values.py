@@ -14,8 +14,6 @@ ocf-data-sampler's layouts.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -139,14 +138,7 @@ KEYS = ["date_sin", "date_cos", "time_sin", "time_cos", "t0_embedding", "solar_a
 
 
 def ocf_samples(root: Path, config: str, pairs: list[tuple[int, int]]) -> list[dict]:
-    python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
-    r = subprocess.run([python, "-c", _REF_SCRIPT, config], cwd=root, input=json.dumps(pairs),
-                       capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.splitlines()[-1])
-    if "missing" in out:
-        pytest.skip(f"ocf-data-sampler 1.0.24 is not installed for {python} (set GOBATCH_OCF_PYTHON): {out['missing']}")
-    return out["samples"]
+    return run_ocf(_REF_SCRIPT, [config], root, pairs, timeout=240)["samples"]
 
 
 @pytest.fixture(scope="module")
