@@ -673,6 +673,9 @@ func (j *Job) Stats() Stats {
 	if j.epochs != nil {
 		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
 	}
+	if j.space != nil {
+		s.Pairs = j.space.n()
+	}
 	if j.batches > 0 && (j.loc != nil || j.epochs != nil && j.epochs.blocks != nil) {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)
 		s.SegmentsSum = j.segSum

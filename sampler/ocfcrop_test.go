@@ -143,6 +143,9 @@ func TestOCFRulesSiteJob(t *testing.T) {
 	if j.Locations() != len(kept) || j.LocationsDropped() != len(out) {
 		t.Fatalf("%d locations, %d dropped; want %d, %d", j.Locations(), j.LocationsDropped(), len(kept), len(out))
 	}
+	if sp := j.SampleSpace(); sp == nil || sp.Pairs == 0 || j.Stats().Pairs != sp.Pairs {
+		t.Fatalf("stats' pairs %d, sample space %+v; want the sample space's pairs", j.Stats().Pairs, sp)
+	}
 	reported := map[int64]bool{}
 	for _, e := range j.SiteExclusions() {
 		for _, id := range e.IDs {

@@ -38,8 +38,11 @@ type Stats struct {
 	Why        string // how sampling "auto" chose, or how epochs larger than the cache are ordered (Job.Why)
 	Batches    uint64 // batches filled
 	Candidates int    // valid t0 (anchor time indices)
-	DataBytes  int64  // decoded (float32) size of every data array: what the cache would need to hold everything
-	Cache      CacheStats
+	// Pairs: under rules = "ocf", ocf-data-sampler's (t0, location) pairs the batches are drawn
+	// from (SampleSpace); 0 under gobatch's rules.
+	Pairs     uint64
+	DataBytes int64 // decoded (float32) size of every data array: what the cache would need to hold everything
+	Cache     CacheStats
 	// SegmentsPerBatch is the mean number of distinct time segments the examples of a batch
 	// came from (locality mode; 0 in random mode): the randomness the locality costs.
 	SegmentsPerBatch float64

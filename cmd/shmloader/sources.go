@@ -60,6 +60,9 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 		if st.ResidentSegments > 0 {
 			ev = ev.Int("resident_segments", st.ResidentSegments)
 		}
+		if st.Pairs > 0 { // rules = "ocf": the (t0, location) pairs, not the t0 candidates, are the samples
+			ev = ev.Uint64("ocf_pairs", st.Pairs)
+		}
 		if st.Order == config.OrderEpochs {
 			ev = ev.Str("order", st.Order).Uint64("samples", st.Samples).Uint64("epoch_batches", st.EpochBatches)
 		}
