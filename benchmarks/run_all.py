@@ -203,8 +203,10 @@ def main() -> int:
         p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         secs = time.monotonic() - t
         print(p.stdout, flush=True)
-        # The README is committed: a path inside the repository is written relative to it.
+        # The README is committed: a path inside the repository is written relative to it, and
+        # the interpreter's own install (a traceback through the standard library) as <python>.
         output = p.stdout.replace(f"{REPO}{os.sep}", "").replace(str(REPO), ".")
+        output = output.replace(sys.base_prefix, "<python>")
         status = "" if p.returncode == 0 else f" (FAILED: exit status {p.returncode})"
         if p.returncode != 0:
             failed.append(n)
