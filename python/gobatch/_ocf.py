@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from . import _native
 from ._child import Command
 from .errors import ConfigError, LoaderError
 
@@ -98,7 +99,8 @@ class LayoutQuery:
         if command.data_root is not None:
             argv += ["--data-root", command.data_root]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE if self._input is not None else subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=command.env)
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=_native.child_env(command.binary, command.env))
 
     def result(self) -> Optional[OCFLayout]:
         """Waits for the answer; raises ConfigError for a configuration shmloader refuses."""

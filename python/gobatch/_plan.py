@@ -7,6 +7,7 @@ import os
 import subprocess
 from typing import Any, Dict, Optional
 
+from . import _native
 from ._batch_options import TimeLike, batch_flags
 from ._child import shmloader_path
 from ._config import ConfigLike, config_argument
@@ -50,7 +51,7 @@ def plan(
         cmd += ["--data-root", os.fspath(data_root)]
     cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)
     try:
-        p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
+        p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, env=_native.child_env(cmd[0], None))
     except subprocess.TimeoutExpired:
         raise LoaderError(f"shmloader plan did not finish within {timeout:g} s") from None
     err = p.stderr.decode(errors="replace").strip()

@@ -72,6 +72,8 @@ def child_libs():
     return libs
 
 for name, cfg in spec["runs"].items():
+    if name.startswith("zarr"):  # gobatch.plan starts shmloader too: it places the stores through PROJ
+        out[name + "_plan_t0_candidates"] = gobatch.plan(cfg, data_root=spec["root"])["t0_candidates"]
     t = time.perf_counter()
     with gobatch.Loader(cfg, framework="numpy", data_root=spec["root"]) as loader:
         for k, batch in enumerate(loader):
@@ -264,7 +266,7 @@ def test_projected_zarr_loader_from_the_wheel(installed: Dict[str, Any], run: st
     """Sites (longitude/latitude to the geostationary area), the ECMWF crop (geostationary to
     EPSG:4326) and the UKV crop (x_osgb/y_osgb as stored, or geostationary to EPSG:27700 by the
     bundled PROJ: zarr_osgb) against pyproj's positions and xarray's values."""
-    inner(installed)
+    assert inner(installed)[run + "_plan_t0_candidates"] > 0, "gobatch.plan from the wheel"
     stores, b = installed["stores"], installed["batches"]
     ref = align.Reference(stores)
     kept = ref.site_pixels()
