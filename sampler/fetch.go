@@ -105,13 +105,14 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	default:
 		buf = make([]byte, 0, f.rawChunkBytes())
 	}
+	var ahead int
 	if c.window != nil {
-		c.window.acquire()
+		ahead = c.window.acquire()
 	}
 	start := time.Now()
 	raw, found, err := f.FetchChunk(sidx, buf)
 	if c.window != nil {
-		c.window.release(time.Since(start), err != nil, found)
+		c.window.release(ahead, time.Since(start), err != nil, found)
 	}
 	done()
 	if err == nil {

@@ -20,67 +20,96 @@ import (
 // are decoded the latency rises with the CPU the decoding takes, not with reads queued at the
 // store (shrinking there left a source 4-6 reads in flight, 30 ms away, for the rest of the
 // first batch; see benchmarks/README.md).
+//
+// The store's latency may rise for good (a busier server, another path), so the smallest
+// latency is measured again when no read has come within an eighth of it for probeEvery: as BBR's ProbeRTT
+// does, the window is held at probeWin until probeSamples reads sent with at most probeWin in
+// flight have completed, and the smallest of those is the new base. Taking instead the
+// smallest latency of the last few hundred reads (as this did before) ratchets: in the steady
+// state Vegas keeps a few reads queued at the store, so every read waits, the "smallest" is a
+// queued one, and the window grows by that queue each time (a store serving 4 at a time was
+// left 23 reads in flight). A probe costs about two round trips every probeEvery.
 
 const (
-	windowAlpha = 3   // reads queued at the store below which the window grows
-	windowBeta  = 6   // above which it shrinks
-	windowStart = 32  // the first window (at most the bound)
-	windowEpoch = 256 // completions after which the smallest latency is measured anew
-	windowFail  = 0.5 // the decrease on a failed read, and the most on queueing
+	windowAlpha  = 3                // reads queued at the store below which the window grows
+	windowBeta   = 6                // above which it shrinks
+	windowStart  = 32               // the first window (at most the bound)
+	windowEpoch  = 256              // completions during which latency does not shrink the window
+	windowFail   = 0.5              // the decrease on a failed read, and the most on queueing
+	probeEvery   = 10 * time.Second // how long the smallest latency stands unmatched before a probe
+	probeWin     = 4                // reads in flight while probing
+	probeSamples = 8                // probe reads whose smallest latency is the new base
 )
 
 // readWindow is a source's adaptive bound on reads in flight.
 type readWindow struct {
 	mu       sync.Mutex
 	cond     sync.Cond
+	now      func() time.Time // time.Now; tests give a simulated clock
 	bound    int
 	win      float64 // the window: reads allowed in flight
 	inflight int
 	hold     int           // completions before the next decrease
-	minRTT   time.Duration // the smallest latency of the previous windowEpoch completions (or so far)
-	epochMin time.Duration // the smallest of the current ones
+	minRTT   time.Duration // the smallest latency: a read that did not queue
+	minAt    time.Time     // when a read last took minRTT or less
+	probing  bool          // the window is held at probeWin to measure minRTT again
+	probeMin time.Duration // the smallest latency of the probe's reads so far
+	probeN   int           // the probe's reads so far
 	srtt     time.Duration // smoothed latency
 	n        int
 	peak     int // the largest window reached (Stats, tests)
+	probes   int // probes done (tests)
 }
 
 func newReadWindow(bound int) *readWindow {
-	w := &readWindow{bound: max(bound, 1)}
+	w := &readWindow{bound: max(bound, 1), now: time.Now}
 	w.win = float64(min(w.bound, windowStart))
 	w.peak = int(w.win)
 	w.cond.L = &w.mu
 	return w
 }
 
-// acquire waits for a place in the window.
-func (w *readWindow) acquire() {
-	w.mu.Lock()
-	for w.inflight >= int(w.win) {
-		w.cond.Wait()
+// limit is the number of reads allowed in flight now.
+func (w *readWindow) limit() int {
+	if w.probing {
+		return min(int(w.win), probeWin)
 	}
-	w.inflight++
-	w.mu.Unlock()
+	return int(w.win)
 }
 
-// release ends a read that took took; failed when it failed, sample when its latency is
-// a fair sample (a stored chunk's read: one that is not found returns sooner).
-func (w *readWindow) release(took time.Duration, failed, sample bool) {
+// acquire waits for a place in the window; it returns the reads in flight before this one,
+// which release needs back.
+func (w *readWindow) acquire() int {
+	w.mu.Lock()
+	for w.inflight >= w.limit() {
+		w.cond.Wait()
+	}
+	ahead := w.inflight
+	w.inflight++
+	w.mu.Unlock()
+	return ahead
+}
+
+// release ends a read that took took and was sent with ahead others in flight; failed when it
+// failed, sample when its latency is a fair sample (a stored chunk's read: one that is not
+// found returns sooner).
+func (w *readWindow) release(ahead int, took time.Duration, failed, sample bool) {
 	w.mu.Lock()
 	w.inflight--
 	if w.hold > 0 {
 		w.hold--
 	}
-	was := int(w.win)
+	was := w.limit()
 	switch {
 	case failed:
 		w.shrink(windowFail)
 	case sample:
-		w.observe(took)
+		w.observe(ahead, took)
 	}
-	grew := int(w.win) > was
+	grew := w.limit() > was
 	w.mu.Unlock()
 	// One place freed: wake one waiter (waking all of dozens of prefetch goroutines per read
-	// costs more CPU than the reads); a window that grew may let several go.
+	// costs more CPU than the reads); a window that grew (or a probe's end) may let several go.
 	if grew {
 		w.cond.Broadcast()
 	} else {
@@ -89,21 +118,28 @@ func (w *readWindow) release(took time.Duration, failed, sample bool) {
 }
 
 // observe adapts the window to one read's latency.
-func (w *readWindow) observe(took time.Duration) {
+func (w *readWindow) observe(ahead int, took time.Duration) {
 	took = max(took, time.Microsecond)
-	if w.epochMin == 0 || took < w.epochMin {
-		w.epochMin = took
+	now := w.now()
+	switch {
+	case w.minRTT == 0 || took < w.minRTT:
+		w.minRTT, w.minAt = took, now
+	case took <= w.minRTT+w.minRTT/8: // within noise of it: the base still holds
+		w.minAt = now
 	}
-	if w.minRTT == 0 || took < w.minRTT {
-		w.minRTT = took
-	}
-	if w.n++; w.n%windowEpoch == 0 { // the store's latency may rise for good: forget the old minimum
-		w.minRTT, w.epochMin = w.epochMin, 0
-	}
+	w.n++
 	if w.srtt == 0 {
 		w.srtt = took
 	} else {
 		w.srtt += (took - w.srtt) / 8
+	}
+	if w.probing {
+		w.probe(ahead, took, now)
+		return
+	}
+	if w.n > windowEpoch && now.Sub(w.minAt) > probeEvery {
+		w.probing, w.probeMin, w.probeN = true, 0, 0
+		return
 	}
 	queued := w.win * (1 - float64(w.minRTT)/float64(max(w.srtt, w.minRTT)))
 	switch {
@@ -115,6 +151,23 @@ func (w *readWindow) observe(took time.Duration) {
 		// most: the smoothed latency lags.
 		w.shrink(max(windowFail, 1-(queued-(windowAlpha+windowBeta)/2)/w.win))
 	}
+}
+
+// probe counts one read toward the new base: only reads sent with fewer than probeWin ahead
+// (the reads in flight when the probe began still come back queued).
+func (w *readWindow) probe(ahead int, took time.Duration, now time.Time) {
+	if ahead >= probeWin {
+		return
+	}
+	if w.probeN == 0 || took < w.probeMin {
+		w.probeMin = took
+	}
+	if w.probeN++; w.probeN < probeSamples {
+		return
+	}
+	w.minRTT, w.minAt = w.probeMin, now
+	w.probing = false
+	w.probes++
 }
 
 // shrink multiplies the window by f, unless it shrank within the last window of completions.
