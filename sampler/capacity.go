@@ -1,6 +1,8 @@
 package sampler
 
 import (
+	"math"
+
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
 )
@@ -10,7 +12,10 @@ import (
 // capacity_mwp array of the same store, over the same window and systems), and a NaN of the
 // quotient becomes the source's nan_fill, as ocf-data-sampler fills after it divides. The batch
 // then also has the float32 [B] tensor capacity_mwp: the capacity at the window's first step
-// (of the first system), as ocf-data-sampler's capacity_mwp key.
+// (of the first system), as ocf-data-sampler's capacity_mwp key. Under rules = "ocf" an
+// example whose quotient has a NaN is filled as numpy's nan_to_num fills it (ocf-data-sampler
+// fills an array only when it has a NaN, and then also turns an infinity, a generation over a
+// zero capacity, into the largest float32 of its sign); without a NaN an infinity stays.
 
 // CapacityTensor is the name of the tensor of the capacity at the window's first step.
 const CapacityTensor = "capacity_mwp"
@@ -22,6 +27,7 @@ type capacityDiv struct {
 	per          int // values per example (steps times nearest_k)
 	fill         bool
 	fillV        float32
+	ocf          bool // fill ocf-data-sampler's way: only an example with a NaN, infinities too
 }
 
 // capacityTensors checks the capacity keys and lists the capacity_mwp tensor, at index at.
@@ -53,7 +59,7 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q has another time window or nearest_k; expected the same as this source's", sp.Capacity)
 		}
 		fill, v := sp.nanFill()
-		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v}
+		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v, ocf: j.ocf}
 		return []config.Tensor{{Name: CapacityTensor, DType: ring.Float32, Shape: []int{j.size}}}, nil
 	}
 	return nil, nil
@@ -64,12 +70,29 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 func (d *capacityDiv) apply(tensors [][]byte, e int) {
 	gen := bytesAsFloat32(tensors[d.gen])[e*d.per : (e+1)*d.per]
 	capa := bytesAsFloat32(tensors[d.cap])[e*d.per : (e+1)*d.per]
+	nan := false
 	for i, c := range capa {
 		v := gen[i] / c
-		if v != v && d.fill {
-			v = d.fillV
-		}
+		nan = nan || v != v
 		gen[i] = v
 	}
+	if d.fill && nan {
+		d.fillRow(gen)
+	}
 	bytesAsFloat32(tensors[d.at])[e] = capa[0]
+}
+
+// fillRow replaces an example's NaNs by the fill value and, under ocf's rules, its infinities
+// by the largest float32 of their sign.
+func (d *capacityDiv) fillRow(gen []float32) {
+	for i, v := range gen {
+		switch {
+		case v != v:
+			gen[i] = d.fillV
+		case d.ocf && v > math.MaxFloat32:
+			gen[i] = math.MaxFloat32
+		case d.ocf && v < -math.MaxFloat32:
+			gen[i] = -math.MaxFloat32
+		}
+	}
 }

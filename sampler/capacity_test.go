@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,6 +103,37 @@ func TestCapacityRefusedNamingTheKey(t *testing.T) {
 		_, _, err := capacityJob(t, c.pv, c.capKeys)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v\nwant it to contain %q", c.pv, err, c.want)
+		}
+	}
+}
+
+// Under ocf's rules an example's quotient is filled only when it has a NaN, and then its
+// infinities (generation over a zero capacity) become the largest float32 of their sign, as
+// numpy's nan_to_num does for ocf-data-sampler; under gobatch's rules a NaN is filled and an
+// infinity stays.
+func TestCapacityFillsInfinitiesOfARowWithANaNUnderOCF(t *testing.T) {
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	gen := []float32{1, 2, -3, 4 /* example 1 */, 1, 2, 3, 4}
+	capa := []float32{1, 0, 0, nan /* example 1 */, 1, 0, 2, 2}
+	floats := func(v []float32) []byte {
+		b := make([]byte, 4*len(v))
+		copy(bytesAsFloat32(b), v)
+		return b
+	}
+	for _, c := range []struct {
+		ocf  bool
+		want []float32
+	}{
+		{true, []float32{1, math.MaxFloat32, -math.MaxFloat32, 0.5, 1, inf, 1.5, 2}},
+		{false, []float32{1, inf, -inf, 0.5, 1, inf, 1.5, 2}},
+	} {
+		d := &capacityDiv{gen: 0, cap: 1, at: 2, per: 4, fill: true, fillV: 0.5, ocf: c.ocf}
+		tensors := [][]byte{floats(gen), floats(capa), make([]byte, 8)}
+		d.apply(tensors, 0)
+		d.apply(tensors, 1)
+		if got := bytesAsFloat32(tensors[0]); !slices.Equal(got, c.want) {
+			t.Errorf("ocf %v: %v, want %v", c.ocf, got, c.want)
 		}
 	}
 }

@@ -21,7 +21,8 @@ import numpy as np
 import pyproj
 import xarray as xr
 
-from test_ocf_values import GEOS, T0, area
+from geostationary import GEOS, grid_area
+from test_ocf_values import T0
 
 SITES_LON = np.array([-1.9, -1.2, -1.6])
 SITES_LAT = np.array([52.4, 52.9, 52.6])
@@ -85,7 +86,7 @@ def write_satellite(path: Path, hours: float = 8.0, pixels: tuple[int, int] = (6
     times = T0 - np.timedelta64(60, "m") + np.arange(int(hours * 12)) * np.timedelta64(5, "m")
     data = rng.normal(size=(2, len(times), ny, nx)).astype(np.float32)
     sat = xr.Dataset(
-        {"data": (("variable", "time", "y_geostationary", "x_geostationary"), data, {"area": area(x, y)})},
+        {"data": (("variable", "time", "y_geostationary", "x_geostationary"), data, {"area": grid_area(x, y)})},
         coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x})
     # one chunk per time step and channel: a sample reads a few chunks, as from a real archive
     sat.to_zarr(path, zarr_format=2, consolidated=True,

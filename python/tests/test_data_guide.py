@@ -29,7 +29,7 @@ import xarray as xr
 
 import gobatch
 from test_layouts import write
-from test_sampler_align import GEOS
+from geostationary import GEOS, area
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "DATA.md"
@@ -47,23 +47,7 @@ CHANNELS = ["IR_016", "IR_039", "IR_108", "VIS006", "VIS008", "WV_062"]
 RNG = np.random.default_rng(88)
 
 # The satellite's pyresample area attribute as satpy writes it (only the projection is read).
-AREA = """msg_seviri_rss_3km:
-  description: MSG SEVIRI Rapid Scanning Service area definition with 3 km resolution
-  projection:
-    a: 6378169.0
-    h: 35785831.0
-    lon_0: 9.5
-    no_defs: null
-    proj: geos
-    rf: 295.488065897
-    type: crs
-    units: m
-    x_0: 0.0
-    y_0: 0.0
-  shape:
-    height: 298
-    width: 615
-"""
+AREA = area(615, 298, name="msg_seviri_rss_3km")  # the real archive's 3 km grid
 
 
 def to(src: str, dst: str) -> Callable[..., Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,28 +26,11 @@ import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+from geostationary import GEOS, area
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
 
-GEOS = "+proj=geos +lon_0=9.5 +h=35785831 +a=6378169 +rf=295.488065897 +units=m +no_defs +type=crs"
-AREA = """msg_seviri_test:
-  description: a geostationary test area
-  projection:
-    a: 6378169.0
-    h: 35785831.0
-    lon_0: 9.5
-    no_defs: null
-    proj: geos
-    rf: 295.488065897
-    type: crs
-    units: m
-    x_0: 0.0
-    y_0: 0.0
-  shape:
-    height: 40
-    width: 48
-"""
 T0 = np.datetime64("2023-06-01T06:00")
 
 # The base configuration: every case edits one of its lines. The line numbers in the cases
@@ -212,7 +194,7 @@ def write_stores(root: Path) -> None:
     times = T0 - np.timedelta64(60, "m") + np.arange(72) * np.timedelta64(5, "m")
     sat = xr.Dataset(
         {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
-                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": AREA})},
+                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": area(48, 40)})},
         coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x})
     sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
 

@@ -15,8 +15,6 @@ so swapped x and y also show as a different shape.
 
 from __future__ import annotations
 
-import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -26,7 +24,8 @@ import pyproj
 import pytest
 import xarray as xr
 
-from test_ocf_values import GEOS, T0, area
+from geostationary import GEOS, grid_area
+from test_ocf_values import T0
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
@@ -97,7 +96,7 @@ def write_stores(root: Path) -> Dict[int, Tuple[float, float]]:
     c, t, yy, xx = np.meshgrid(np.arange(2), np.arange(len(times)), np.arange(len(y)), np.arange(len(x)), indexing="ij")
     sat = (1e6 * c + 1e4 * t + 100 * yy + xx).astype(np.float32)
     xr.Dataset({"data": (("variable", "time", "y_geostationary", "x_geostationary"), sat,
-                         {"area": area(x[::-1], y[::-1])})},  # area(): corners from ascending x, y
+                         {"area": grid_area(x[::-1], y[::-1])})},  # grid_area(): corners from ascending x, y
                coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x},
                ).to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
 

@@ -13,7 +13,6 @@ difference shows, whatever crop either places; the satellite depends on channel 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pyproj
 import pytest
 import xarray as xr
 
-from test_ocf_values import GEOS, area
+from geostationary import GEOS, grid_area
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(600)
@@ -72,7 +71,7 @@ def write_stores(root: Path) -> None:
     times = DAY + np.arange(2 * 24 * 12 + 1) * np.timedelta64(5, "m")
     per_time = np.stack([np.arange(len(times)) * 0.5, 100.0 + np.arange(len(times)) * 0.25]).astype(np.float32)
     data = np.broadcast_to(per_time[:, :, None, None], (2, len(times), len(y), len(x)))
-    xr.Dataset({"data": (("variable", "time", "y_geostationary", "x_geostationary"), data.copy(), {"area": area(x, y)})},
+    xr.Dataset({"data": (("variable", "time", "y_geostationary", "x_geostationary"), data.copy(), {"area": grid_area(x, y)})},
                coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x},
                ).to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
 

@@ -15,7 +15,6 @@ sites with ids 0 to 4.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pyproj
 import pytest
 import xarray as xr
 
-from test_ocf_values import GEOS, area
+from geostationary import GEOS, grid_area
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(600)
@@ -94,7 +93,7 @@ def write_stores(root: Path) -> None:
         times = times[(times < a) | (times >= b)]
     sat = xr.Dataset(
         {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
-                  rng.normal(size=(1, len(times), len(y), len(x))).astype(np.float32), {"area": area(x, y)})},
+                  rng.normal(size=(1, len(times), len(y), len(x))).astype(np.float32), {"area": grid_area(x, y)})},
         coords={"variable": ["IR_016"], "time": times, "y_geostationary": y, "x_geostationary": x})
     sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True, encoding={"data": {"chunks": (1, 12, 160, 160)}})
 

@@ -13,8 +13,6 @@ ocf-data-sampler's layouts.
 
 from __future__ import annotations
 
-import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,11 +20,11 @@ import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+from geostationary import GEOS, grid_area
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
 
-GEOS = "+proj=geos +lon_0=9.5 +h=35785831 +a=6378169 +rf=295.488065897 +units=m +no_defs +type=crs"
 T0 = np.datetime64("2024-02-28T08:00")  # a leap year: day 60 is 29 February
 
 CONFIG = textwrap.dedent("""\
@@ -60,20 +58,6 @@ CONFIG = textwrap.dedent("""\
 """)
 
 
-def area(x: np.ndarray, y: np.ndarray) -> str:
-    """A pyresample area definition of the grid (x descending, y ascending)."""
-    return textwrap.dedent(f"""\
-        msg_seviri_test:
-          description: a geostationary test area
-          projection: {{a: 6378169.0, h: 35785831.0, lon_0: 9.5, proj: geos, rf: 295.488065897, type: crs, units: m, x_0: 0.0, y_0: 0.0}}
-          shape: {{height: {len(y)}, width: {len(x)}}}
-          area_extent:
-            lower_left_xy: [{x[0] + 1500.0}, {y[0] - 1500.0}]
-            upper_right_xy: [{x[-1] - 1500.0}, {y[-1] + 1500.0}]
-            units: m
-        """)
-
-
 def write_stores(root: Path) -> None:
     """A satellite over England and three sites with generation and a capacity that changes."""
     rng = np.random.default_rng(18)
@@ -83,7 +67,7 @@ def write_stores(root: Path) -> None:
     times = T0 - np.timedelta64(60, "m") + np.arange(96) * np.timedelta64(5, "m")
     sat = xr.Dataset(
         {"data": (("variable", "time", "y_geostationary", "x_geostationary"),
-                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": area(x, y)})},
+                  rng.normal(size=(2, len(times), len(y), len(x))).astype(np.float32), {"area": grid_area(x, y)})},
         coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x})
     sat.to_zarr(root / "sat.zarr", zarr_format=2, consolidated=True)
 
@@ -91,6 +75,9 @@ def write_stores(root: Path) -> None:
     gtimes = T0 - np.timedelta64(3, "h") + np.arange(20) * np.timedelta64(30, "m")
     capacity = rng.uniform(8, 12, (len(gtimes), 3)).astype(np.float32)
     capacity[7::5, 1] = np.nan  # the quotient is NaN there: ocf fills it with dropout_value
+    # a zero capacity: generation / 0 is inf; in a row with a NaN (site 1) ocf's nan_to_num makes
+    # it the largest float32, in one without (site 2) it stays inf
+    capacity[9, 1:] = 0.0
     gen = xr.Dataset(
         {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(gtimes), 3)).astype(np.float32)),
          "capacity_mwp": (("time_utc", "location_id"), capacity)},
@@ -188,6 +175,9 @@ def test_features_equal_ocf_get_sample(root: Path, monkeypatch: pytest.MonkeyPat
         np.testing.assert_array_equal(row["capacity_mwp"], np.float32(want["capacity_mwp"]), err_msg=f"capacity_mwp at {pair}")
     filled = [r for r, w in zip(rows, ref) if 0.25 in w["generation"]]
     assert filled, "no NaN capacity in the rows: the fill is untested"
+    gens = [np.asarray(w["generation"], np.float32) for w in ref]
+    assert any((g == np.finfo(np.float32).max).any() for g in gens), "no infinity in a row with a NaN: untested"
+    assert any(np.isinf(g).any() for g in gens), "no infinity in a row without a NaN: untested"
 
 
 def test_shapes_follow_the_windows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

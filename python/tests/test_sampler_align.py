@@ -38,28 +38,10 @@ import pytest
 import xarray as xr
 
 import gobatch
+from geostationary import GEOS, area
 
 pytestmark = pytest.mark.timeout(120)
 
-GEOS = ("+proj=geos +lon_0=9.5 +h=35785831 +a=6378169 +rf=295.488065897 +units=m +x_0=0 +y_0=0 "
-        "+no_defs +type=crs")
-AREA = """msg_seviri_test:
-  description: a geostationary test area
-  projection:
-    a: 6378169.0
-    h: 35785831.0
-    lon_0: 9.5
-    no_defs: null
-    proj: geos
-    rf: 295.488065897
-    type: crs
-    units: m
-    x_0: 0.0
-    y_0: 0.0
-  shape:
-    height: {h}
-    width: {w}
-"""
 EPOCH = "minutes since 2021-01-01 00:00:00"
 H, W = 40, 56  # satellite grid
 SAT_STEP = 3000.0  # geostationary metres between pixels
@@ -135,7 +117,7 @@ def write_satellite(root: Path, rng: np.random.Generator) -> tuple[np.ndarray, n
     time = np.datetime64("2021-03-01T06:00") + np.arange(N_TIME) * np.timedelta64(5, "m")
     data = rng.integers(0, 1000, size=(N_TIME, len(SAT_CHANNELS), H, W), dtype=np.int16)
     ds = xr.Dataset(
-        {"data": (("time", "channel", "y", "x"), data, {"area": AREA.format(h=H, w=W)})},
+        {"data": (("time", "channel", "y", "x"), data, {"area": area(W, H)})},
         coords={"time": time, "channel": SAT_CHANNELS, "y": y, "x": x,
                 "x_osgb": (("y", "x"), ox), "y_osgb": (("y", "x"), oy),
                 "bad_osgb": (("ys", "xs"), np.zeros((5, 5)))})
