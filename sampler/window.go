@@ -22,9 +22,9 @@ import (
 // first batch; see benchmarks/README.md).
 //
 // The store's latency may rise for good (a busier server, another path), so the smallest
-// latency is measured again when no read has come within an eighth of it for probeEvery: as BBR's ProbeRTT
-// does, the window is held at probeWin until probeSamples reads sent with at most probeWin in
-// flight have completed, and the smallest of those is the new base. Taking instead the
+// latency is measured again when no read has come within an eighth of it for probeEvery: as
+// BBR's ProbeRTT does, the window is held at probeWin until probeSamples reads sent with fewer
+// than probeWin ahead have completed, and the smallest of those is the new base. Taking instead the
 // smallest latency of the last few hundred reads (as this did before) ratchets: in the steady
 // state Vegas keeps a few reads queued at the store, so every read waits, the "smallest" is a
 // queued one, and the window grows by that queue each time (a store serving 4 at a time was
@@ -51,7 +51,7 @@ type readWindow struct {
 	inflight int
 	hold     int           // completions before the next decrease
 	minRTT   time.Duration // the smallest latency: a read that did not queue
-	minAt    time.Time     // when a read last took minRTT or less
+	minAt    time.Time     // when a read last came within an eighth of minRTT
 	probing  bool          // the window is held at probeWin to measure minRTT again
 	probeMin time.Duration // the smallest latency of the probe's reads so far
 	probeN   int           // the probe's reads so far
