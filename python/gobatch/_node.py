@@ -693,11 +693,11 @@ class NodeRings:
         if rc != _lib.EDEAD or sup is None or session is None or session.server_pid is None:
             return False
         pid = session.server_pid
-        if sup.starting() and not any(p.pid == pid for p in _registry.live(self._mapping())):
-            time.sleep(0.005)
-            return True
         child = session.child
         code = child.poll() if child is not None else None
+        if code is None and sup.excuses(any(p.pid == pid for p in _registry.live(self._mapping()))):
+            time.sleep(0.005)
+            return True
         if child is not None and code is None:
             try:  # a killed child's threads may still be exiting
                 code = child.proc.wait(timeout=1.0) if child.proc is not None else None

@@ -233,7 +233,7 @@ class OwnChild:
             return False
         code = proc.poll()
         if code is None:
-            if sup.starting() and not any(p.pid == proc.pid for p in _registry.live(self._mapping())):
+            if sup.excuses(any(p.pid == proc.pid for p in _registry.live(self._mapping()))):
                 time.sleep(0.005)
                 return True
             try:  # a killed child's threads may still be exiting (its main thread a zombie already)

@@ -125,6 +125,7 @@ class Supervisor:
         self._last_held: Set[int] = set()  # batches the previous dead child held
         self._last_pid: Optional[int] = None
         self._started_at: Optional[float] = None  # when the running child was restarted
+        self._rechecked = False  # a death report was excused once after the child registered
         self.restart_count = 0  # restarts over the loader's life
         self.recovery_s: List[float] = []  # death seen -> replacement started, per restart
         if previous is not None:  # the same process's restarts so far (before its ring was open) count
@@ -139,13 +140,22 @@ class Supervisor:
         return code is not None and code < 0
 
     def starting(self) -> bool:
-        """Whether a restarted child may still be starting up (not yet registered in the ring):
-        the consumer's "producer died" for its predecessor is then expected, and waited out."""
+        """Whether a restarted child may still be starting up (within ``start_timeout`` of its
+        start)."""
         return self._started_at is not None and time.monotonic() - self._started_at < self._start_timeout
 
-    def registered(self) -> None:
-        """The running child is registered: its predecessor's death no longer excuses an error."""
-        self._started_at = None
+    def excuses(self, registered: bool) -> bool:
+        """Whether a producer death the ring reports while the restarted child is alive is its
+        predecessor's, to be waited out (the ring asked again): while the child starts up and has
+        not ``registered`` in the ring, and once more after it has, since the ring's check may
+        predate the registration (it found no live producer a moment before the child
+        registered). From then on the ring's takeover grace (PROTOCOL.md 3.5) decides."""
+        if not self.starting():
+            return False
+        if not registered:
+            return True
+        first, self._rechecked = not self._rechecked, True
+        return first
 
     def restart(self, pid: int, code: Optional[int], cause: Optional[str] = None) -> int:
         """Handles the death of child ``pid`` (exit ``code`` < 0; None when it is not this
@@ -180,7 +190,7 @@ class Supervisor:
             time.sleep(delay)
         new_pid = self._spawn()
         self._times.append(time.monotonic())
-        self._started_at = time.monotonic()
+        self._started_at, self._rechecked = time.monotonic(), False
         self._last_held, self._last_pid = set(again) if again else held, pid
         self.restart_count += 1
         self.recovery_s.append(time.monotonic() - t_seen)

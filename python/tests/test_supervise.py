@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, List
+import types
+from typing import Any, List, Optional
 
 import pytest
 
 import gobatch
-from gobatch import _supervise
+from gobatch import _own, _registry, _supervise
+from gobatch._child import shmloader_path
 from gobatch._supervise import DeathWatch, Supervisor
 from faultharness import shm  # noqa: F401  (a fixture)
 from synthetic import check_batch, config, wait_for
@@ -118,3 +120,55 @@ def test_restarts_before_the_ring_count_against_its_budget() -> None:
     assert ring.restart_count == 1
     with pytest.raises(gobatch.LoaderError, match=r"restarted 1 times within 600 s \(restarts=1\)"):
         ring.restart(7, -signal.SIGKILL)
+
+
+def test_a_death_reported_just_before_the_restarted_child_registers_is_waited_out(
+        shm: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The ring can find no live producer a moment before the restarted child registers, and the
+    Loader read the registry a moment after (seen once under make faults: "producer pid N died"
+    with the new child alive). That report is the predecessor's: it is waited out and the stream
+    goes on. Here each child starts 0.3 s late (so the ring reports the death before the new
+    one registers) and the registry runs ahead of the ring once, right after the restart."""
+    slow = tmp_path / "slow-shmloader"
+    slow.write_text(f"#!/bin/sh\nsleep 0.3\nexec {shmloader_path()} \"$@\"\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("GOBATCH_SHMLOADER", str(slow))
+    real_live, real_restart = _registry.live, _own.OwnChild._restart
+    ahead: List[Optional[int]] = [None]
+
+    def live(mm: Any) -> List[Any]:
+        got = real_live(mm)
+        pid, ahead[0] = ahead[0], None
+        return got if pid is None else [*got, types.SimpleNamespace(pid=pid, starttime=0, batches=0)]
+
+    def restart(self: Any) -> None:
+        real_restart(self)
+        ahead[0] = self.child.proc.pid
+
+    monkeypatch.setattr(_registry, "live", live)
+    monkeypatch.setattr(_own.OwnChild, "_restart", restart)
+    cfg = config({"a": ((3,), "float32")}, size=2, slots=4, delay_ms=20)
+    with gobatch.Loader(cfg, restarts=1) as L:
+        it = iter(L)
+        check_batch(next(it), cfg, 0)
+        first = L.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        with pytest.warns(gobatch.GobatchWarning, match=rf"shmloader pid {first} was killed by SIGKILL"):
+            for k in range(1, 30):
+                check_batch(next(it), cfg, k)
+        assert L.pid not in (None, first) and L._supervisor is not None and L._supervisor.restart_count == 1
+
+
+def test_a_registered_child_is_excused_once() -> None:
+    """After the restarted child has registered, one more death report is waited out (the ring
+    asked again), not more: the ring's takeover grace decides then."""
+    sup = _supervisor(0.0, [])
+    assert not sup.excuses(False)  # no restart yet
+    with pytest.warns(gobatch.GobatchWarning):
+        sup.restart(101, -signal.SIGKILL)
+    assert sup.excuses(False) and sup.excuses(False)  # starting, not registered: always
+    assert sup.excuses(True) and not sup.excuses(True)  # registered: once
+    with pytest.warns(gobatch.GobatchWarning):
+        sup.restart(102, -signal.SIGKILL)
+    assert sup.excuses(True)  # a new restart: once more
