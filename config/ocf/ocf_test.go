@@ -113,8 +113,10 @@ func TestProblemsNameLineAndKey(t *testing.T) {
 	}
 }
 
-func TestTranslateBase(t *testing.T) {
-	cfg, problems := Read([]byte(base), envOf(nil))
+// translate reads and translates text, failing the test on any problem.
+func translate(t *testing.T, text string) *Translation {
+	t.Helper()
+	cfg, problems := Read([]byte(text), envOf(nil))
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
@@ -122,6 +124,11 @@ func TestTranslateBase(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
+	return tr
+}
+
+func TestTranslateBase(t *testing.T) {
+	tr := translate(t, base)
 	srcs := tr.Raw["source"].([]any)
 	if len(srcs) != 4 {
 		t.Fatalf("%d sources", len(srcs))
@@ -164,15 +171,7 @@ func TestTranslateValues(t *testing.T) {
 	text = strings.Replace(text, "    channels: [IR_016, VIS006]\n", "    channels: [IR_016, VIS006]\n    dropout_value: -1.5\n", 1)
 	text += "    dropout_value: 2.0\n  solar_position:\n    time_resolution_minutes: 15\n    interval_start_minutes: -30\n    interval_end_minutes: 60\n" +
 		"  t0_embedding:\n    embeddings: [[1h, cyclic], [2y, linear]]\n"
-	cfg, problems := Read([]byte(text), envOf(nil))
-	if len(problems) != 0 {
-		t.Fatal(problems)
-	}
-	tr, problems := Translate(cfg, cfg.Line)
-	if len(problems) != 0 {
-		t.Fatal(problems)
-	}
-	srcs := tr.Raw["source"].([]any)
+	srcs := translate(t, text).Raw["source"].([]any)
 	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
 	lo, hi := sat["normalise_clip_min"].([]any), sat["normalise_clip_max"].([]any)
 	if !math.IsInf(lo[0].(float64), -1) || lo[1] != 0.5 || !math.IsInf(hi[0].(float64), 1) || !math.IsInf(hi[1].(float64), 1) {
@@ -215,15 +214,7 @@ func TestTranslateDropoutAndAccum(t *testing.T) {
 	text := strings.Replace(base, "      accum_channels: [tp]\n", "      accum_channels: [tp]\n      dropout_timedeltas_minutes: [-180]\n      dropout_fraction: 1.0\n      max_staleness_minutes: 0\n", 1)
 	text = strings.Replace(text, "    channels: [IR_016, VIS006]\n", "    channels: [IR_016, VIS006]\n    dropout_timedeltas_minutes: [-10, -5]\n    dropout_fraction: [0.25, 0.5]\n", 1)
 	text += "    dropout_timedeltas_minutes: [-30]\n    dropout_fraction: 0.5\n"
-	cfg, problems := Read([]byte(text), envOf(nil))
-	if len(problems) != 0 {
-		t.Fatal(problems)
-	}
-	tr, problems := Translate(cfg, cfg.Line)
-	if len(problems) != 0 {
-		t.Fatal(problems)
-	}
-	srcs := tr.Raw["source"].([]any)
+	srcs := translate(t, text).Raw["source"].([]any)
 	sat, ukv, gen := srcs[0].(map[string]any), srcs[1].(map[string]any), srcs[2].(map[string]any)
 	if f, ok := sat["dropout_fraction"].([]any); !ok || len(f) != 2 || f[0] != 0.25 || f[1] != 0.5 {
 		t.Errorf("satellite dropout_fraction %v", sat["dropout_fraction"])
