@@ -128,7 +128,7 @@ func TestJoinRefusesLayout1(t *testing.T) {
 	r := namedRing(t, "old")
 	binary.LittleEndian.PutUint32(r.Seg.Bytes()[8:], 1) // layout_version (PROTOCOL.md 2.1)
 	_, err := JoinNamed("old", -1, r.Layout(), false, 1)
-	if err == nil || !strings.Contains(err.Error(), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 3") {
+	if err == nil || !strings.Contains(err.Error(), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 4") {
 		t.Fatalf("join of a layout 1 ring: %v", err)
 	}
 	if n := len(r.R.Stats().Producers); n != 1 {

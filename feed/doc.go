@@ -1,9 +1,12 @@
 // Package feed is the producer engine of shmloader: what `run` and `serve` share between
 // their flags and sockets (cmd/shmloader) and the libraries below (sampler makes batches,
-// ring and shm hold them; sampler never imports ring, feed joins the two).
+// ring and shm hold them; sampler takes from ring only the protocol's declarations, the dtype
+// table, the tensor name rule and the limits, and never makes, joins or fills a ring: feed
+// joins the two).
 //
 //   - [Window]: the part of a rank's stream a ring carries (a start, an epoch), validated
-//     once, into the ring's layout.
+//     once, into the ring's layout, with the batch description ([Describe], PROTOCOL.md 2.9)
+//     of the stream's order, its epochs and the source's view.
 //   - [Ring]: a ring this process produces into, made ([CreateNamed], [CreateInFD],
 //     [CreateMemfd]) or joined ([JoinNamed], [JoinFD]) with this process's producer entry
 //     registered, undone on every failure; its fault guard ([Ring.Guard], [CutError]).

@@ -78,7 +78,7 @@ func TestPoolFeedsRings(t *testing.T) {
 	cfg, set := openOneSource(t, 6)
 	src := failAt{set, 4} // global batch 4: rank 0's stream batch 2
 	pool := NewPool(src, 3)
-	l, err := (Window{}).Layout(cfg, src.Tensors(), src.Stats())
+	l, err := (Window{}).Layout(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPoolFeedsRings(t *testing.T) {
 func TestPoolStalledRingHoldsNoReader(t *testing.T) {
 	cfg, set := openOneSource(t, 8)
 	pool := NewPool(set, 1)
-	l, err := (Window{}).Layout(cfg, set.Tensors(), set.Stats())
+	l, err := (Window{}).Layout(cfg, set)
 	if err != nil {
 		t.Fatal(err)
 	}

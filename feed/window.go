@@ -33,11 +33,18 @@ type RequestError struct{ Err error }
 func (e *RequestError) Error() string { return e.Err.Error() }
 func (e *RequestError) Unwrap() error { return e.Err }
 
-// Layout is the ring layout of the window for a configuration whose sources make tensors (st:
-// the sources' statistics, which give the batch order and the batches per epoch). It is
-// validated here, once; every error is a *RequestError.
-func (w Window) Layout(cfg *config.Config, tensors []config.Tensor, st sampler.Stats) (ring.Layout, error) {
-	l, err := w.layout(cfg, tensors, st)
+// Layout is the ring layout of the window for a configuration whose sources are src: their
+// tensors, and the batch description (PROTOCOL.md 2.9) of their order, batches per epoch and
+// view. It is validated here, once; every error is a *RequestError.
+func (w Window) Layout(cfg *config.Config, src sampler.Source) (ring.Layout, error) {
+	st := src.Stats()
+	l, err := w.layout(cfg, src.Tensors(), st)
+	if err == nil {
+		l.Description, err = Describe(st, src.View())
+		if err == nil {
+			err = l.Validate()
+		}
+	}
 	if err != nil {
 		return l, &RequestError{err}
 	}

@@ -28,16 +28,16 @@ func openOneSource(t *testing.T, batches int) (*config.Config, *sampler.Set) {
 
 func TestWindowStart(t *testing.T) {
 	cfg, set := openOneSource(t, 10)
-	l, err := (Window{Start: 4, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats())
+	l, err := (Window{Start: 4, StartSet: true}).Layout(cfg, set)
 	if err != nil || l.StartBatch != 4 || l.TotalBatches != 6 || l.Slots != 2 || l.BatchSize != 2 ||
 		len(l.Tensors) != 1 || l.Tensors[0].DType != ring.Int32 || fmt.Sprint(l.Tensors[0].Shape) != "[2 3]" {
 		t.Fatalf("%+v %v", l, err)
 	}
-	if _, err := (Window{Start: 10, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats()); err == nil || !strings.Contains(err.Error(), "--start 10 is past the end") {
+	if _, err := (Window{Start: 10, StartSet: true}).Layout(cfg, set); err == nil || !strings.Contains(err.Error(), "--start 10 is past the end") {
 		t.Fatalf("start past the end: %v", err)
 	}
 	cfg.Batch.Batches = 0
-	if l, err := (Window{Start: 1 << 40, StartSet: true}).Layout(cfg, set.Tensors(), set.Stats()); err != nil || l.TotalBatches != 0 {
+	if l, err := (Window{Start: 1 << 40, StartSet: true}).Layout(cfg, set); err != nil || l.TotalBatches != 0 {
 		t.Fatalf("unbounded: %+v %v", l, err)
 	}
 }
@@ -49,7 +49,7 @@ func TestWindowEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	tensors := []config.Tensor{{Name: "x", DType: ring.Int32, Shape: []int{2, 3}}}
-	st := sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7}
+	st := statSource{tensors: tensors, st: sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7}}
 	for _, c := range []struct {
 		f            Window
 		start, total uint64
@@ -72,7 +72,7 @@ func TestWindowEpoch(t *testing.T) {
 		{f: Window{Epoch: 1 << 40, EpochSet: true, Epochs: 1 << 62}, err: "the last epoch's batches are past the largest stream index"},
 		{f: Window{Epoch: 1 << 40, EpochSet: true, Epochs: 1<<64 - 1}, err: "past the largest epoch number"},
 	} {
-		l, err := c.f.Layout(cfg, tensors, st)
+		l, err := c.f.Layout(cfg, st)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%+v: %v, want %q", c.f, err, c.err)
@@ -84,8 +84,50 @@ func TestWindowEpoch(t *testing.T) {
 		}
 	}
 	cfg.Batch.Order = config.OrderStream
-	stream := sampler.Stats{Order: config.OrderStream}
-	if _, err := (Window{Epoch: 1, EpochSet: true}).Layout(cfg, tensors, stream); err == nil || !strings.Contains(err.Error(), `--epoch 1 needs [batch] order = "epochs"; this configuration's order is "stream"`) {
+	stream := statSource{tensors: tensors, st: sampler.Stats{Order: config.OrderStream}}
+	if _, err := (Window{Epoch: 1, EpochSet: true}).Layout(cfg, stream); err == nil || !strings.Contains(err.Error(), `--epoch 1 needs [batch] order = "epochs"; this configuration's order is "stream"`) {
 		t.Errorf("--epoch on a stream: %v", err)
+	}
+}
+
+// statSource is a Source of given tensors, statistics and view, for the layout's tests.
+type statSource struct {
+	sampler.Source
+	tensors []config.Tensor
+	st      sampler.Stats
+	view    sampler.View
+}
+
+func (s statSource) Tensors() []config.Tensor { return s.tensors }
+func (s statSource) Stats() sampler.Stats     { return s.st }
+func (s statSource) View() sampler.View       { return s.view }
+
+// The ring's batch description (PROTOCOL.md 2.9) says the order, the rank's batches per epoch
+// and the samples, and carries the source's view; a view too large for the ring is refused
+// naming the limit.
+func TestWindowDescription(t *testing.T) {
+	cfg, err := config.Parse("t.toml", []byte(strings.Replace(fmt.Sprintf(oneSource, 0), "batches = 0\n", "order = \"epochs\"\n", 1)), config.TOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensors := []config.Tensor{{Name: "x", DType: ring.Int32, Shape: []int{2, 3}}, {Name: "x_step", DType: ring.Int64, Shape: []int{2}}}
+	src := statSource{tensors: tensors, st: sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7, Samples: 29},
+		view: sampler.View{sampler.ViewTensor("x", "nwp", "x", "nwp"), sampler.ViewStrings([]string{"a", "b"}, "nwp", "x", "names"), sampler.ViewInt(3, "t0_idx")}}
+	l, err := (Window{Epoch: 1, EpochSet: true}).Layout(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"order":"epochs","epoch_batches":7,"samples":29,"view":[{"key":["nwp","x","nwp"],"tensor":"x"},{"key":["nwp","x","names"],"strings":["a","b"]},{"key":["t0_idx"],"int":3}]}`
+	if string(l.Description) != want {
+		t.Errorf("description\n%s\nwant\n%s", l.Description, want)
+	}
+	stream := statSource{tensors: tensors, st: sampler.Stats{Order: config.OrderStream}}
+	if l, err := (Window{}).Layout(cfg, stream); err != nil || string(l.Description) != `{"order":"stream"}` {
+		t.Errorf("stream: description %s, %v", l.Description, err)
+	}
+	huge := src
+	huge.view = sampler.View{sampler.ViewStrings(make([]string, ring.MaxDescription/2), "k")}
+	if _, err := (Window{}).Layout(cfg, huge); err == nil || !strings.Contains(err.Error(), "more than the ring's 16384") {
+		t.Errorf("a view too large for the ring: %v", err)
 	}
 }

@@ -5,7 +5,8 @@
  *   gb_named.c    named segments: the opening rules and the SIGBUS guard (PROTOCOL.md 1.1)
  *   gb_open.c     open and geometry: attach, validate, register as the consumer (section 3.6)
  *   gb_consume.c  consume and leases: acquire, release, the liveness checks of a wait, close
- *   gb_stats.c    the counters, the job's counter table (checked at attach) and the ABI check
+ *   gb_check.c    the header's tables checked at attach: names, the counter table, the description
+ *   gb_stats.c    the counters, the job's named counters, the ABI check
  *
  * Memory ordering follows PROTOCOL.md section 4: state words, waiters, consumer_state and
  * error_state are accessed seq_cst; statistics counters and heartbeats relaxed. Payload, seq and
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -92,6 +94,22 @@ static inline uint64_t ld64(const gb_ring *r, size_t off) {
     return atomic_load_explicit(a64(r, off), memory_order_relaxed);
 }
 
+/* A header word copied into a field of a struct of the API (gb_geometry, gb_stats_t): its
+ * offset in the header, the field's offset in the struct, and whether it is a u64 (else u32).
+ * The geometry and the statistics are read through tables of these (load_words). */
+typedef struct { size_t off, field; bool u64; } word_field;
+#define WORD64(hdr, type, name) {hdr, offsetof(type, name), true}
+#define WORD32(hdr, type, name) {hdr, offsetof(type, name), false}
+static inline void load_words(const gb_ring *r, const word_field *w, size_t n, void *out) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *f = (unsigned char *)out + w[i].field;
+        if (w[i].u64)
+            *(uint64_t *)(void *)f = ld64(r, w[i].off);
+        else
+            *(uint32_t *)(void *)f = ld32(r, w[i].off);
+    }
+}
+
 static inline _Atomic uint32_t *slot_word(const gb_ring *r, uint32_t slot, size_t off) {
     return a32(r, GB_SLOT_BASE + (size_t)slot * GB_SLOT_STRIDE + off);
 }
@@ -127,12 +145,11 @@ int fail(gb_ring *r, int code, const char *fmt, ...); /* formats r->err, returns
 int read_proc_stat(uint32_t pid, char *state, uint64_t *starttime);
 bool pid_gone(uint32_t pid);
 
-/* gb_open.c: a NUL-padded name field of `bytes` bytes (section 2.7, 2.8) holds 1 .. bytes-1
+/* gb_check.c: a NUL-padded name field of `bytes` bytes (section 2.7, 2.8) holds 1 .. bytes-1
  * name characters; copied to out (NUL-terminated), or GB_EPROTO naming what[index]. */
 int check_name(gb_ring *r, const unsigned char *field, size_t bytes, const char *what, uint32_t index, char *out);
-
-/* gb_stats.c */
-int check_counters(gb_ring *r); /* section 3.6 step 4 for the counter table (2.8) */
+int check_counters(gb_ring *r);    /* section 3.6 step 4 for the counter table (2.8) */
+int check_description(gb_ring *r); /* section 3.6 step 4 for the batch description (2.9) */
 
 /* gb_named.c */
 const char *file_kind(mode_t m);

@@ -81,43 +81,24 @@ static int check_identity(gb_ring *r) {
 
 static const uint32_t itemsize[GB_DTYPE_MAX + 1] = GB_DTYPE_ITEMSIZES; /* by dtype code */
 
-int check_name(gb_ring *r, const unsigned char *field, size_t bytes, const char *what, uint32_t index, char *out) {
-    size_t len = 0;
-    while (len < bytes && field[len]) len++;
-    if (len == 0 || len == bytes)
-        return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name is %s", what, index, len ? "not NUL-terminated" : "empty");
-    for (size_t k = 0; k < len; k++)
-        if (!GB_TENSOR_NAME_CHAR(field[k]))
-            return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name has byte 0x%02x at %zu (allowed: " GB_TENSOR_NAME_CHARS ")",
-                        what, index, field[k], k);
-    for (size_t k = len; k < bytes; k++)
-        if (field[k]) return fail(r, GB_EPROTO, "corrupt gobatch ring: %s %u: name padding is not NUL", what, index);
-    memcpy(out, field, len);
-    out[len] = 0;
-    return GB_OK;
-}
-
 static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 /* Step 4, after the acquire load of state == READY. Copies the geometry into r->g. */
 static int check_geometry(gb_ring *r) {
     gb_geometry *g = &r->g;
-    g->segment_bytes = ld64(r, GB_H_SEGMENT_BYTES);
-    g->slot_count = ld32(r, GB_H_SLOT_COUNT);
-    g->tensor_count = ld32(r, GB_H_TENSOR_COUNT);
-    g->slot_stride = ld64(r, GB_H_SLOT_STRIDE);
-    g->slot_bytes = ld64(r, GB_H_SLOT_BYTES);
-    g->payload_offset = ld64(r, GB_H_PAYLOAD_OFFSET);
+    static const word_field words[] = {
+        WORD64(GB_H_SEGMENT_BYTES, gb_geometry, segment_bytes), WORD32(GB_H_SLOT_COUNT, gb_geometry, slot_count),
+        WORD32(GB_H_TENSOR_COUNT, gb_geometry, tensor_count), WORD64(GB_H_SLOT_STRIDE, gb_geometry, slot_stride),
+        WORD64(GB_H_SLOT_BYTES, gb_geometry, slot_bytes), WORD64(GB_H_PAYLOAD_OFFSET, gb_geometry, payload_offset),
+        WORD64(GB_H_START_BATCH, gb_geometry, start_batch), WORD64(GB_H_TOTAL_BATCHES, gb_geometry, total_batches),
+        WORD32(GB_H_BATCH_SIZE, gb_geometry, batch_size), WORD32(GB_H_PAYLOAD_ALIGN, gb_geometry, payload_align),
+        WORD64(GB_H_NONCE, gb_geometry, nonce), WORD32(GB_H_CREATOR_PID, gb_geometry, creator_pid),
+        WORD32(GB_H_CREATOR_FLAGS, gb_geometry, creator_flags),
+        WORD64(GB_H_CREATOR_STARTTIME, gb_geometry, creator_starttime),
+    };
+    load_words(r, words, sizeof words / sizeof words[0], g);
     uint64_t sho = ld64(r, GB_H_SLOT_HEADERS_OFFSET);
-    g->start_batch = ld64(r, GB_H_START_BATCH);
-    g->total_batches = ld64(r, GB_H_TOTAL_BATCHES);
-    g->batch_size = ld32(r, GB_H_BATCH_SIZE);
-    g->payload_align = ld32(r, GB_H_PAYLOAD_ALIGN);
-    g->nonce = ld64(r, GB_H_NONCE);
-    g->creator_pid = ld32(r, GB_H_CREATOR_PID);
-    g->creator_flags = ld32(r, GB_H_CREATOR_FLAGS);
-    g->creator_starttime = ld64(r, GB_H_CREATOR_STARTTIME);
     struct stat st;
     if (fstat(r->fd, &st) != 0) return fail(r, GB_ESYS, "fstat of the ring segment failed: %s", strerror(errno));
     g->file_bytes = (uint64_t)st.st_size;
@@ -219,6 +200,7 @@ int gb_wait_ready(gb_ring *r, int budget_ms) {
             int rc = check_identity(r);
             if (rc == GB_OK) rc = check_geometry(r);
             if (rc == GB_OK) rc = check_counters(r);
+            if (rc == GB_OK) rc = check_description(r);
             if (rc == GB_OK) rc = map_control(r);
             if (rc != GB_OK) return rc;
             r->named = r->g.creator_flags & GB_CREATOR_NAMED;

@@ -66,6 +66,7 @@ typedef struct gb_geometry {
     uint32_t creator_pid;
     uint32_t creator_flags;
     uint32_t counter_count; /* entries of the counter table (section 2.5a), for gb_counter_get */
+    uint32_t description_len; /* bytes of the batch description (section 2.9), for gb_description_get */
 } gb_geometry;
 
 /* One validated tensor descriptor (section 2.7); name is NUL-terminated. */
@@ -164,6 +165,9 @@ int gb_tensor_get(const gb_ring *r, uint32_t index, gb_tensor *out);
 int gb_stats(gb_ring *r, gb_stats_t *out);
 /* Counter index (0 .. counter_count-1 of gb_geometry) and its values now. */
 int gb_counter_get(const gb_ring *r, uint32_t index, gb_counter *out);
+/* Copies the batch description (section 2.9, description_len bytes of UTF-8, not
+ * NUL-terminated) into out; returns its length, or GB_ECLOSED when cap is too small. */
+int gb_description_get(const gb_ring *r, char *out, size_t cap);
 const char *gb_error(const gb_ring *r);
 
 /* Address of the control mapping (header and slot headers), for tests. */

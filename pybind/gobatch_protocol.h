@@ -7,8 +7,8 @@
 
 /* Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2) */
 #define GB_MAGIC 0x3148435441424F47ull
-#define GB_LAYOUT_VERSION 3u
-#define GB_HEADER_BYTES 16384u
+#define GB_LAYOUT_VERSION 4u
+#define GB_HEADER_BYTES 32768u
 #define GB_SLOT_HEADER_BYTES 128u
 #define GB_ENDIAN_CHECK 0x01020304u
 #define GB_WORD_BYTES 8u
@@ -27,6 +27,7 @@
 #define GB_MAX_COUNTER_NAME 23u
 #define GB_COUNTER_NAME_BYTES 24u
 #define GB_MAX_COUNTER_SOURCES 32u
+#define GB_MAX_DESCRIPTION 16384u
 #define GB_TENSOR_ALIGN 64u
 #define GB_SMALL_ALIGN 4096u
 #define GB_HUGE_ALIGN 2097152u
@@ -140,6 +141,8 @@
 #define GB_H_ERROR_PRODUCER 328u /* u32 */
 #define GB_H_ERROR_TEXT 384u /* bytes[1024] */
 #define GB_H_COUNTER_COUNT 1408u /* u32 */
+#define GB_H_DESCRIPTION_LEN 1412u /* u32 */
+#define GB_H_DESCRIPTION 16384u /* bytes[16384] */
 
 /* Registry entries (PROTOCOL.md 2.6): entry i at GB_REGISTRY_BASE + i * GB_REGISTRY_STRIDE;
  * the offsets of its fields */
@@ -176,7 +179,7 @@
 
 /* Slot entries (PROTOCOL.md 3): entry i at GB_SLOT_BASE + i * GB_SLOT_STRIDE;
  * the offsets of its fields */
-#define GB_SLOT_BASE 16384u
+#define GB_SLOT_BASE 32768u
 #define GB_SLOT_STRIDE 128u
 #define GB_S_STATE 0u /* u32 */
 #define GB_S_WAITERS 4u /* u32 */

@@ -9,8 +9,8 @@ import (
 // Protocol constants (PROTOCOL.md sections 1 to 3).
 const (
 	Magic             uint64 = 0x3148435441424F47 // "GOBATCH1" little-endian
-	LayoutVersion     uint32 = 3
-	HeaderBytes              = 16384
+	LayoutVersion     uint32 = 4
+	HeaderBytes              = 32768
 	SlotHeaderBytes          = 128
 	EndianCheck       uint32 = 0x01020304
 	WordBytes         uint32 = 8
@@ -28,7 +28,8 @@ const (
 	MaxCounterValues         = 768 // u64 values they share
 	MaxCounterName           = 23  // bytes of a counter name; the descriptor's name field is one more (NUL)
 	CounterNameBytes         = MaxCounterName + 1
-	MaxCounterSources        = 32 // values of a per-source counter: one per source of a configuration
+	MaxCounterSources        = 32    // values of a per-source counter: one per source of a configuration
+	MaxDescription           = 16384 // bytes of the batch description (PROTOCOL.md 2.9)
 	lapBits                  = 30
 	lapMask           uint32 = 1<<lapBits - 1
 	slotStateBits            = 2 // a slot word is (lap << slotStateBits) | st
@@ -91,7 +92,8 @@ const (
 	offErrorProducer = 328
 	offErrorText     = 384
 
-	offCounterCount = 1408 // u32: entries of the counter table (PROTOCOL.md 2.5a)
+	offCounterCount   = 1408 // u32: entries of the counter table (PROTOCOL.md 2.5a)
+	offDescriptionLen = 1412 // u32: bytes of the batch description (PROTOCOL.md 2.9)
 
 	offRegistry    = 2048
 	registryStride = 64
@@ -124,6 +126,8 @@ const (
 	cdFirst = 30
 
 	offCounterValues = 10240 // u64[MaxCounterValues]
+
+	offDescription = 16384 // bytes[MaxDescription] (PROTOCOL.md 2.9)
 
 	slotHeadersOffset = HeaderBytes
 	// fields inside a slot header
@@ -257,6 +261,10 @@ type Layout struct {
 	// Counters is the job's counter table (PROTOCOL.md 2.5a, 2.8): written by the creator,
 	// read back by an attacher. It is not part of what a joiner must match (Compatible).
 	Counters []CounterDef
+	// Description is what the consumer needs to know about the batch besides its tensors
+	// (PROTOCOL.md 2.9: a JSON document of at most MaxDescription bytes, or none): written by
+	// the creator, read back by an attacher; a joiner's must be the same bytes.
+	Description []byte
 }
 
 // maxSegment bounds every size computed from a layout so that sums and products of a few of
@@ -329,6 +337,9 @@ func (l Layout) Validate() error {
 	if err := validateCounters(l.Counters); err != nil {
 		return fmt.Errorf("ring layout: %w", err)
 	}
+	if len(l.Description) > MaxDescription {
+		return fmt.Errorf("ring layout: a batch description of %d bytes, want at most %d", len(l.Description), MaxDescription)
+	}
 	g := l.geometry()
 	if g.segmentBytes > maxSegment {
 		return fmt.Errorf("ring layout: segment of %d bytes is too large", g.segmentBytes)
@@ -393,5 +404,6 @@ func (l Layout) clone() Layout {
 		c.Tensors[i] = Tensor{Name: t.Name, DType: t.DType, Shape: append([]int(nil), t.Shape...)}
 	}
 	c.Counters = append([]CounterDef(nil), l.Counters...)
+	c.Description = append([]byte(nil), l.Description...)
 	return c
 }

@@ -119,8 +119,8 @@ func TestOffsetsMatchProtocol(t *testing.T) {
 		t.Error("producer and consumer words share a cache line")
 	}
 	if offRegistry+MaxProducers*registryStride != offTensorTable || offTensorTable+MaxTensors*tensorStride != offCounterTable ||
-		offCounterTable+MaxCounters*counterStride != offCounterValues || offCounterValues+8*MaxCounterValues != HeaderBytes {
-		t.Error("registry, tensor table, counter table or counter values do not fill their regions")
+		offCounterTable+MaxCounters*counterStride != offCounterValues || offCounterValues+8*MaxCounterValues != offDescription || offDescription+MaxDescription != HeaderBytes {
+		t.Error("registry, tensor table, counter table, counter values or description do not fill their regions")
 	}
 }
 
@@ -173,16 +173,16 @@ func TestLayoutGeometry(t *testing.T) {
 	if got := g.offsets; got[0] != 0 || got[1] != 64 || got[2] != 128 {
 		t.Errorf("offsets %v, want [0 64 128]", got)
 	}
-	if g.slotBytes != 192 || g.payloadAlign != 4096 || g.slotStride != 4096 || g.payloadOffset != 20480 {
+	if g.slotBytes != 192 || g.payloadAlign != 4096 || g.slotStride != 4096 || g.payloadOffset != 36864 {
 		t.Errorf("small: slot_bytes %d align %d stride %d payload_offset %d", g.slotBytes, g.payloadAlign, g.slotStride, g.payloadOffset)
 	}
-	if small.SegmentBytes() != 20480+3*4096 || small.SlotBytes() != 192 {
+	if small.SegmentBytes() != 36864+3*4096 || small.SlotBytes() != 192 {
 		t.Errorf("SegmentBytes %d SlotBytes %d", small.SegmentBytes(), small.SlotBytes())
 	}
-	// 32 slots of headers: 16384 + 4096 = 20480 exactly.
+	// 32 slots of headers: 32768 + 4096 = 36864 exactly.
 	exact := Layout{Slots: 32, Tensors: []Tensor{{Name: "a", DType: Bool, Shape: []int{1}}}}
-	if g := exact.geometry(); g.payloadOffset != 20480 {
-		t.Errorf("32 slots: payload_offset %d, want 20480", g.payloadOffset)
+	if g := exact.geometry(); g.payloadOffset != 36864 {
+		t.Errorf("32 slots: payload_offset %d, want 36864", g.payloadOffset)
 	}
 	// The reference workload: 32 x 19x12x32x32 float32 = 29,884,416 bytes -> 2 MiB alignment.
 	big := Layout{Slots: 4, BatchSize: 32, Tensors: []Tensor{{Name: "x", DType: Float32, Shape: []int{32, 19, 12, 32, 32}}}}

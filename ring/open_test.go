@@ -107,8 +107,15 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 	}{
 		{"tiny file", func(r *Ring, m []byte) []byte { return m[:100] }, "too small"},
 		{"bad magic", p64(offMagic, 0x1234), "magic"},
-		{"layout version 1 (fixed job counters)", p32(offLayoutVersion, 1), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 3 (0x3)"},
-		{"layout version 2 (batch j in slot j mod slot_count)", p32(offLayoutVersion, 2), "incompatible gobatch ring: layout_version 2 (0x2), this build reads 3 (0x3)"},
+		{"layout version 1 (fixed job counters)", p32(offLayoutVersion, 1), "incompatible gobatch ring: layout_version 1 (0x1), this build reads 4 (0x4)"},
+		{"layout version 2 (batch j in slot j mod slot_count)", p32(offLayoutVersion, 2), "incompatible gobatch ring: layout_version 2 (0x2), this build reads 4 (0x4)"},
+		{"layout version 3 (no batch description)", p32(offLayoutVersion, 3), "incompatible gobatch ring: layout_version 3 (0x3), this build reads 4 (0x4)"},
+		{"description_len too large", p32(offDescriptionLen, MaxDescription+1), "description_len: 16385, want at most 16384"},
+		{"description not UTF-8", func(r *Ring, m []byte) []byte {
+			*r.u32(offDescriptionLen) = 2
+			m[offDescription], m[offDescription+1] = 0xff, 0xfe
+			return m
+		}, "description: not UTF-8"},
 		{"header bytes", p32(offHeaderBytes, 4096), "header_bytes 4096"},
 		{"slot header bytes", p32(offSlotHeaderBytes, 64), "slot_header_bytes 64"},
 		{"big endian peer", p32(offEndianCheck, 0x04030201), "endian_check"},
@@ -119,9 +126,9 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 		{"tensor count 0", p32(offTensorCount, 0), "tensor_count: 0"},
 		{"tensor count 33", p32(offTensorCount, 33), "tensor_count: 33"},
 		{"payload align", p32(offPayloadAlign, 8192), "payload_align: 8192"},
-		{"payload offset misaligned", p64(offPayloadOffset, 20480+64), "payload_offset"},
+		{"payload offset misaligned", p64(offPayloadOffset, 36864+64), "payload_offset"},
 		{"payload offset over slot headers", func(r *Ring, m []byte) []byte {
-			*r.u32(offSlotCount) = 40 // 40 slot headers end at 21504 > 20480
+			*r.u32(offSlotCount) = 40 // 40 slot headers end at 37888 > 36864
 			return m
 		}, "overlaps the 40 slot headers"},
 		{"slot stride misaligned", p64(offSlotStride, 4000), "slot_stride"},
@@ -173,6 +180,38 @@ func TestOpenRefusesCorruptHeaders(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Open = %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestDescriptionRoundTrip: the creator's batch description is what an attacher reads back
+// (PROTOCOL.md 2.9), a joiner with another description is refused, and one too long is refused
+// before a ring is made.
+func TestDescriptionRoundTrip(t *testing.T) {
+	l := testLayout()
+	l.Description = []byte(`{"order":"epochs","epoch_batches":7,"view":[{"key":["a","b"],"tensor":"x"}]}`)
+	mem := heapMem(l.SegmentBytes())
+	if _, err := Create(mem, l, false); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Layout().Description; string(got) != string(l.Description) {
+		t.Errorf("attacher read description %q, want %q", got, l.Description)
+	}
+	if err := r.Compatible(l); err != nil {
+		t.Errorf("Compatible(same description) = %v", err)
+	}
+	other := l.clone()
+	other.Description = []byte(`{"order":"stream"}`)
+	if err := r.Compatible(other); err == nil || !strings.Contains(err.Error(), "batch description") {
+		t.Errorf("Compatible(other description) = %v, want a refusal naming the batch description", err)
+	}
+	long := testLayout()
+	long.Description = make([]byte, MaxDescription+1)
+	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "batch description of 16385 bytes") {
+		t.Errorf("Validate(too long a description) = %v", err)
 	}
 }
 

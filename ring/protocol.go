@@ -85,7 +85,8 @@ func specRegions() []Region {
 			{"consumer_heartbeat", offConsumerHeartbeat, u64},
 			{"error_state", offErrorState, u32}, {"error_len", offErrorLen, u32}, {"error_producer", offErrorProducer, u32},
 			{"error_text", offErrorText, fmt.Sprintf("bytes[%d]", MaxErrorText)},
-			{"counter_count", offCounterCount, u32},
+			{"counter_count", offCounterCount, u32}, {"description_len", offDescriptionLen, u32},
+			{"description", offDescription, fmt.Sprintf("bytes[%d]", MaxDescription)},
 		}},
 		{Section: "2.6", Name: "registry", Base: offRegistry, Stride: registryStride, Fields: []Field{
 			{"state", regState, "u16"}, {"generation", regGeneration, "u16"}, {"pid", regPID, u32}, {"starttime", regStarttime, u64},
@@ -118,6 +119,7 @@ func specGroups() []ConstGroup {
 			{"MAX_ERROR_TEXT", MaxErrorText}, {"MAX_TENSOR_NAME", MaxTensorName}, {"TENSOR_NAME_BYTES", TensorNameBytes},
 			{"MAX_COUNTERS", MaxCounters}, {"MAX_COUNTER_VALUES", MaxCounterValues}, {"COUNTER_VALUES_BASE", offCounterValues},
 			{"MAX_COUNTER_NAME", MaxCounterName}, {"COUNTER_NAME_BYTES", CounterNameBytes}, {"MAX_COUNTER_SOURCES", MaxCounterSources},
+			{"MAX_DESCRIPTION", MaxDescription},
 			{"TENSOR_ALIGN", TensorAlign}, {"SMALL_ALIGN", SmallAlign}, {"HUGE_ALIGN", HugeAlign},
 		}},
 		{Doc: "A slot's state word is (lap << SLOT_STATE_BITS) | st (PROTOCOL.md 3, 3.1)", Consts: []Const{

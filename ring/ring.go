@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -147,6 +148,8 @@ func Create(mem []byte, l Layout, named bool) (*Ring, error) {
 		*r.u64(d + tdNbytes) = g.nbytes[t]
 	}
 	r.writeCounterTable(l.Counters)
+	*r.u32(offDescriptionLen) = uint32(len(l.Description))
+	copy(r.mem[offDescription:offDescription+MaxDescription], l.Description)
 	r.initGrants()
 	// magic last (atomically), so that a reader that sees it also sees the creator identity.
 	atomic.StoreUint64(r.u64(offMagic), Magic)
@@ -276,10 +279,27 @@ func (r *Ring) readGeometry() error {
 	if l.Counters, err = r.readCounterTable(); err != nil {
 		return err
 	}
+	if l.Description, err = r.readDescription(); err != nil {
+		return err
+	}
 	r.layout, r.g, r.slots, r.counterFirst = l, g, h.slotCount, counterFirsts(l.Counters)
 	r.named = *r.u32(offCreatorFlags)&creatorNamed != 0
 	r.nonce = *r.u64(offNonce)
 	return nil
+}
+
+// readDescription reads the batch description of an attached ring (PROTOCOL.md 2.9, 3.6 step
+// 4): at most MaxDescription bytes of UTF-8. Its meaning (JSON) is the consumer's to check.
+func (r *Ring) readDescription() ([]byte, error) {
+	n := *r.u32(offDescriptionLen)
+	if n > MaxDescription {
+		return nil, headerErr("description_len", "%d, want at most %d", n, MaxDescription)
+	}
+	d := append([]byte(nil), r.mem[offDescription:offDescription+n]...)
+	if !utf8.Valid(d) {
+		return nil, headerErr("description", "not UTF-8")
+	}
+	return d, nil
 }
 
 // headerGeometry holds the header's geometry fields as read from the segment, not yet
@@ -499,6 +519,9 @@ func (r *Ring) Compatible(l Layout) error {
 			return fmt.Errorf("gobatch ring: tensor %d is %s %s%v at offset %d, this configuration has %s %s%v at offset %d",
 				i, m.Name, m.DType, m.Shape, r.g.offsets[i], t.Name, t.DType, t.Shape, g.offsets[i])
 		}
+	}
+	if !bytes.Equal(l.Description, mine.Description) {
+		return fmt.Errorf("gobatch ring: its batch description is %q, this configuration's %q", mine.Description, l.Description)
 	}
 	return nil
 }

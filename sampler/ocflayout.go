@@ -163,51 +163,33 @@ func cropCoords(c []float64, i0 int, out []float64) {
 	}
 }
 
-// OCFLayout is what a consumer needs to present a rules = "ocf" batch as ocf-data-sampler's
-// stack_np_samples_into_batch does (the Python Loader's nested view, docs/OCF.md): which tensor
-// is the satellite, which are the NWP of each provider key and their channel names, and
-// t0_idx. It comes from the configuration alone (no store is opened).
-type OCFLayout struct {
-	Satellite string      `json:"satellite"` // the anchor's tensor: ocf's satellite_actual
-	NWP       []OCFNWPKey `json:"nwp"`       // in configuration order (ocf's nwp dict order)
-	// T0Idx is ocf's t0_idx: -interval_start / time_resolution of the locations source (the
-	// generation); nil without one.
-	T0Idx *int64 `json:"t0_idx"`
-}
-
-// OCFNWPKey is one NWP of an OCFLayout: its provider key (the source's name and tensor) and
-// its channel names in configuration order. The tensors <key>_init_time_utc, <key>_step and
-// <key>_target_time_utc belong to it when the batch has them.
-type OCFNWPKey struct {
-	Key          string   `json:"key"`
-	ChannelNames []string `json:"channel_names"`
-}
-
-// OCFLayoutOf is cfg's OCFLayout, or nil when its zarr anchor does not set rules = "ocf".
-func OCFLayoutOf(cfg *config.Config) *OCFLayout {
-	var specs []*Spec
-	var anchor *Spec
-	for _, s := range cfg.Sources {
-		if sp, ok := s.Spec.(*Spec); ok {
-			sp.Name = s.Name
-			specs = append(specs, sp)
-			if sp.Anchor {
-				anchor = sp
-			}
-		}
-	}
-	if anchor == nil || anchor.Rules != RulesOCF {
+// View implements Source: under rules = "ocf" the nesting ocf-data-sampler's
+// stack_np_samples_into_batch gives the batch (docs/OCF.md), which the trainer's side builds
+// from the ring (PROTOCOL.md 2.9): the anchor's tensor as satellite_actual; each NWP provider
+// key k as nwp[k] = {nwp, nwp_channel_names, nwp_init_time_utc, nwp_step, nwp_target_time_utc};
+// t0_idx (-interval_start / time_resolution of the locations source) when site-anchored. Nil
+// (a flat batch) under gobatch's rules.
+func (j *Job) View() View {
+	if !j.ocf {
 		return nil
 	}
-	l := &OCFLayout{Satellite: anchor.Name, NWP: []OCFNWPKey{}}
-	for _, sp := range specs {
-		switch {
-		case sp.Role == RoleNWP:
-			l.NWP = append(l.NWP, OCFNWPKey{Key: sp.Name, ChannelNames: append([]string{}, sp.Channels...)})
-		case sp.Name == anchor.Locations && sp.Role == RolePoints && sp.TimeResolutionMinutes > 0:
-			idx := floorDiv(-sp.IntervalStartMinutes, sp.TimeResolutionMinutes)
-			l.T0Idx = &idx
+	v := View{ViewTensor(j.anchor.s.Name, "satellite_actual")}
+	for _, s := range j.srcs {
+		n, ok := s.(*nwpSource)
+		if !ok {
+			continue
+		}
+		k := n.s.Name
+		v = append(v, ViewTensor(k, "nwp", k, "nwp"), ViewStrings(n.s.Channels, "nwp", k, "nwp_channel_names"))
+		if n.ocf != nil {
+			v = append(v, ViewTensor(k+nwpInitSuffix, "nwp", k, "nwp_init_time_utc"),
+				ViewTensor(k+nwpStepSuffix, "nwp", k, "nwp_step"),
+				ViewTensor(k+nwpTargetSuffix, "nwp", k, "nwp_target_time_utc"))
 		}
 	}
-	return l
+	if j.sites != nil && j.sites.src.s.TimeResolutionMinutes > 0 {
+		sp := j.sites.src.s
+		v = append(v, ViewInt(floorDiv(-sp.IntervalStartMinutes, sp.TimeResolutionMinutes), "t0_idx"))
+	}
+	return v
 }

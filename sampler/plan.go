@@ -28,11 +28,11 @@ type Plan struct {
 	// SiteExclusions (rules = "ocf") are the locations a source cannot crop by
 	// ocf-data-sampler's rule, left out of the job (Job.SiteExclusions).
 	SiteExclusions []SiteExclusion `json:"ocf_excluded_locations,omitempty"`
-	// OCF is the layout of a rules = "ocf" batch as ocf-data-sampler nests it (OCFLayoutOf);
-	// nil otherwise.
-	OCF          *OCFLayout `json:"ocf,omitempty"`
-	DecodedBytes int64      `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
-	CacheBytes   int64      `json:"cache_bytes,omitempty"`   // the cache budget
+	// View is how the batch is presented to the trainer (Source.View; PROTOCOL.md 2.9): under
+	// rules = "ocf" ocf-data-sampler's nesting; nil for a flat batch.
+	View         View  `json:"view,omitempty"`
+	DecodedBytes int64 `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
+	CacheBytes   int64 `json:"cache_bytes,omitempty"`   // the cache budget
 	// SampleSpace is ocf-data-sampler's (t0, location) pairs under rules = "ocf" (they replace
 	// the t0 candidates); nil otherwise.
 	SampleSpace *SpaceInfo `json:"sample_space,omitempty"`
@@ -159,7 +159,7 @@ func (j *Job) plan(p *Plan) {
 	p.Centres = j.ny * j.nx
 	p.Locations, p.LocationsDropped = j.Locations(), j.LocationsDropped()
 	p.SiteExclusions = j.SiteExclusions()
-	p.OCF = OCFLayoutOf(j.cfg)
+	p.View = j.View()
 	p.Rejections = j.Rejections()
 	p.SampleSpace = j.SampleSpace()
 	p.DecodedBytes, p.CacheBytes = j.dataBytes, j.cache.Budget()

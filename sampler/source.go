@@ -29,6 +29,9 @@ type Source interface {
 	Prefetch(g uint64)
 	// Stats returns the source's counters.
 	Stats() Stats
+	// View is how the batch is presented to the trainer (nesting, key names, constants); nil
+	// for a flat batch.
+	View() View
 }
 
 // Stats is a snapshot of a source's counters. Sources without a cache or a sampling mode
@@ -150,6 +153,15 @@ func (s *Set) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// View implements Source: the parts' views, one after another.
+func (s *Set) View() View {
+	var v View
+	for _, p := range s.parts {
+		v = append(v, p.View()...)
+	}
+	return v
 }
 
 // Rejections is the zarr job's report of the anchor times each source rules out as t0

@@ -37,7 +37,6 @@ func cmdPlan(args []string) int {
 	var f sourceFlags
 	configPath := fs.String("config", "", "configuration file (TOML, or JSON when it ends in .json; - reads JSON from stdin)")
 	asJSON := fs.Bool("json", false, "print machine-readable JSON")
-	ocfLayout := fs.Bool("ocf-layout", false, "print only the JSON of how a rules = \"ocf\" batch nests as ocf-data-sampler's (null otherwise); no store is opened")
 	addSourceFlags(fs, &f)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -56,14 +55,6 @@ func cmdPlan(args []string) int {
 	cfg, err := config.Read(*configPath, os.Stdin, f.batch)
 	if err != nil {
 		return usageError("plan", err)
-	}
-	if *ocfLayout { // the configuration alone: cheap enough for every Loader start
-		if err := json.NewEncoder(os.Stdout).Encode(struct {
-			OCF *sampler.OCFLayout `json:"ocf"`
-		}{sampler.OCFLayoutOf(cfg)}); err != nil {
-			return failure("plan", err)
-		}
-		return exitOK
 	}
 	rep, err := makePlan(cfg, f, stream)
 	if err != nil {
@@ -88,7 +79,7 @@ func makePlan(cfg *config.Config, f sourceFlags, stream sampler.Stream) (*planRe
 		return nil, err
 	}
 	defer src.Close()
-	layout, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats())
+	layout, err := (feed.Window{}).Layout(cfg, src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}

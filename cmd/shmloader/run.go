@@ -125,7 +125,7 @@ func cmdRun(args []string) int {
 	if err != nil {
 		return usageError("run", err)
 	}
-	layout, err := f.window.Layout(cfg, src.Tensors(), src.Stats())
+	layout, err := f.window.Layout(cfg, src)
 	if err != nil {
 		return usageError("run", fmt.Errorf("%s: %w", cfg.File, err))
 	}

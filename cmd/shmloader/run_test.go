@@ -51,7 +51,7 @@ func newTestRun(t *testing.T, text string, wrap func(sampler.Source) sampler.Sou
 		t.Fatal(err)
 	}
 	src := &runSource{Source: wrap(set), log: zerolog.Nop()}
-	l, err := feed.Window{}.Layout(cfg, src.Tensors(), src.Stats())
+	l, err := feed.Window{}.Layout(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}

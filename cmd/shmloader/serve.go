@@ -100,7 +100,7 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	if _, err := (feed.Window{}).Layout(cfg, src.Tensors(), src.Stats()); err != nil {
+	if _, err := (feed.Window{}).Layout(cfg, src); err != nil {
 		return usageError("serve", fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	ln, err := f.listen()

@@ -47,7 +47,7 @@ func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req node
 	if req.Epoch != nil {
 		w.Epoch, w.EpochSet = *req.Epoch, true
 	}
-	l, err := w.Layout(s.cfg, s.src.Tensors(), s.src.Stats())
+	l, err := w.Layout(s.cfg, s.src)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func TestRunSourcesLayoutAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := feed.Window{Start: 5, StartSet: true}.Layout(cfg, src.Tensors(), src.Stats())
+	l, err := feed.Window{Start: 5, StartSet: true}.Layout(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}

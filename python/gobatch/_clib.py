@@ -58,6 +58,7 @@ class Geometry(ctypes.Structure):
         ("creator_pid", _u32),
         ("creator_flags", _u32),
         ("counter_count", _u32),
+        ("description_len", _u32),
     ]
 
 
@@ -160,6 +161,8 @@ def lib() -> ctypes.CDLL:
     L.gb_stats.restype = ci
     L.gb_counter_get.argtypes = [vp, cu32, ctypes.POINTER(Counter)]
     L.gb_counter_get.restype = ci
+    L.gb_description_get.argtypes = [vp, ctypes.c_char_p, ctypes.c_size_t]
+    L.gb_description_get.restype = ci
     L.gb_error.argtypes = [vp]
     L.gb_error.restype = ctypes.c_char_p
     L.gb_base.argtypes = [vp]
@@ -176,6 +179,16 @@ def lib() -> ctypes.CDLL:
         raise GobatchError(f"{path} does not match this gobatch package (abi {got}, expected {want}); reinstall it")
     _lib = L
     return L
+
+
+def description(ptr: int, n: int) -> bytes:
+    """The batch description of a ready ring (PROTOCOL.md 2.9): its ``n`` bytes
+    (``Geometry.description_len``), checked as UTF-8 by the library at attach."""
+    if n == 0:
+        return b""
+    buf = ctypes.create_string_buffer(n)
+    got = lib().gb_description_get(ptr, buf, n)
+    return buf.raw[:got] if got >= 0 else b""
 
 
 def error_text(ptr: Optional[int]) -> str:

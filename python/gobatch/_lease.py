@@ -126,8 +126,8 @@ class _Book:
 
     def __init__(self, ring: "weakref.ref[_Lender]", ptr: int, slots: int) -> None:
         self.tokens: List[Any] = [None] * slots
-        #: how a batch's flat tensors are presented (the Loader's ocf-data-sampler nesting,
-        #: _ocf.OCFLayout.view); None: flat. It must keep the slot's own arrays or tensors (no
+        #: how a batch's flat tensors are presented (the ring's batch description, PROTOCOL.md
+        #: 2.9: _view.BatchView.view); None: flat. It must keep the slot's own arrays or tensors (no
         #: copy), so that the batch's references are what the lease counts.
         self.layout: Optional[Callable[[Mapping[str, Any]], Dict[str, Any]]] = None
         self._ring = ring

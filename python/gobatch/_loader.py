@@ -20,7 +20,6 @@ from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, co
 from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
 from ._node import NodeRings, node_spec
-from ._ocf import LayoutQuery, OCFLayout
 from ._own import OwnChild, Restarts
 from ._ranks import placement
 from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
@@ -227,10 +226,6 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb)))
-        # rules = "ocf": batches nested as ocf-data-sampler's (docs/OCF.md); None: flat. Asked
-        # while the producer starts.
-        self._layout: Optional[OCFLayout] = None
-        query = LayoutQuery(command, timeout=start_timeout)
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
@@ -241,19 +236,7 @@ class Loader:
             self._producer = OwnChild(command, rank=where.rank, world_size=where.world_size,
                                       start_timeout=start_timeout, close_timeout=close_timeout, restarts=supervision)
         self._pin = bool(pin_memory)
-        try:
-            self._ring: Ring = self._open(start)
-        except BaseException:
-            query.close()
-            raise
-        try:
-            self._layout = query.result()
-        except BaseException:
-            self._ring.close()
-            self._producer.stop()
-            raise
-        if self._layout is not None:
-            self._ring._book.layout = self._layout.view
+        self._ring: Ring = self._open(start)
         _ring.track(self)
 
     def _open(self, start: Optional[int]) -> Ring:
@@ -265,8 +248,6 @@ class Loader:
                                    stall_warning_s=self._stall_warning_s, check=self._learn_epoch if epochs else None)
         if self._pin and not ring.pin_memory():
             self._pin = False  # no CUDA: said once (Ring.pin_memory warns), not at every new ring
-        if self._layout is not None:
-            ring._book.layout = self._layout.view
         return ring
 
     def _restart(self, *, start: Optional[int], epoch: Optional[int]) -> None:
@@ -416,13 +397,18 @@ class Loader:
     # ---- epochs ----
 
     def _learn_epoch(self, ring: Ring) -> None:
-        """Reads this rank's batches per epoch off a new ring: ``shmloader run --epoch E
-        --epochs K`` ends the ring's stream at the end of epoch E + K - 1, stream index
-        (E + K) * batches per epoch, and starts it inside epoch E."""
+        """Reads this rank's batches per epoch off a new ring's description (PROTOCOL.md 2.9)
+        and checks the ring against it: ``shmloader run --epoch E --epochs K`` ends the ring's
+        stream at the end of epoch E + K - 1, stream index (E + K) * batches per epoch, and
+        starts it inside epoch E."""
         epochs = self._producer.ring_epochs
         end = ring.start_batch + (ring.total_batches or 0)
-        n, rest = divmod(end, self._epoch + epochs)
-        if rest or n == 0 or not self._epoch * n <= ring.start_batch < (self._epoch + 1) * n:
+        n = ring.description.epoch_batches or 0
+        if ring.description.order != ORDER_EPOCHS or n == 0:
+            raise RingError(f"{ring._label}: asked for epochs, but the ring's batch description says order "
+                            f"{ring.description.order!r} with {n} batches per epoch (is the shmloader binary "
+                            "older than this gobatch?)")
+        if end != (self._epoch + epochs) * n or not self._epoch * n <= ring.start_batch < (self._epoch + 1) * n:
             raise RingError(f"{ring._label}: asked for epochs {self._epoch} .. {self._epoch + epochs - 1}, got "
                             f"stream batches {ring.start_batch} .. {end - 1}, which are not those epochs (is the "
                             "shmloader binary older than this gobatch?)")

@@ -7,8 +7,8 @@ from typing import Dict, Tuple
 
 # Identity of a segment (PROTOCOL.md 2.1, 3.6 step 2)
 MAGIC = 0x3148435441424F47
-LAYOUT_VERSION = 3
-HEADER_BYTES = 16384
+LAYOUT_VERSION = 4
+HEADER_BYTES = 32768
 SLOT_HEADER_BYTES = 128
 ENDIAN_CHECK = 0x01020304
 WORD_BYTES = 8
@@ -27,6 +27,7 @@ COUNTER_VALUES_BASE = 10240
 MAX_COUNTER_NAME = 23
 COUNTER_NAME_BYTES = 24
 MAX_COUNTER_SOURCES = 32
+MAX_DESCRIPTION = 16384
 TENSOR_ALIGN = 64
 SMALL_ALIGN = 4096
 HUGE_ALIGN = 2097152
@@ -141,6 +142,8 @@ HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
     "error_producer": (328, "<I"),
     "error_text": (384, "1024s"),
     "counter_count": (1408, "<I"),
+    "description_len": (1412, "<I"),
+    "description": (16384, "16384s"),
 }
 
 # PROTOCOL.md 2.6: field -> (offset, struct format) in an entry;
@@ -184,7 +187,7 @@ COUNTER_FIELDS: Dict[str, Tuple[int, str]] = {
 
 # PROTOCOL.md 3: field -> (offset, struct format) in an entry;
 # entry i at SLOT_BASE + i * SLOT_STRIDE
-SLOT_BASE = 16384
+SLOT_BASE = 32768
 SLOT_STRIDE = 128
 SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "state": (0, "<I"),

@@ -27,6 +27,7 @@ from . import _protocol as _proto
 from . import _caller, _cuda, _registry
 from ._caller import site as _site
 from ._lease import Batch, Leases, TensorSpec, leases_for
+from ._view import Description, parse_description
 from .errors import (
     GobatchError,
     LoaderError,
@@ -245,6 +246,8 @@ class Ring:
                 )
             )
         self._specs = specs
+        self._description = parse_description(_lib.description(self._ptr, int(g.description_len)),
+                                              {t.name for t in specs}, self._label)
         pid, start = int(g.creator_pid), int(g.creator_starttime)
         self._creator_alive = lambda: _lib.process_alive(pid, start)
 
@@ -262,6 +265,8 @@ class Ring:
         payload = [g.payload_offset + s * g.slot_stride for s in range(int(g.slot_count))]
         self._book: Leases = leases_for(self._framework, weakref.ref(self), self._ptr, self._mm, payload,
                                         self._specs)
+        if self._description.view:  # batches presented as the description nests them (2.9)
+            self._book.layout = self._description.view.view
         # Per slot, for SlotsHeldError and release(): the batch lent there last (its index since
         # attach; a slot is any free one, PROTOCOL.md 3.1), and the user's (file, line) that took
         # it, recorded for the first _SITE_BATCHES batches only.
@@ -280,6 +285,13 @@ class Ring:
     def specs(self) -> Dict[str, TensorSpec]:
         """The tensors of every batch, in table order."""
         return {t.name: t for t in self._specs}
+
+    @property
+    def description(self) -> Description:
+        """What the ring says of its batches besides their tensors (PROTOCOL.md 2.9): the
+        stream's order, the batches per epoch, and how a batch is nested (applied to every
+        batch this ring yields)."""
+        return self._description
 
     @property
     def slots(self) -> int:

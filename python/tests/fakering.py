@@ -58,6 +58,7 @@ class FakeRing:
         named: bool = False,
         extra_bytes: int = 0,
         counters: Sequence[Tuple[str, int, int]] = (),
+        description: bytes = b"",
     ) -> None:
         self.fd = fd
         offset = 0
@@ -93,6 +94,7 @@ class FakeRing:
                 **{f"shape{k}": n for k, n in enumerate(shape)},
             )
         self.set_counters(counters)
+        self.set(description_len=len(description), description=description)  # PROTOCOL.md 2.9
         for pos in range(slots):  # every position's first batch has the slot of its position (PROTOCOL.md 3.1)
             self._put(self._slot(pos), P.SLOT_FIELDS, "grant", pos)
         self.register_producer(0, pid, starttime(pid))

@@ -274,8 +274,11 @@ def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatc
     assert rep["locations"] == len(SITE_IDS) - 1
     excl = rep["ocf_excluded_locations"]
     assert [(e["name"], e["location_ids"]) for e in excl] == [("satellite", [EDGE_ID])], excl
-    assert rep["ocf"]["satellite"] == "satellite" and rep["ocf"]["t0_idx"] == 2
-    assert rep["ocf"]["nwp"] == [{"key": "ukv", "channel_names": ["t", "dswrf"]}, {"key": "ecmwf", "channel_names": ["t2m"]}]
+    view = {tuple(v["key"]): v for v in rep["view"]}  # the nesting the ring carries (PROTOCOL.md 2.9)
+    assert view[("satellite_actual",)]["tensor"] == "satellite" and view[("t0_idx",)]["int"] == 2
+    assert view[("nwp", "ukv", "nwp_channel_names")]["strings"] == ["t", "dswrf"]
+    assert view[("nwp", "ecmwf", "nwp_channel_names")]["strings"] == ["t2m"]
+    assert [v["tensor"] for k, v in view.items() if k[:1] == ("nwp",) and k[-1] == "nwp"] == ["ukv", "ecmwf"]
     shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
     # (B, T, C, W, H)
     assert shapes["satellite"] == [B, 7, 2, 10, 6] and shapes["ukv"] == [B, 4, 2, 6, 4] and shapes["ecmwf"] == [B, 4, 1, 4, 6]

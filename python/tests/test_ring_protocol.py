@@ -273,14 +273,64 @@ def test_header_written_late_is_waited_for(memfd):
     assert result == {"batch": 0}
 
 
+# ---- the batch description (PROTOCOL.md 2.9) ----
+
+
+def test_description_nests_each_batch_over_the_slot(memfd):
+    """A ring whose description has a view hands out nested batches whose arrays are the
+    slot's own (the flat batch's), with the constants added, and says its order and epochs."""
+    desc = (b'{"order":"epochs","epoch_batches":5,"samples":20,"view":[{"key":["nest","a"],"tensor":"x"},'
+            b'{"key":["nest","names"],"strings":["p","q"]},{"key":["renamed"],"tensor":"y"},{"key":["k"],"int":-2}]}')
+    fr = FakeRing(memfd, SPEC, total_batches=2, batch_size=4, description=desc)
+    with Ring(memfd, label="fake") as r:
+        d = r.description
+        assert (d.order, d.epoch_batches, d.samples) == ("epochs", 5, 20)
+        fr.publish(0)
+        b = next(r)
+        assert list(b) == ["renamed", "nest", "k"]
+        assert b["k"] == -2 and list(b["nest"]["names"]) == ["p", "q"]
+        assert b["nest"]["a"].shape == (4, 3) and (b["nest"]["a"] == 0).all() and (b["renamed"] == 0).all()
+        # zero-copy: the nested array is the ring's mapping of a slot, as the flat batch's is
+        base = np.frombuffer(r._mm, dtype=np.uint8, count=1).ctypes.data + fr.payload_offset
+        assert b["nest"]["a"].ctypes.data in {base + k * fr.stride for k in range(fr.slots)}
+
+
+def test_no_description_is_flat(memfd):
+    fr = FakeRing(memfd, SPEC, total_batches=1)
+    with Ring(memfd, label="fake") as r:
+        assert r.description.order is None and not r.description.view
+        fr.publish(0)
+        assert list(next(r)) == ["x", "y"]
+
+
+@pytest.mark.parametrize("desc,message", [
+    (b"[1]", "description: a JSON list, not an object"),
+    (b"{", "description: not JSON"),
+    (b'{"order":"sideways"}', "order: 'sideways', not 'stream' or 'epochs'"),
+    (b'{"epoch_batches":-1}', "epoch_batches: -1, not an integer >= 0"),
+    (b'{"view":[{"key":["a"],"tensor":"nope"}]}', "view[0].tensor: 'nope' is not a tensor of the ring"),
+    (b'{"view":[{"key":[],"tensor":"x"}]}', "view[0].key: [], not an array of 1 to 8 non-empty strings"),
+    (b'{"view":[{"key":["a"],"tensor":"x"},{"key":["a","b"],"int":1}]}', "view[1].key: ['a', 'b'] is, holds or lies under the key ['a']"),
+    (b'{"view":[{"key":["a"]}]}', "view[0]: has none of tensor, strings, int"),
+    (b"\xff\xfe", "description: byte 0 is not UTF-8"),
+])
+def test_bad_description_refused(memfd, desc, message):
+    FakeRing(memfd, SPEC, description=desc)
+    with pytest.raises(RingError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
+        Ring(memfd, label="fake", timeout=1)
+
+
 # ---- refusing bad segments before any offset from them is used ----
 
 BAD_HEADERS = [
     ({"magic": 0x4141414141414141}, "not a gobatch segment: magic 0x4141414141414141"),
     # Layout 1: the fixed job counters of builds before the counter table (PROTOCOL.md 2.5a).
-    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 3"),
-    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 3"),
-    ({"header_bytes": 8192}, "header_bytes 8192, this build reads 16384"),
+    ({"layout_version": 1}, "incompatible gobatch ring: layout_version 1, this build reads 4"),
+    ({"layout_version": 2}, "incompatible gobatch ring: layout_version 2, this build reads 4"),
+    # Layout 3: a header of 16384 bytes, without the batch description (PROTOCOL.md 2.9).
+    ({"layout_version": 3}, "incompatible gobatch ring: layout_version 3, this build reads 4"),
+    ({"header_bytes": 16384}, "header_bytes 16384, this build reads 32768"),
+    ({"description_len": 16385}, "description_len 16385 (must be 0 .. 16384)"),
     ({"slot_header_bytes": 64}, "slot_header_bytes 64, this build reads 128"),
     ({"endian_check": 0x04030201}, "endian_check 0x04030201, this build reads 0x01020304"),
     ({"word_bytes": 4}, "word_bytes 4, this build reads 8"),
