@@ -179,18 +179,19 @@ type Format int
 const (
 	TOML Format = iota
 	JSON
-	// YAML is an ocf-data-sampler configuration (package config/ocf), translated into sources.
-	YAML
+	// foreignFormats and above: a registered foreign format (foreign.go), by registration order.
+	foreignFormats
 )
 
-// FormatOf picks the format from a file name: JSON for ".json", an ocf-data-sampler
-// configuration for ".yaml" and ".yml", TOML otherwise.
+// FormatOf picks the format from a file name: JSON for ".json", a foreign format registered
+// for its extension (RegisterForeign), TOML otherwise.
 func FormatOf(path string) Format {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".json":
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext == ".json" {
 		return JSON
-	case ".yaml", ".yml":
-		return YAML
+	}
+	if f, ok := foreignByExt(ext); ok {
+		return f
 	}
 	return TOML
 }
@@ -236,16 +237,16 @@ func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, e
 	c := &collector{file: file}
 	var raw map[string]any
 	base := filepath.Dir(file)
-	switch format {
-	case JSON:
+	switch f, foreign := foreignOf(format); {
+	case format == JSON:
 		raw = decodeJSON(c, data)
-	case YAML:
-		raw = decodeOCF(c, data)
-		if wd, err := os.Getwd(); err == nil {
-			base = wd // ocf-data-sampler opens relative paths from the working directory
+	case foreign:
+		raw = decodeForeign(c, f, data)
+		if wd, err := os.Getwd(); err == nil && f.PathsFromWorkingDir {
+			base = wd
 		}
 		if raw != nil && o.BatchSize == 0 {
-			c.add("batch.size", "missing; an ocf-data-sampler file cannot hold it: expected --batch-size N (shmloader) or batch_size=N (gobatch.Loader)")
+			c.add("batch.size", "missing; %s cannot hold it: expected --batch-size N (shmloader) or batch_size=N (gobatch.Loader)", f.What)
 			return nil, c.err()
 		}
 	default:

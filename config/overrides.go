@@ -4,10 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-
-	"github.com/gobatch/gobatch/config/ocf"
 )
 
 // Overrides are gobatch's own [batch] options given outside the file: shmloader's flags
@@ -101,24 +98,4 @@ func (o Overrides) apply(raw map[string]any) {
 	if o.T0End != "" {
 		set("t0_end", o.T0End)
 	}
-}
-
-// decodeOCF reads an ocf-data-sampler YAML configuration into gobatch's raw shape (package
-// config/ocf): its problems are the file's, with the line and the YAML key; the lines of the
-// gobatch fields point at the YAML keys they come from.
-func decodeOCF(c *collector, data []byte) map[string]any {
-	oc, problems := ocf.Read(data, os.LookupEnv)
-	if len(problems) == 0 {
-		var tr *ocf.Translation
-		if tr, problems = ocf.Translate(oc, oc.Line); len(problems) == 0 {
-			c.lines, c.aliases = lineIndex(tr.Lines), fieldAliases(tr.Fields)
-			return tr.Raw
-		}
-	}
-	for _, p := range problems {
-		if len(c.errs) < maxErrors {
-			c.errs = append(c.errs, &FieldError{File: c.file, Line: p.Line, Field: p.Field, Msg: p.Msg})
-		}
-	}
-	return nil
 }

@@ -13,7 +13,7 @@
 //	    [--log-level LEVEL] [--order ORDER] [--rank N] [--readers N] [--seed N] [--start K]
 //	    [--t0-end END] [--t0-start START] [-v] [--world-size N]
 //	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--data-root ROOT] [--json]
-//	    [--ocf-layout] [--order ORDER] [--rank N] [--seed N] [--t0-end END] [--t0-start START]
+//	    [--order ORDER] [--rank N] [--seed N] [--t0-end END] [--t0-start START]
 //	    [--world-size N]
 //	shmloader stat NAME [--allow-uid UID] [--interval D] [--json] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--once] [-v]
@@ -48,6 +48,9 @@ import (
 	"os"
 	"sort"
 
+	// The ocf-data-sampler YAML format and rule set (docs/OCF.md): config and sampler know
+	// them only through what the package registers.
+	_ "github.com/gobatch/gobatch/ocf"
 	"github.com/gobatch/gobatch/shm"
 )
 

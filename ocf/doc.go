@@ -1,5 +1,8 @@
-// Package ocf reads an ocf-data-sampler 1.0.24 configuration (the YAML file PVNet's training
-// runs are configured with) and translates it into a gobatch configuration.
+// Package ocf is everything of ocf-data-sampler 1.0.24 in gobatch: it reads its configuration
+// (the YAML file PVNet's training runs are configured with) and translates it into a gobatch
+// configuration whose sources follow ocf-data-sampler's rules. It registers the YAML format
+// with package config (register.go), so that a program that imports it reads such files; the
+// generic packages (config, sampler) never import it.
 //
 // Reading follows ocf-data-sampler's load_yaml_configuration exactly: the YAML is read as
 // PyYAML's SafeLoader reads it (YAML 1.1 scalars: yes/no are booleans, 1e5 is a string),
@@ -19,6 +22,6 @@
 // and docs/OCF.md lists it; a configuration gobatch cannot run at all (no satellite) is
 // refused there, with the reason.
 //
-// The package depends on nothing of gobatch: package config calls it for a YAML file whose top
-// level has input_data.
+// The package imports package config (the foreign-format registry, config.Foreign, and the
+// translation's shape); nothing of gobatch imports it but the programs (cmd/shmloader).
 package ocf

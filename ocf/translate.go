@@ -2,6 +2,7 @@ package ocf
 
 import (
 	"fmt"
+	"github.com/gobatch/gobatch/config"
 	"math"
 	"strings"
 )
@@ -58,20 +59,12 @@ func (v *value) index(path string, out map[string]int) {
 	}
 }
 
-// Lines is where each gobatch field of a translation comes from in the YAML file
-// ("source[1].channels" -> the line of input_data.nwp.ukv.channels).
-type Lines map[string]int
-
-// Translation is a gobatch configuration made from an ocf-data-sampler one: Raw has the shape
-// a gobatch TOML file decodes to, without [batch] (gobatch's own options come from the command
-// line or the Loader's keywords).
-type Translation struct {
-	Raw   map[string]any
-	Lines Lines
-	// Fields names the YAML key each gobatch field comes from ("source[0].store" ->
-	// "input_data.satellite.zarr_path"), for messages.
-	Fields map[string]string
-}
+// Translation is a gobatch configuration made from an ocf-data-sampler one (config.Translation):
+// Raw has the shape a gobatch TOML file decodes to, without [batch] (gobatch's own options come
+// from the command line or the Loader's keywords); Lines and Fields say where each gobatch field
+// comes from in the YAML file ("source[1].channels" -> the line of, and the key
+// input_data.nwp.ukv.channels).
+type Translation = config.Translation
 
 // Source names in the translation: the satellite, each NWP under its key, the generation.
 const (
@@ -99,7 +92,7 @@ var nwpCRS = map[string]string{
 // grid), a list of several zarr_paths, an odd or zero crop (ocf-data-sampler itself fails on
 // every sample with an odd one).
 func Translate(cfg *Config, lines func(field string) int) (*Translation, []Problem) {
-	t := &translator{lines: lines, out: Lines{}, names: map[string]string{}}
+	t := &translator{lines: lines, out: map[string]int{}, names: map[string]string{}}
 	var sources []any
 	if cfg.Satellite == nil {
 		t.bad("input_data.satellite", "missing; gobatch centres its examples on an anchor grid, the satellite, so it needs one (docs/OCF.md)")
@@ -121,7 +114,7 @@ func Translate(cfg *Config, lines func(field string) int) (*Translation, []Probl
 
 type translator struct {
 	lines    func(field string) int
-	out      Lines
+	out      map[string]int
 	names    map[string]string
 	problems []Problem
 }

@@ -2,6 +2,7 @@ package ocf
 
 import (
 	"fmt"
+	"github.com/gobatch/gobatch/config"
 	"math"
 	"sort"
 	"strconv"
@@ -77,12 +78,9 @@ type Generation struct {
 	Public   bool
 }
 
-// Problem is one reason the file is refused.
-type Problem struct {
-	Line  int
-	Field string // dotted path: input_data.nwp.ukv.channels
-	Msg   string
-}
+// Problem is one reason the file is refused: its line, the YAML key as a dotted path
+// (input_data.nwp.ukv.channels) and the message.
+type Problem = config.Problem
 
 // checker walks the value tree, collecting problems.
 type checker struct {
