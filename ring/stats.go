@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // ProducerInfo is one registry entry.
@@ -59,6 +60,40 @@ type Stats struct {
 	SlotState []SlotInfo
 	Full      int            // slots READY or READING
 	Producers []ProducerInfo // entries that are not FREE
+}
+
+// Rates are what changed between two snapshots of a ring taken an interval apart: batches and
+// 10^6 bytes per second written and read, the share of the producers' writer time spent
+// waiting for a free slot (wait / (wait + busy), summed over writers) and the share of the
+// interval the attached consumer spent waiting for a batch (both -1 when undefined), and the
+// producers alive and still producing.
+type Rates struct {
+	WrittenPerS, ReadPerS, WrittenMBPerS, ReadMBPerS float64
+	ProducerWait, ConsumerWait                      float64
+	ProducersAlive                                  int
+}
+
+// RatesBetween compares snapshots prev and cur taken dt apart.
+func RatesBetween(prev, cur Stats, dt time.Duration) Rates {
+	r := Rates{ProducerWait: -1, ConsumerWait: -1}
+	if s := dt.Seconds(); s > 0 {
+		r.WrittenPerS = float64(cur.BatchesWritten-prev.BatchesWritten) / s
+		r.ReadPerS = float64(cur.BatchesRead-prev.BatchesRead) / s
+		r.WrittenMBPerS = float64(cur.BytesWritten-prev.BytesWritten) / s / 1e6
+		r.ReadMBPerS = float64(cur.BytesRead-prev.BytesRead) / s / 1e6
+		if cur.ConsumerState == ConsumerAttached {
+			r.ConsumerWait = min(float64(cur.ConsumerWaitNs-prev.ConsumerWaitNs)/float64(dt.Nanoseconds()), 1)
+		}
+	}
+	if wait, busy := cur.ProducerWaitNs-prev.ProducerWaitNs, cur.ProducerBusyNs-prev.ProducerBusyNs; wait+busy > 0 {
+		r.ProducerWait = float64(wait) / float64(wait+busy)
+	}
+	for _, p := range cur.Producers {
+		if p.Alive && (p.State == EntryActive || p.State == EntryClaiming) {
+			r.ProducersAlive++
+		}
+	}
+	return r
 }
 
 // Stats reads the ring's counters, slot states and producer registry.

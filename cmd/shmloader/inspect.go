@@ -143,7 +143,7 @@ func describeNode(h *zarr.Hierarchy, n *zarr.Node) nodeReport {
 	}
 	r.Codecs = make([]codecReport, 0, len(a.Codecs))
 	for _, c := range a.Codecs {
-		r.Codecs = append(r.Codecs, codecReport{Name: c.Name, Config: codecConfig(c)})
+		r.Codecs = append(r.Codecs, codecReport{Name: c.Name, Config: c.Settings()})
 	}
 	r.DecodedBytes = a.DecodedBytes()
 	// The grid of stored objects: shards for a sharded array, chunks otherwise.
@@ -164,24 +164,4 @@ func describeNode(h *zarr.Hierarchy, n *zarr.Node) nodeReport {
 		r.Ratio = &ratio
 	}
 	return r
-}
-
-// codecConfig is a codec's configuration object without the v2 "id" (which is the name).
-func codecConfig(c zarr.CodecInfo) json.RawMessage {
-	if len(c.Config) == 0 {
-		return json.RawMessage("{}")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(c.Config, &m); err != nil {
-		return c.Config
-	}
-	if _, ok := m["id"]; !ok {
-		return c.Config
-	}
-	delete(m, "id")
-	b, err := json.Marshal(m)
-	if err != nil {
-		return c.Config
-	}
-	return b
 }

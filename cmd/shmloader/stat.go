@@ -69,8 +69,9 @@ type statProducer struct {
 	Batches uint64 `json:"batches"`
 }
 
-// makeStatView compares two snapshots taken dt apart.
+// makeStatView compares two snapshots taken dt apart (ring.RatesBetween).
 func makeStatView(name string, prev, cur ring.Stats, dt time.Duration, now time.Time) statView {
+	r := ring.RatesBetween(prev, cur, dt)
 	v := statView{
 		Ring: name, Time: now.Format(time.RFC3339Nano), IntervalS: dt.Seconds(),
 		SlotsFull: cur.Full, SlotsTotal: cur.Slots, SlotBytes: cur.SlotBytes,
@@ -78,30 +79,15 @@ func makeStatView(name string, prev, cur ring.Stats, dt time.Duration, now time.
 		TotalBatches: cur.TotalBatches, StartBatch: cur.StartBatch,
 		CreatorPID: cur.CreatorPID, CreatorAlive: cur.CreatorAlive,
 		ConsumerState: ring.ConsumerStateName(cur.ConsumerState), ConsumerAlive: cur.ConsumerAlive, ConsumerStop: cur.ConsumerStopped,
-		ProducerWait: -1, ConsumerWait: -1,
+		WrittenPerS: r.WrittenPerS, ReadPerS: r.ReadPerS, WrittenMBPerS: r.WrittenMBPerS, ReadMBPerS: r.ReadMBPerS,
+		ProducerWait: r.ProducerWait, ConsumerWait: r.ConsumerWait, ProducersAlive: r.ProducersAlive,
 	}
 	if cur.ConsumerState != ring.ConsumerNone {
 		v.ConsumerPID = cur.ConsumerPID
 	}
-	if s := dt.Seconds(); s > 0 {
-		v.WrittenPerS = float64(cur.BatchesWritten-prev.BatchesWritten) / s
-		v.ReadPerS = float64(cur.BatchesRead-prev.BatchesRead) / s
-		v.WrittenMBPerS = float64(cur.BytesWritten-prev.BytesWritten) / s / 1e6
-		v.ReadMBPerS = float64(cur.BytesRead-prev.BytesRead) / s / 1e6
-		if cur.ConsumerState == ring.ConsumerAttached {
-			v.ConsumerWait = min(float64(cur.ConsumerWaitNs-prev.ConsumerWaitNs)/float64(dt.Nanoseconds()), 1)
-		}
-	}
-	wait, busy := cur.ProducerWaitNs-prev.ProducerWaitNs, cur.ProducerBusyNs-prev.ProducerBusyNs
-	if wait+busy > 0 {
-		v.ProducerWait = float64(wait) / float64(wait+busy)
-	}
 	for _, p := range cur.Producers {
 		v.Producers = append(v.Producers, statProducer{Entry: p.Entry, State: ring.EntryStateName(p.State),
 			PID: p.PID, Alive: p.Alive, Stopped: p.Stopped, Writers: p.Writers, Batches: p.Batches})
-		if p.Alive && (p.State == ring.EntryActive || p.State == ring.EntryClaiming) {
-			v.ProducersAlive++
-		}
 	}
 	if cur.Error != nil {
 		v.Error = cur.Error.Text

@@ -21,6 +21,27 @@ type CodecInfo struct {
 	IndexCodecs []CodecInfo
 }
 
+// Settings is the codec's configuration object without a v2 "id" (which is the name): {} when
+// it has none.
+func (c CodecInfo) Settings() json.RawMessage {
+	if len(c.Config) == 0 {
+		return json.RawMessage("{}")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(c.Config, &m); err != nil {
+		return c.Config
+	}
+	if _, ok := m["id"]; !ok {
+		return c.Config
+	}
+	delete(m, "id")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return c.Config
+	}
+	return b
+}
+
 func (c CodecInfo) String() string {
 	if len(c.Config) == 0 {
 		return c.Name
