@@ -8,6 +8,7 @@ import (
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 const oneSource = "[batch]\nsize = 2\nbatches = %d\n[ring]\nslots = 2\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [3]\ndtype = \"int32\"\n"
@@ -112,7 +113,7 @@ func TestWindowDescription(t *testing.T) {
 	}
 	tensors := []config.Tensor{{Name: "x", DType: ring.Int32, Shape: []int{2, 3}}, {Name: "x_step", DType: ring.Int64, Shape: []int{2}}}
 	src := statSource{tensors: tensors, st: sampler.Stats{Order: config.OrderEpochs, EpochBatches: 7, Samples: 29},
-		view: sampler.View{sampler.ViewTensor("x", "nwp", "x", "nwp"), sampler.ViewStrings([]string{"a", "b"}, "nwp", "x", "names"), sampler.ViewInt(3, "t0_idx")}}
+		view: sampler.View{rules.ViewTensor("x", "nwp", "x", "nwp"), rules.ViewStrings([]string{"a", "b"}, "nwp", "x", "names"), rules.ViewInt(3, "t0_idx")}}
 	l, err := (Window{Epoch: 1, EpochSet: true}).Layout(cfg, src)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestWindowDescription(t *testing.T) {
 		t.Errorf("stream: description %s, %v", l.Description, err)
 	}
 	huge := src
-	huge.view = sampler.View{sampler.ViewStrings(make([]string, ring.MaxDescription/2), "k")}
+	huge.view = sampler.View{rules.ViewStrings(make([]string, ring.MaxDescription/2), "k")}
 	if _, err := (Window{}).Layout(cfg, huge); err == nil || !strings.Contains(err.Error(), "more than the ring's 16384") {
 		t.Errorf("a view too large for the ring: %v", err)
 	}

@@ -1,21 +1,19 @@
 package sampler
 
 import (
-	"math"
-
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
-// Capacity: with capacity = "cap" on a points source (ocf-data-sampler's generation), its values
+// Capacity: with capacity = "cap" on a points source (a PV generation), its values
 // are divided, step by step and system by system, by those of points source "cap" (the
 // capacity_mwp array of the same store, over the same window and systems), and a NaN of the
-// quotient becomes the source's nan_fill, as ocf-data-sampler fills after it divides. The batch
+// quotient becomes the source's nan_fill, filled after the division. The batch
 // then also has the float32 [B] tensor capacity_mwp: the capacity at the window's first step
-// (of the first system), as ocf-data-sampler's capacity_mwp key. Under rules = "ocf" an
-// example whose quotient has a NaN is filled as numpy's nan_to_num fills it (ocf-data-sampler
-// fills an array only when it has a NaN, and then also turns an infinity, a generation over a
-// zero capacity, into the largest float32 of its sign); without a NaN an infinity stays.
+// (of the first system), the capacity_mwp key of a PV sample. An example whose quotient has
+// a NaN is filled by the job's rule set (rules.Rules.FillQuotient: gobatch's fills the NaN,
+// another may fill infinities too); without a NaN the row stays as divided.
 
 // CapacityTensor is the name of the tensor of the capacity at the window's first step.
 const CapacityTensor = "capacity_mwp"
@@ -27,7 +25,7 @@ type capacityDiv struct {
 	per          int // values per example (steps times nearest_k)
 	fill         bool
 	fillV        float32
-	ocf          bool // fill ocf-data-sampler's way: only an example with a NaN, infinities too
+	rules        rules.Rules // fills a row that has a NaN
 }
 
 // capacityTensors checks the capacity keys and lists the capacity_mwp tensor, at index at.
@@ -59,7 +57,7 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q has another time window or nearest_k; expected the same as this source's", sp.Capacity)
 		}
 		fill, v := sp.nanFill()
-		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v, ocf: j.ocf}
+		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v, rules: j.rules}
 		return []config.Tensor{{Name: CapacityTensor, DType: ring.Float32, Shape: []int{j.size}}}, nil
 	}
 	return nil, nil
@@ -77,22 +75,7 @@ func (d *capacityDiv) apply(tensors [][]byte, e int) {
 		gen[i] = v
 	}
 	if d.fill && nan {
-		d.fillRow(gen)
+		d.rules.FillQuotient(gen, d.fillV)
 	}
 	bytesAsFloat32(tensors[d.at])[e] = capa[0]
-}
-
-// fillRow replaces an example's NaNs by the fill value and, under ocf's rules, its infinities
-// by the largest float32 of their sign.
-func (d *capacityDiv) fillRow(gen []float32) {
-	for i, v := range gen {
-		switch {
-		case v != v:
-			gen[i] = d.fillV
-		case d.ocf && v > math.MaxFloat32:
-			gen[i] = math.MaxFloat32
-		case d.ocf && v < -math.MaxFloat32:
-			gen[i] = -math.MaxFloat32
-		}
-	}
 }

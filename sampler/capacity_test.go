@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"github.com/gobatch/gobatch/sampler/rules"
 	"math"
 	"slices"
 	"strings"
@@ -122,18 +123,22 @@ func TestCapacityFillsInfinitiesOfARowWithANaNUnderOCF(t *testing.T) {
 		return b
 	}
 	for _, c := range []struct {
-		ocf  bool
-		want []float32
+		rules string
+		want  []float32
 	}{
-		{true, []float32{1, math.MaxFloat32, -math.MaxFloat32, 0.5, 1, inf, 1.5, 2}},
-		{false, []float32{1, inf, -inf, 0.5, 1, inf, 1.5, 2}},
+		{"ocf", []float32{1, math.MaxFloat32, -math.MaxFloat32, 0.5, 1, inf, 1.5, 2}},
+		{"gobatch", []float32{1, inf, -inf, 0.5, 1, inf, 1.5, 2}},
 	} {
-		d := &capacityDiv{gen: 0, cap: 1, at: 2, per: 4, fill: true, fillV: 0.5, ocf: c.ocf}
+		r, err := rules.Lookup(c.rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &capacityDiv{gen: 0, cap: 1, at: 2, per: 4, fill: true, fillV: 0.5, rules: r}
 		tensors := [][]byte{floats(gen), floats(capa), make([]byte, 8)}
 		d.apply(tensors, 0)
 		d.apply(tensors, 1)
 		if got := bytesAsFloat32(tensors[0]); !slices.Equal(got, c.want) {
-			t.Errorf("ocf %v: %v, want %v", c.ocf, got, c.want)
+			t.Errorf("rules %s: %v, want %v", c.rules, got, c.want)
 		}
 	}
 }

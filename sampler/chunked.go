@@ -564,13 +564,13 @@ func (c *chunked) identity(ch int) bool {
 	return c.normMean[ch] == 0 && c.normStd[ch] == 1 && math.IsInf(c.normLo[ch], -1) && math.IsInf(c.normHi[ch], 1)
 }
 
-// normalise is channel ch's normalisation of v, as ocf-data-sampler's: clip, then (v - mean) /
+// normalise is channel ch's normalisation of v: clip, then (v - mean) /
 // std in float64; NaN stays NaN.
 func (c *chunked) normalise(ch int, v float32) float32 {
 	return normaliseValue(v, c.normMean[ch], c.normStd[ch], c.normLo[ch], c.normHi[ch])
 }
 
-// normaliseValue is ocf-data-sampler's normalisation of v: clip to [lo, hi], then
+// normaliseValue is the normalisation of v: clip to [lo, hi], then
 // (v - mean) / std in float64; NaN stays NaN.
 func normaliseValue(v float32, mean, std, lo, hi float64) float32 {
 	x := float64(v)

@@ -75,8 +75,8 @@ func TestJobErrors(t *testing.T) {
 		{"no run old enough", "min_staleness_minutes = 60", "min_staleness_minutes = 60000", []string{"no valid t0", "source[1] (nwp)", "no run with init_time <= t0 - 60000 min"}},
 		{"crop too large", "image_size_pixels_height = 8\nimage_size_pixels_width = 8", "image_size_pixels_height = 48\nimage_size_pixels_width = 8",
 			[]string{"source[0].image_size_pixels_height", "48 does not fit the anchor grid of 40 rows"}},
-		{"dropout on nwp", "min_staleness_minutes = 60", "min_staleness_minutes = 60\ndropout_timedeltas_minutes = [-60]\ndropout_fraction = 0.5", []string{"source[1].dropout_fraction", `needs rules = "ocf"`}},
-		{"accum under gobatch", `channels = ["u", "v", "w"]`, `channels = ["u", "v", "w"]` + "\naccum_channels = [\"w\"]", []string{"source[1].accum_channels", `need rules = "ocf"`}},
+		{"dropout on nwp", "min_staleness_minutes = 60", "min_staleness_minutes = 60\ndropout_timedeltas_minutes = [-60]\ndropout_fraction = 0.5", []string{"source[1].dropout_fraction", `not in gobatch's rules; expected rules = "ocf" on the anchor`}},
+		{"accum under gobatch", `channels = ["u", "v", "w"]`, `channels = ["u", "v", "w"]` + "\naccum_channels = [\"w\"]", []string{"source[1].accum_channels", `not in gobatch's rules; expected rules = "ocf" on the anchor`}},
 		{"two anchors", `role = "nwp"`, "role = \"grid\"\nanchor = true", nil}, // nwp as grid fails on dims first
 		{"missing store", `store = "pv.zarr"`, `store = "nope.zarr"`, []string{"source[2].store", "no store"}},
 		{"missing variable", `variable = "UKV"`, `variable = "ukv"`, []string{"source[1].variable", `no array "ukv"`}},

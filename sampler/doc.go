@@ -9,8 +9,8 @@
 //
 // # Configuration
 //
-// Sources have kind = "zarr" (registered with package config by this package). Keys, in
-// ocf-data-sampler's vocabulary:
+// Sources have kind = "zarr" (registered with package config by this package). Keys, in the
+// vocabulary of PV forecasting configurations:
 //
 //	store, variable                 the store (relative to the data root; or a URL, s3://,
 //	                                gs://, https://, readers/objstore) and its data array
@@ -31,42 +31,41 @@
 //	min_staleness_minutes           nwp: the latest run with init_time <= t0 - this
 //	max_staleness_minutes           nwp: and t0 - init_time <= this (0: no limit); an older
 //	                                run within it when the latest lacks a step of the window.
-//	                                Under rules = "ocf": ocf-data-sampler's staleness (0 is a
-//	                                limit; default and bound: the last step - interval_end, -
-//	                                the resolution with accum_channels; above it is refused)
-//	accum_channels                  nwp, rules = "ocf" only: channels accumulated over a run,
-//	                                differenced along the steps before their normalisation
-//	                                (ocfnwp.go)
+//	                                A rule set's per-target window has its own staleness
+//	                                (nwptargets.go)
+//	accum_channels                  nwp, with a rule set's per-target window only: channels
+//	                                accumulated over a run, differenced along the steps before
+//	                                their normalisation (nwptargets.go)
 //	nearest_k, ids_tensor           points: the k systems nearest the centre; their ids go
 //	                                to the int64 tensor ids_tensor (default <name>_system)
 //	nan_policy                      "keep" (default) or "zero"
 //	nan_fill                        instead of nan_policy: NaN becomes this value after the
-//	                                normalisation (ocf-data-sampler's dropout_value)
+//	                                normalisation (a dropout_value)
 //	normalise_mean, normalise_std   per channel (points: one value): (v - mean) / std
 //	normalise_clip_min, normalise_clip_max
 //	                                per channel, with normalise_mean: the value is clipped to
-//	                                [min, max] first (ocf-data-sampler's clip; inf: no bound)
+//	                                [min, max] first (inf: no bound)
 //	dropout_timedeltas_minutes, dropout_fraction
 //	                                with probability fraction (split evenly across the
 //	                                timedeltas), or with a list of one probability per
 //	                                timedelta, values after t0 + one of the (non-positive)
-//	                                timedeltas become NaN (grid, points); under rules = "ocf"
-//	                                only those in (t0 + timedelta, t0], and on an NWP the
-//	                                timedelta moves the latest init time the example may use
-//	                                (NWP dropout needs rules = "ocf")
+//	                                timedeltas become NaN (grid, points; which of them is the
+//	                                rule set's: rules.Rules.DropoutFills); on an NWP with a
+//	                                per-target window the timedelta moves the latest init time
+//	                                the example may use (gobatch's rules refuse NWP dropout)
 //	fetch_depth, fetch_buffer_mb    chunk reads in flight at once (default: 8 for a store in
 //	                                object storage, one per core for a local one) and the memory
 //	                                they may hold (default 256 MB); see fetch.go
 //	fetch_ahead_batches             anchor only: each Fill also prefetches the batch this many
 //	                                further in the rank's stream, in the background (default 4
 //	                                when a store is in object storage, else 0); see ahead.go
-//	rules                           anchor only: "gobatch" (default) or "ocf": the job follows
-//	                                ocf-data-sampler 1.0.24's rules where they differ from
-//	                                gobatch's (set by the translation of an ocf YAML file;
-//	                                docs/OCF.md): crops around each site in every source's
-//	                                own system, sites no crop holds left out (ocfcrop.go);
-//	                                (time, channel, x, y), time and coordinate tensors
-//	                                (ocflayout.go)
+//	rules                           anchor only: the rule set the whole job follows where rule
+//	                                sets differ, by name: "gobatch" (default) or one a program
+//	                                registers (package rules): dropout, quotient fill, crops
+//	                                around each site in every source's own system
+//	                                (sitecrop.go), per-target NWP windows (nwptargets.go),
+//	                                its own (t0, location) pairs (pairs.go), the layout and
+//	                                extra tensors (xylayout.go), the view
 //	cache_mb, sampling, segment_steps, resident_segments, rotate_every_batches
 //	                                anchor only: the cache budget and the sampling mode
 //	anchor_coords = ["x_osgb", "y_osgb"]
@@ -85,8 +84,8 @@
 //	                                "cap" (the same store, window and nearest_k; capacity.go),
 //	                                then fill NaN; adds the capacity_mwp tensor
 //	datetime_features, solar_position, t0_embedding
-//	                                points, the anchor's locations only: the values
-//	                                ocf-data-sampler adds to each sample (sitefeatures.go,
+//	                                points, the anchor's locations only: the values a PV
+//	                                model's sample carries besides the data (sitefeatures.go,
 //	                                package features)
 //
 // # Dimensions
@@ -113,8 +112,8 @@
 //
 // Coordinates may be ascending or descending, integer or float. Crops keep the store's order
 // along each axis: a crop of a store whose x descends has its columns in descending x, as
-// xarray's isel gives them; nothing is flipped (under rules = "ocf" both are increasing, as
-// ocf-data-sampler gives them: ocflayout.go).
+// xarray's isel gives them; nothing is flipped (unless the rule set's layout asks for both
+// increasing: xylayout.go).
 //
 // Points: ids are integers, or strings holding decimal integers ('1' .. '21'), which become
 // int64; other strings are refused naming the coordinate. Each system's position comes from
@@ -142,9 +141,10 @@
 // seconds), x and y (float64, the centre pixel's coordinates), then each points source's ids,
 // then location_id when site-anchored, then the site features (float32: date_sin, date_cos,
 // time_sin, time_cos [B, T], solar_azimuth, solar_elevation [B, T_sol], t0_embedding [B, E]),
-// then capacity_mwp (float32 [B]) with a capacity key, then under rules = "ocf" for each NWP
-// source <name>_init_time_utc and <name>_target_time_utc (float64 [B, S], nanoseconds since
-// the epoch) and <name>_step (int64 [B, S], whole hours) of every step of its window.
+// then capacity_mwp (float32 [B]) with a capacity key, then for each NWP source with a
+// per-target window <name>_init_time_utc and <name>_target_time_utc (float64 [B, S],
+// nanoseconds since the epoch) and <name>_step (int64 [B, S], whole hours) of every step of
+// its window, then the window tensors the rule set's layout asks for (xylayout.go).
 //
 // # Times
 //
@@ -158,11 +158,11 @@
 // time_resolution_minutes; NWP the latest run with init_time <= t0 - min_staleness_minutes
 // (and t0 - init_time <= max_staleness_minutes) whose lead steps floor((t0 + interval_start -
 // init_time) / resolution) onwards all exist, else the next older run within the limits (a
-// missing run is simply absent from init_time). Under rules = "ocf" an NWP window follows
-// ocf-data-sampler instead (ocfnwp.go): target times ceil(t0 + interval_start) onwards on the
-// resolution's grid, each from the latest run at or before it (and at or before t0, or t0 +
-// the example's NWP dropout timedelta), so that one window may mix runs; a t0 is a candidate
-// when every target has a run and its step, with and without each dropout timedelta.
+// missing run is simply absent from init_time). A rule set may give NWP windows a per-target
+// rule instead (nwptargets.go): each target time from a run the rule picks among those at or
+// before t0 (or t0 + the example's NWP dropout timedelta), so that one window may mix runs; a
+// t0 is a candidate when every target has a run and its step, with and without each dropout
+// timedelta.
 // A window's steps are found by arithmetic on a
 // regular axis and by search on any other; one across a change of step gathers through an index
 // list. [Job.Rejections] says, per source, how many anchor times it rules out, how many for
@@ -170,12 +170,9 @@
 // first was (shmloader logs it at start-up with -v); a configuration with no candidate is
 // refused with that report.
 //
-// Under rules = "ocf" with site-anchored examples the sample space is ocf-data-sampler's
-// (t0, location) pairs instead (ocfspace.go, periods.go): contiguous t0 periods of the anchor,
-// every NWP and the generation, intersected and filled on the generation's grid, every
-// location with every t0 or, when the generation has a NaN, each location with its own t0s;
-// location 0 has none when there are other locations. Pairs that are t0 candidates times
-// sites are drawn as those; the others one by one (Plan.SampleSpace).
+// With site-anchored examples a rule set may have its own (t0, location) pairs (pairs.go),
+// found from the times of the anchor, every NWP and the locations source. Pairs that are t0
+// candidates times sites are drawn as those; the others one by one (Plan.SampleSpace).
 //
 // # Epochs
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // Draw returns where example e of global batch g comes from: t0 (unix seconds), the anchor
-// time index (-1 under rules = "ocf" when t0 is not an anchor time) and the centre pixel
+// time index (-1 when a rule set's pair has a t0 that is not an anchor time) and the centre pixel
 // (cy, cx). Fill uses exactly these.
 func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
 	ex := example{cut: make([]int64, len(j.srcs))}
@@ -23,8 +23,8 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	switch {
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
-	case j.drawsPairs(): // ocf's pairs (ocfspace.go), drawn uniformly
-		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.n()))
+	case j.drawsPairs(): // the rule set's pairs (pairs.go), drawn uniformly
+		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.N()))
 	case j.loc != nil:
 		ex.ti = j.loc.draw(g, ue, rs)
 		j.drawCentre(g, ue, ex)
@@ -42,9 +42,9 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 
 // drawDropout draws the dropout timedelta (seconds) of source si for example e of global
 // batch g; math.MaxInt64 for none. With a single dropout_fraction f, a dropout happens with
-// probability f, its timedelta drawn uniformly (each f/n, as ocf-data-sampler splits f); with a
-// list, timedelta k has probability fractions[k]. (Under ocf's rules the timedelta of an NWP
-// source moves t0_available, ocfnwp.go; of the others it fills steps, dropoutRange.)
+// probability f, its timedelta drawn uniformly (each f/n); with a
+// list, timedelta k has probability fractions[k]. (The rule set says which steps the timedelta
+// fills, dropoutFills; on a per-target NWP window it moves the latest run, nwptargets.go.)
 func (j *Job) drawDropout(sp *Spec, si, g, e uint64) int64 {
 	if sp.DropoutFraction <= 0 {
 		return math.MaxInt64
@@ -75,7 +75,7 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 	if rs != nil && seg >= 0 && !slices.Contains(rs.segs, seg) {
 		rs.segs = append(rs.segs, seg) // the batch's segments (Stats.SegmentsPerBatch)
 	}
-	if j.drawsPairs() { // the sample is one of ocf's pairs
+	if j.drawsPairs() { // the sample is one of the rule set's pairs
 		j.placePair(ex, s)
 		return
 	}
@@ -131,7 +131,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	}
 	rs := j.state()
 	defer j.putState(rs)
-	rs.nt = j.nt && !j.ocf // ocf: the gather writes a scratch buffer that is read back at once
+	rs.nt = j.nt && !j.layout.XYIncreasing // XY: the gather writes a scratch buffer read back at once
 	j.prefetch(ctx, g, rs)
 	defer j.decodes.gathered(g)
 	j.fetchAhead(g)
@@ -139,7 +139,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	ns := len(j.srcs)
 	var t0s []int64
 	var t0f []float64
-	if j.ocf {
+	if j.layout.T0Float {
 		t0f = bytesAsFloat64(tensors[ns])
 	} else {
 		t0s = bytesAsInt64(tensors[ns])
@@ -164,8 +164,8 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		} else {
 			t0s[e] = ex.t0
 		}
-		if j.ocfT != nil {
-			j.ocfFill(rs, e, tensors)
+		if j.windowT != nil {
+			j.fillWindowTensors(rs, e, tensors)
 		}
 		xs[e] = j.anchor.xs[ex.cx]
 		ys[e] = j.anchor.ys[ex.cy]
@@ -180,7 +180,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 			j.feat.fill(tensors, e, ex.t0, lon, lat)
 		}
 		for _, s := range j.srcs {
-			if n, ok := s.(*nwpSource); ok && n.ocf != nil {
+			if n, ok := s.(*nwpSource); ok && n.targets != nil {
 				if err := n.writeTimes(rs, ex, tensors, e); err != nil {
 					return fmt.Errorf("batch %d example %d: %w", g, e, err)
 				}
@@ -212,8 +212,8 @@ func (j *Job) fillExample(rs *readerState, e int, tensors [][]byte) error {
 			}
 		}
 		var err error
-		if j.ocf && !isPoints {
-			err = j.ocfGather(rs, s, ex, out) // (time, channel, x, y): ocflayout.go
+		if j.layout.XYIncreasing && !isPoints {
+			err = j.gatherXY(rs, s, ex, out) // (time, channel, x, y): xylayout.go
 		} else {
 			err = s.fill(rs, ex, out)
 		}

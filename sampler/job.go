@@ -13,6 +13,7 @@ import (
 	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // Options are the settings of a job that do not come from the configuration file.
@@ -53,7 +54,10 @@ type Job struct {
 	cfg  *config.Config
 	size int
 	seed uint64
-	ocf  bool // the anchor's rules = "ocf": ocf-data-sampler's rules where they differ (docs/OCF.md)
+	// rules is the rule set the job follows where rule sets differ (the anchor's key rules),
+	// chosen once here; the job asks it and never which one it is.
+	rules  rules.Rules
+	layout rules.Layout // rules.Layout()
 
 	srcs   []dataSource
 	stores []string // the store each source reads, as opened
@@ -64,13 +68,13 @@ type Job struct {
 	lidAt  int              // the index of the location_id tensor when site-anchored
 	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
 	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
-	// rules = "ocf": the locations each source cannot crop (ocfcrop.go), and the extra
-	// per-example tensors (ocflayout.go)
+	// crops in every source's own system: the locations each source cannot crop (sitecrop.go);
+	// and the window tensors (xylayout.go)
 	siteExclusions []SiteExclusion
-	ocfT           *ocfTensors
+	windowT        *windowTensors
 
-	cands          []int32    // anchor time indices where every window fits, ascending
-	space          *pairSpace // rules = "ocf" with sites: ocf's (t0, location) pairs replace cands (ocfspace.go)
+	cands          []int32         // anchor time indices where every window fits, ascending
+	space          rules.PairSpace // site-anchored: the rule set's own (t0, location) pairs, if any (pairs.go)
 	rejections     []Rejection
 	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
@@ -105,10 +109,10 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.ocf = anchor.Rules == RulesOCF
-	if err := checkRules(cfg, specs, j.ocf); err != nil {
+	if j.rules, err = chooseRules(cfg, specs, anchor); err != nil {
 		return nil, err
 	}
+	j.layout = j.rules.Layout()
 	o := &opener{cfg: cfg, opt: opt, open: map[string]Dataset{}}
 	o.openAll(specs)
 	if err := j.openSources(specs, anchor, o); err != nil {
@@ -165,6 +169,23 @@ func zarrSpecs(cfg *config.Config) (specs []*Spec, anchor *Spec, err error) {
 		return nil, nil, cfg.Errorf("source", "no anchor; expected anchor = true on the source (role = \"grid\") whose grid the locations are drawn from")
 	}
 	return specs, anchor, nil
+}
+
+// chooseRules is the anchor's rule set, given to every source, once it accepts every source's
+// keys.
+func chooseRules(cfg *config.Config, specs []*Spec, anchor *Spec) (rules.Rules, error) {
+	r, err := rules.Lookup(anchor.Rules)
+	if err != nil {
+		return nil, cfg.Errorf(anchor.Field+".rules", "%v", err)
+	}
+	for _, sp := range specs {
+		sp.rules = r
+		keys := rules.SourceKeys{Role: sp.Role, DropoutFraction: sp.DropoutFraction, AccumChannels: sp.AccumChannels}
+		if key, why := r.Check(keys); key != "" {
+			return nil, cfg.Errorf(sp.Field+"."+key, "%s; expected rules = %s on the anchor (%s)", why, rules.Accepting(keys), anchor.Field)
+		}
+	}
+	return r, nil
 }
 
 // opener opens each store once, however many sources read it.
@@ -264,8 +285,8 @@ func (j *Job) measureData() error {
 		if s.spec().Capacity != "" {
 			c.nanFill = false // filled after the division (capacity.go)
 		}
-		if n, ok := s.(*nwpSource); ok && n.ocf != nil && n.ocf.fill {
-			c.nanFill = false // filled after the difference of the accumulated channels (ocfnwp.go)
+		if n, ok := s.(*nwpSource); ok && n.targets != nil && n.targets.fill {
+			c.nanFill = false // filled after the difference of the accumulated channels (nwptargets.go)
 		}
 		c.refuseMissing = s.spec().MissingChunks == MissingError
 		c.deadline = time.Duration(s.spec().ChunkDeadline * float64(time.Second))
@@ -383,11 +404,11 @@ func (j *Job) t0Range() (lo, hi int) {
 	return lo, max(lo, hi)
 }
 
-// findSampleSpace finds what examples are drawn from: under rules = "ocf" with site-anchored
-// examples ocf-data-sampler's (t0, location) pairs (ocfspace.go), else gobatch's t0 candidates.
+// findSampleSpace finds what examples are drawn from: a site-anchored job's rule set may have
+// (t0, location) pairs of its own (pairs.go); else gobatch's t0 candidates.
 func (j *Job) findSampleSpace() error {
-	if j.ocf && j.sites != nil {
-		return j.findOCFSpace()
+	if j.sites != nil {
+		return j.findPairs()
 	}
 	return j.findCandidates()
 }
@@ -474,15 +495,13 @@ func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
 		shape, dt := s.spec().Example()
-		if j.ocf {
-			shape = ocfShape(s.spec(), shape) // ocflayout.go
-		}
+		shape = layoutShape(j.layout, s.spec(), shape) // xylayout.go
 		j.tensors = append(j.tensors, config.Tensor{Name: s.spec().Name, DType: dt, Shape: append([]int{j.size}, shape...)})
 		names[s.spec().Name] = true
 	}
 	t0Type := ring.Int64
-	if j.ocf {
-		t0Type = ring.Float64 // Unix seconds, as ocf-data-sampler's t0 key
+	if j.layout.T0Float {
+		t0Type = ring.Float64 // Unix seconds
 	}
 	meta := []config.Tensor{
 		{Name: "t0", DType: t0Type, Shape: []int{j.size}},
@@ -506,19 +525,19 @@ func (j *Job) layTensors() error {
 		return err
 	}
 	meta = append(meta, capT...)
-	nwpT, err := j.ocfNWPTensors(len(j.tensors) + len(meta))
+	nwpT, err := j.nwpTimeTensors(len(j.tensors) + len(meta))
 	if err != nil {
 		return err
 	}
 	meta = append(meta, nwpT...)
-	ocfT, err := j.ocfExtraTensors(len(j.tensors) + len(meta))
+	winT, err := j.windowTensorList(len(j.tensors) + len(meta))
 	if err != nil {
 		return err
 	}
-	meta = append(meta, ocfT...)
+	meta = append(meta, winT...)
 	for _, t := range meta {
 		if names[t.Name] {
-			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp, the rules = \"ocf\" times and coordinates); expected another source name", t.Name)
+			return j.cfg.Errorf("source", "tensor name %q is used by a source and by the sampler's metadata (t0, x, y, the point ids, location_id, the site features, capacity_mwp, the NWP and window times and coordinates); expected another source name", t.Name)
 		}
 		names[t.Name] = true
 		j.tensors = append(j.tensors, t)
@@ -557,11 +576,12 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	}
 	if j.drawsPairs() && j.mode == SampleLocality {
 		// Locality sampling and the block shuffle cut the anchor's t0 candidates into time
-		// segments; pairs that are not candidates times sites (per-location mode, location 0,
-		// t0s off the anchor's times) are drawn at random instead (the cache evicts).
+		// segments; pairs that are not candidates times sites (each location with its own t0s,
+		// a location left out, t0s off the anchor's times) are drawn at random instead (the
+		// cache evicts).
 		j.mode = SampleRandom
-		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over ocf's pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
-			RulesOCF, float64(j.dataBytes)/(1<<20), mb)
+		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over a rule set's own pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
+			j.rules.Name(), float64(j.dataBytes)/(1<<20), mb)
 	}
 	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
 		return nil
@@ -602,10 +622,10 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	var err error
 	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
-		n := j.space.n()
+		n := j.space.N()
 		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 {
-			return j.cfg.Errorf("batch.size", "%d with order = %q: ocf-data-sampler's sample space has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
-				j.size, config.OrderEpochs, n, max(s.WorldSize, 1), n)
+			return j.cfg.Errorf("batch.size", "%d with order = %q: the sample space of rules %q has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
+				j.size, config.OrderEpochs, j.rules.Name(), n, max(s.WorldSize, 1), n)
 		}
 		j.epochs, err = newEpochs(j.cfg, n, 1, j.size, s)
 		return err
@@ -674,7 +694,7 @@ func (j *Job) Stats() Stats {
 		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
 	}
 	if j.space != nil {
-		s.Pairs = j.space.n()
+		s.Pairs = j.space.N()
 	}
 	if j.batches > 0 && (j.loc != nil || j.epochs != nil && j.epochs.blocks != nil) {
 		s.SegmentsPerBatch = float64(j.segSum) / float64(j.batches)

@@ -25,15 +25,15 @@ type Plan struct {
 	// Site-anchored: the locations examples are centred on, and the systems dropped.
 	Locations        int `json:"locations,omitempty"`
 	LocationsDropped int `json:"locations_dropped,omitempty"`
-	// SiteExclusions (rules = "ocf") are the locations a source cannot crop by
-	// ocf-data-sampler's rule, left out of the job (Job.SiteExclusions).
-	SiteExclusions []SiteExclusion `json:"ocf_excluded_locations,omitempty"`
-	// View is how the batch is presented to the trainer (Source.View; PROTOCOL.md 2.9): under
-	// rules = "ocf" ocf-data-sampler's nesting; nil for a flat batch.
+	// SiteExclusions (crops in every source's own system) are the locations a source cannot
+	// crop by the rule set's crop rule, left out of the job (Job.SiteExclusions).
+	SiteExclusions []SiteExclusion `json:"excluded_locations,omitempty"`
+	// View is how the batch is presented to the trainer (Source.View; PROTOCOL.md 2.9), by the
+	// job's rule set; nil for a flat batch.
 	View         View  `json:"view,omitempty"`
 	DecodedBytes int64 `json:"decoded_bytes,omitempty"` // every data array decoded (float32)
 	CacheBytes   int64 `json:"cache_bytes,omitempty"`   // the cache budget
-	// SampleSpace is ocf-data-sampler's (t0, location) pairs under rules = "ocf" (they replace
+	// SampleSpace is the rule set's own (t0, location) pairs when it has them (they replace
 	// the t0 candidates); nil otherwise.
 	SampleSpace *SpaceInfo `json:"sample_space,omitempty"`
 	// Rejections are the anchor times each source rules out as t0, by cause, and why the

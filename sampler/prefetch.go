@@ -219,8 +219,8 @@ func (j *Job) batchKeys(g uint64, rs *readerState) []uint64 {
 			case *gridSource:
 				found = v.box(ex, &bx, rs.timeScratch(v.win.n))
 			case *nwpSource:
-				if v.ocf != nil {
-					keys = v.addKeysOCF(rs, ex, keys)
+				if v.targets != nil {
+					keys = v.addKeysTargets(rs, ex, keys)
 					continue
 				}
 				found = v.box(ex, &bx, rs.timeScratch(v.rule.window.n))

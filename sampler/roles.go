@@ -2,7 +2,7 @@ package sampler
 
 import (
 	"fmt"
-	"math"
+	"github.com/gobatch/gobatch/sampler/rules"
 	"sort"
 )
 
@@ -41,11 +41,11 @@ type readerState struct {
 	keys []uint64 // prefetch: chunks of the batch
 	at   []int    // time indices of a window whose steps are not evenly spaced (span.at)
 	nt   bool     // write rows with non-temporal stores (Job.nt)
-	// an NWP window under ocf's rules (ocfnwp.go): the run and step of each target time, and
-	// the accumulated channels' step after the window
+	// a per-target NWP window (nwptargets.go): the run and step of each target time, and the
+	// accumulated channels' step after the window
 	nwpRun, nwpStep []int
 	accum           []float32
-	ocfBuf          []float32 // rules = "ocf": a crop in store order before its transpose (ocflayout.go)
+	xyBuf           []float32 // layout XYIncreasing: a crop in store order before its transpose (xylayout.go)
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates
@@ -117,24 +117,13 @@ func fmtSeconds(s int64) string {
 	return fmt.Sprintf("%d s", s)
 }
 
-// dropout applies a cut-off to a window: the number of leading steps at or before t0 + cut.
-func dropoutSteps(w timeWindow, cut int64) int {
-	if cut == math.MaxInt64 {
-		return w.n
-	}
-	n := floorDiv(cut, w.res) - w.first + 1
-	return int(max(0, min(n, int64(w.n))))
-}
+// public is the window as rule sets see it (rules.Window).
+func (w timeWindow) public() rules.Window { return rules.Window{First: w.first, N: w.n, Res: w.res} }
 
-// dropoutRange is the steps [from, to) of window w that a dropout with cut-off cut fills:
-// under gobatch's rules every step after t0 + cut; under ocf's (ocf-data-sampler's
-// apply_history_dropout) only those in (t0 + cut, t0], the future is kept.
-func dropoutRange(w timeWindow, cut int64, ocf bool) (from, to int) {
-	from, to = dropoutSteps(w, cut), w.n
-	if ocf && cut != math.MaxInt64 {
-		to = max(from, dropoutSteps(w, 0))
-	}
-	return from, to
+// dropoutFills is the steps [from, to) of window w that source sp's dropout with cut-off cut
+// fills, by the job's rule set.
+func dropoutFills(sp *Spec, w timeWindow, cut int64) (from, to int) {
+	return sp.rules.DropoutFills(w.public(), cut)
 }
 
 // ---- grid: (time, channel, y, x) ------------------------------------------------------------
@@ -149,7 +138,8 @@ type gridSource struct {
 	xs, ys []float64 // coordinates
 	// non-anchor sources: where the crop starts for every anchor pixel (align.go)
 	crop *cropTable
-	// rules = "ocf": the crop's first row and column for each location (ocfcrop.go); nil otherwise
+	// crops in every source's own system: the crop's first row and column for each location
+	// (sitecrop.go); nil otherwise
 	siteCrop []int32
 	// placement (align.go): the store (its y and x axes are named in dims), the crs once known
 	store    Dataset
@@ -177,16 +167,22 @@ func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
 	}
 	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width}
-	bx.nanFrom, bx.nanTo = dropoutRange(g.win, ex.cut[g.s.Index], g.s.ocf)
-	switch {
-	case g.siteCrop != nil: // rules = "ocf": placed around the site itself
-		bx.y0, bx.x0 = int(g.siteCrop[2*ex.site]), int(g.siteCrop[2*ex.site+1])
-	case g.crop == nil: // the anchor: the crop is centred on the drawn pixel
-		bx.y0, bx.x0 = ex.cy-g.s.Height/2, ex.cx-g.s.Width/2
-	default:
-		bx.y0, bx.x0 = g.crop.at(ex.cy, ex.cx)
-	}
+	bx.nanFrom, bx.nanTo = dropoutFills(g.s, g.win, ex.cut[g.s.Index])
+	bx.y0, bx.x0 = g.cropStart(ex)
 	return true
+}
+
+// cropStart is the first row and column of example ex's crop: around the site itself when
+// crops are placed in every source's own system (sitecrop.go), centred on the drawn pixel for
+// the anchor, else where the anchor pixel's position falls (align.go).
+func (g *gridSource) cropStart(ex *example) (y0, x0 int) {
+	switch {
+	case g.siteCrop != nil:
+		return int(g.siteCrop[2*ex.site]), int(g.siteCrop[2*ex.site+1])
+	case g.crop == nil:
+		return ex.cy - g.s.Height/2, ex.cx - g.s.Width/2
+	}
+	return g.crop.at(ex.cy, ex.cx)
 }
 
 func (g *gridSource) fill(rs *readerState, ex *example, out []float32) error {
@@ -215,17 +211,19 @@ type nwpSource struct {
 	rule  nwpRule
 	chans []int
 	crop  cropTable // where the crop starts for every anchor pixel (align.go)
-	ocf   *ocfNWP   // ocf's window rule (ocfnwp.go); nil: gobatch's (rule)
+	// targets: a rule set's per-target window (nwptargets.go); nil: one run per example (rule)
+	targets *targetWindow
 	// the grid's coordinates (store order) and their names
 	xs, ys       []float64
 	xName, yName string
-	siteCrop     []int32 // rules = "ocf": the crop's first row and column per location (ocfcrop.go)
+	siteCrop     []int32 // crops in every source's own system: first row and column per location (sitecrop.go)
 }
 
 func (n *nwpSource) spec() *Spec { return n.s }
 
-// cropStart is the first row and column of example ex's crop: around the site itself under
-// rules = "ocf" (ocfcrop.go), else where the anchor pixel's position falls (align.go).
+// cropStart is the first row and column of example ex's crop: around the site itself when
+// crops are placed in every source's own system (sitecrop.go), else where the anchor pixel's
+// position falls (align.go).
 func (n *nwpSource) cropStart(ex *example) (y0, x0 int) {
 	if n.siteCrop != nil {
 		return int(n.siteCrop[2*ex.site]), int(n.siteCrop[2*ex.site+1])
@@ -235,16 +233,16 @@ func (n *nwpSource) cropStart(ex *example) (y0, x0 int) {
 func (n *nwpSource) data() *chunked { return n.c }
 
 func (n *nwpSource) fits(t0 int64) bool {
-	if n.ocf != nil {
-		return n.fitsOCF(t0)
+	if n.targets != nil {
+		return n.fitsTargets(t0)
 	}
 	_, ok := n.rule.choose(n.inits.vals, &n.steps, t0, nil)
 	return ok
 }
 
 func (n *nwpSource) whyNot(t0 int64, detail bool) reject {
-	if n.ocf != nil {
-		return n.whyNotOCF(t0, detail)
+	if n.targets != nil {
+		return n.whyNotTargets(t0, detail)
 	}
 	r := n.rule
 	run := latestAtOrBefore(n.inits.vals, t0-r.minStale)
@@ -288,8 +286,8 @@ func (n *nwpSource) box(ex *example, bx *box4, at []int) bool {
 }
 
 func (n *nwpSource) fill(rs *readerState, ex *example, out []float32) error {
-	if n.ocf != nil {
-		return n.fillOCF(rs, ex, out)
+	if n.targets != nil {
+		return n.fillTargets(rs, ex, out)
 	}
 	var bx box4
 	return gatherBox(rs, n.c, &bx, n.box(ex, &bx, rs.timeScratch(n.rule.window.n)), ex, out, "no run")
@@ -311,8 +309,8 @@ type pointSource struct {
 	order  []int32 // system indices by ascending id (then index)
 	rank   []int32 // rank[i] = position of system i in order
 	anchor *gridSource
-	// rules = "ocf": the system of each location (the site's own series, not the nearest
-	// system to the crop); nil otherwise
+	// crops in every source's own system: the system of each location (the site's own series,
+	// not the nearest system to the crop); nil otherwise
 	siteSys []int32
 }
 
@@ -379,7 +377,7 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 	c := p.c
 	ct, cs := c.chunks[0], c.chunks[1]
 	lastKt := -1
-	from, to := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
+	from, to := dropoutFills(p.s, p.win, ex.cut[p.s.Index])
 	for step := 0; step < p.win.n; step++ {
 		if step >= from && step < to {
 			continue // filled
@@ -403,7 +401,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	}
 	c := p.c
 	k := p.s.NearestK
-	nanFrom, nanTo := dropoutRange(p.win, ex.cut[p.s.Index], p.s.ocf)
+	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.cut[p.s.Index])
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	cv := c.rowConv(0)

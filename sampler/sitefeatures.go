@@ -8,7 +8,7 @@ import (
 	"github.com/gobatch/gobatch/ring"
 )
 
-// Site features: the values ocf-data-sampler's PVNetDataset adds to a sample besides the data
+// Site features: the values a PV model's sample carries besides the data
 // it reads (package features computes them). They are keys of the points source that the
 // anchor's examples are centred on (its locations), since they belong to the (t0, site) pair:
 //
@@ -17,12 +17,12 @@ import (
 //	solar_position = { time_resolution_minutes = 30, interval_start_minutes = -60,
 //	                   interval_end_minutes = 480 }
 //	                              solar_azimuth, solar_elevation, float32 [B, T_sol], at the
-//	                              site's longitude/latitude, scaled to [0, 1] as ocf does
+//	                              site's longitude/latitude, scaled to [0, 1]
 //	t0_embedding = ["1h:cyclic", "1y:linear"]
 //	                              t0_embedding, float32 [B, E]: each period "<N>h" or "<N>y"
 //	                              with its kind, "cyclic" (sine and cosine) or "linear"
 
-// Names of the site-feature tensors, as ocf-data-sampler names its sample keys.
+// Names of the site-feature tensors, as PV datasets name their sample keys.
 const (
 	DateSinTensor        = "date_sin"
 	DateCosTensor        = "date_cos"
@@ -154,6 +154,6 @@ func (s *siteFeatureFill) fill(tensors [][]byte, e int, t0 int64, lon, lat float
 	}
 }
 
-// stepTime is the unix time of step k of window w around t0 (not aligned to any grid, as
-// ocf-data-sampler's date_range from t0 + interval_start).
+// stepTime is the unix time of step k of window w around t0 (not aligned to any grid: a date
+// range from t0 + interval_start).
 func (w timeWindow) stepTime(t0 int64, k int) int64 { return t0 + (w.first+int64(k))*w.res }

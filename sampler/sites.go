@@ -8,7 +8,7 @@ import (
 )
 
 // Site-anchored examples: with locations = "pv" on the anchor, the examples are centred on the
-// systems of points source "pv" (as ocf-data-sampler samples (t0, site) pairs) instead of on
+// systems of points source "pv" (examples are (t0, site) pairs) instead of on
 // pixels drawn from the whole grid. Each system is placed once, at start-up, on the anchor
 // pixel nearest its position; systems without a position, outside the anchor's grid or whose
 // anchor crop does not fit around that pixel are dropped and counted. An example then draws a
@@ -113,13 +113,13 @@ func (j *Job) placeSites(a *Spec) error {
 		}
 		return j.cfg.Errorf(key, "%q names no source; expected the name of a points source (%s)", a.Locations, orNone(names))
 	}
-	if j.ocf { // ocf-data-sampler's crops around each site, in every source's own system
-		s, err := j.ocfPlaceSites(a, p)
+	if crop := j.rules.SiteCrop(); crop != nil { // crops around each site in every source's own system
+		s, err := j.placeSitesOwn(a, p, crop)
 		if err != nil {
 			return err
 		}
 		j.sites = s
-		j.ocfSiteSeries()
+		j.siteSeries()
 		return nil
 	}
 	pix, err := j.sitePixels(p)
@@ -237,10 +237,10 @@ func nearestPixels(pos *positions, h, w int, xs, ys []float64, geo bool, out [][
 	}
 }
 
-// ocfSiteSeries makes every points source with nearest_k = 1 that has each location's id
-// (the generation and its capacity) read that system's own series, as ocf-data-sampler's
-// .sel(location_id=id) does, instead of the system nearest the crop.
-func (j *Job) ocfSiteSeries() {
+// siteSeries makes every points source with nearest_k = 1 that has each location's id (the
+// generation and its capacity) read that system's own series (.sel(location_id=id)), instead of
+// the system nearest the crop: with crops around the site itself the example is the site's.
+func (j *Job) siteSeries() {
 	for _, q := range j.points {
 		if q.s.NearestK != 1 {
 			continue

@@ -41,7 +41,7 @@ type Stats struct {
 	Why        string // how sampling "auto" chose, or how epochs larger than the cache are ordered (Job.Why)
 	Batches    uint64 // batches filled
 	Candidates int    // valid t0 (anchor time indices)
-	// Pairs: under rules = "ocf", ocf-data-sampler's (t0, location) pairs the batches are drawn
+	// Pairs: the rule set's own (t0, location) pairs the batches are drawn
 	// from (SampleSpace); 0 under gobatch's rules.
 	Pairs     uint64
 	DataBytes int64 // decoded (float32) size of every data array: what the cache would need to hold everything
@@ -176,7 +176,7 @@ func (s *Set) Rejections() []Rejection {
 }
 
 // SiteExclusions is the zarr job's report of the locations its sources cannot crop under
-// rules = "ocf" (Job.SiteExclusions); nil otherwise.
+// a crop rule in every source's own system (Job.SiteExclusions); nil otherwise.
 func (s *Set) SiteExclusions() []SiteExclusion {
 	for _, p := range s.parts {
 		if j, ok := p.(*Job); ok {

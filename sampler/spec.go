@@ -7,6 +7,7 @@ import (
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // Roles of a zarr source.
@@ -41,14 +42,9 @@ const DefaultFetchBufferMB = 256
 // storage (ahead.go); with local stores only, the default is 0.
 const DefaultFetchAheadBatches = 4
 
-// Sample rules (anchor source, key "rules"): whose rules the whole job follows where
-// ocf-data-sampler's differ from gobatch's own (crop placement and axis order, NWP windows,
-// dropout, the sample space; docs/OCF.md). The translation of an ocf-data-sampler YAML file sets
-// RulesOCF; a TOML file may set it too.
-const (
-	RulesGobatch = "gobatch" // gobatch's own rules (docs/DATA.md; the default)
-	RulesOCF     = "ocf"     // ocf-data-sampler 1.0.24's PVNetDataset (docs/OCF.md)
-)
+// The rule set (anchor source, key "rules") the whole job follows where rule sets differ: the
+// name of one registered with package rules (rules.Gobatch, the default, or one a program's
+// imports register).
 
 // Sampling modes (anchor source, key "sampling").
 const (
@@ -58,7 +54,7 @@ const (
 )
 
 // Spec is a [[source]] table with kind = "zarr", decoded and checked as far as possible
-// without opening the store. The keys follow ocf-data-sampler's vocabulary.
+// without opening the store. The keys follow the vocabulary of PV forecasting configurations.
 type Spec struct {
 	Index int    // position among the sources (set by the job)
 	Name  string // tensor name (set by the job)
@@ -81,11 +77,11 @@ type Spec struct {
 
 	MinStalenessMinutes int64 // nwp: the run's init time is at least this much older than t0
 	MaxStalenessMinutes int64 // nwp: and at most this much older (0 = no limit)
-	// MaxStalenessSet: max_staleness_minutes is given (under rules = "ocf" 0 is a limit, and
-	// without the key the limit comes from the steps: ocfnwp.go).
+	// MaxStalenessSet: max_staleness_minutes is given (a rule set's per-target window may read
+	// 0 as a limit and take its own default without the key: nwptargets.go).
 	MaxStalenessSet bool
-	// AccumChannels (nwp, rules = "ocf"): the channels that are accumulated over the run; they
-	// are differenced along the steps before the normalisation (ocfnwp.go).
+	// AccumChannels (nwp, a per-target window): the channels that are accumulated over the
+	// run; they are differenced along the steps before the normalisation (nwptargets.go).
 	AccumChannels []string
 
 	// Features (points, the anchor's locations only): the site features (sitefeatures.go).
@@ -130,7 +126,7 @@ type Spec struct {
 	Locations string
 
 	// Anchor only: the rules, the cache and the sampling mode of the whole job.
-	Rules              string // RulesGobatch or RulesOCF
+	Rules              string // the rule set's name (package rules)
 	CacheMB            int64
 	Sampling           string
 	ResidentSegments   int // locality: segments resident at once (0 = from the cache budget)
@@ -138,7 +134,7 @@ type Spec struct {
 	RotateEveryBatches int // locality: batches between two segment replacements
 	FetchAheadBatches  int // batches ahead whose chunks are prefetched (-1: the default, ahead.go)
 
-	ocf bool // the job's rules are "ocf" (set by NewJob from the anchor)
+	rules rules.Rules // the job's rule set (set by NewJob from the anchor)
 }
 
 // Steps is the number of time steps in the window.
@@ -447,7 +443,7 @@ func (d *specDecoder) normalisation() {
 }
 
 // clip reads the optional per-channel clip bounds, applied before the normalisation
-// (ocf-data-sampler's clip_min and clip_max): both or neither, one per channel, ±inf for a
+// (clip_min and clip_max): both or neither, one per channel, ±inf for a
 // missing bound, each min below its max.
 func (d *specDecoder) clip() {
 	s, t := d.s, d.t
@@ -559,11 +555,9 @@ func (d *specDecoder) anchorKeys() {
 	if !s.Anchor {
 		return
 	}
-	s.Rules = t.String("rules", RulesGobatch)
-	switch s.Rules {
-	case RulesGobatch, RulesOCF:
-	default:
-		d.bad("rules", "unknown rules %q; expected %q or %q", s.Rules, RulesGobatch, RulesOCF)
+	s.Rules = t.String("rules", rules.GobatchName)
+	if _, err := rules.Lookup(s.Rules); err != nil {
+		d.bad("rules", "%v", err)
 	}
 	s.CacheMB = t.Int("cache_mb", DefaultCacheMB, MinCacheMB, MaxCacheMB)
 	s.Sampling = t.String("sampling", SampleAuto)

@@ -280,10 +280,8 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	n.crop = *crop
 	n.xs, n.ys, n.xName, n.yName = xs, ys, m.name(axisX), m.name(axisY)
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
-	if sp.ocf {
-		if err := n.setupOCF(cfg, sp); err != nil { // ocf's window rule (ocfnwp.go)
-			return nil, err
-		}
+	if err := n.setupTargets(cfg, sp); err != nil { // the rule set's window rule (nwptargets.go)
+		return nil, err
 	}
 	return n, nil
 }
@@ -401,7 +399,7 @@ func classifyPositions(names []string) (x, y string) {
 }
 
 // onlyDataArray is the name of the store's only data array, for a source without a variable
-// key (as ocf-data-sampler opens a store: it must hold exactly one data variable). The
+// key (a store opened without a variable must hold exactly one data variable). The
 // coordinates are the root arrays named as some array's dimension or in some array's CF
 // "coordinates" attribute; the data arrays are the other root arrays.
 func onlyDataArray(ds Dataset) (string, error) {

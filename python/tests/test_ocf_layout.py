@@ -272,7 +272,7 @@ def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(root)
     rep = gobatch.plan("pvnet.yaml", batch_size=B)
     assert rep["locations"] == len(SITE_IDS) - 1
-    excl = rep["ocf_excluded_locations"]
+    excl = rep["excluded_locations"]
     assert [(e["name"], e["location_ids"]) for e in excl] == [("satellite", [EDGE_ID])], excl
     view = {tuple(v["key"]): v for v in rep["view"]}  # the nesting the ring carries (PROTOCOL.md 2.9)
     assert view[("satellite_actual",)]["tensor"] == "satellite" and view[("t0_idx",)]["int"] == 2

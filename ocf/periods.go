@@ -1,10 +1,10 @@
-package sampler
+package ocf
 
 import "sort"
 
-// Contiguous t0 periods (rules = "ocf"): the arithmetic ocf-data-sampler 1.0.24 finds its
-// valid t0s with (docs/OCF.md, "Sample space"). Pure functions of unix seconds, tested on
-// their own (periods_test.go); the job builds its sample space from them (ocfspace.go).
+// Contiguous t0 periods: the arithmetic ocf-data-sampler 1.0.24 finds its valid t0s with
+// (docs/OCF.md, "Sample space"). Pure functions of unix seconds, tested on their own
+// (periods_test.go); the sample space is built from them (space.go).
 
 // period is the closed range of t0s [start, end], unix seconds; empty when start > end.
 type period struct{ start, end int64 }
@@ -127,7 +127,7 @@ type t0Grid struct {
 func fillPeriods(ps []period, res int64) t0Grid {
 	g := t0Grid{res: res, cum: []uint64{0}}
 	for _, p := range ps {
-		f := ceilTo(p.start, res)
+		f := CeilTo(p.start, res)
 		if f > p.end {
 			continue
 		}

@@ -1,63 +1,66 @@
 package sampler
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
-// An NWP source under rules = "ocf" (docs/OCF.md) selects its window as ocf-data-sampler
-// 1.0.24's select_time_slice_nwp does, not by gobatch's one-run rule (nwpRule):
+// An NWP source whose rule set takes each target time from a run of its own choosing
+// (rules.Rules.NWPTargets): the rule gives the
+// first target time at t0 and picks each target's run and step among the runs available to the
+// example (t0_available: t0, or t0 moved by the example's NWP dropout timedelta, fill.go), so
+// that one window may mix runs. Here is the job's side of it, the same for every such rule:
 //
-//   - the target times run from ceil(t0 + interval_start) to ceil(t0 + interval_end) on the
-//     resolution's grid (aligned to the Unix epoch), one step further when the source has
-//     accumulated channels;
-//   - each target time takes the latest init time in [first target - last step, t0_available]
-//     that is at or before it, with step target - init: the window may mix runs;
-//   - t0_available is t0, or with NWP dropout t0 + a timedelta drawn for the example (fill.go);
-//   - the accumulated channels are then differenced along the steps (v[k+1] - v[k]) and the
-//     extra step is dropped, before their (diff_c) normalisation; NaN becomes the fill value
-//     after that.
-//
-// Each example also gets the init time, step and target time of every step of the window, in
-// the tensors <name>_init_time_utc, <name>_step and <name>_target_time_utc.
+//   - the window's steps are gathered run by run (one box per stretch of steps from one run);
+//   - accumulated channels (accum_channels) are gathered one step further and differenced along
+//     the steps (v[k+1] - v[k]), the extra step dropped, before their (diff_c) normalisation;
+//     NaN becomes the fill value after that;
+//   - each example also gets the init time, step and target time of every step of its window,
+//     in the tensors <name>_init_time_utc, <name>_step and <name>_target_time_utc.
 
-// The suffixes of an ocf NWP source's time tensors.
-const (
-	nwpInitSuffix   = "_init_time_utc"   // float64 (B, T): nanoseconds since the epoch
-	nwpStepSuffix   = "_step"            // int64 (B, T): whole hours, truncated toward zero
-	nwpTargetSuffix = "_target_time_utc" // float64 (B, T): nanoseconds since the epoch
-)
-
-// ocfNWP is what an NWP source needs under ocf's rules.
-type ocfNWP struct {
-	first  int64 // interval_start / resolution
+// targetWindow is what an NWP source with a per-target rule needs.
+type targetWindow struct {
+	rule   rules.Targets
 	n      int   // target times: the window's steps, + 1 with accumulated channels
 	res    int64 // seconds
 	accum  []int // output channel of each accumulated channel
 	accSrc []int // its store channel
 	norm   []normConsts
 	// fill: NaN becomes fillV after the difference (the chunks keep their NaNs then)
-	fill     bool
-	fillV    float32
-	maxStale int64 // seconds (maxStaleness)
-	timesAt  int   // index of the <name>_init_time_utc tensor in the batch (then step, target)
+	fill    bool
+	fillV   float32
+	timesAt int // index of the <name>_init_time_utc tensor in the batch (then step, target)
 }
 
 // normConsts are one channel's normalisation: clip to [lo, hi], then (v - mean) / std.
 type normConsts struct{ mean, std, lo, hi float64 }
 
-// ceilTo rounds t up to a multiple of res (pandas' Timestamp.ceil, aligned to the epoch).
-func ceilTo(t, res int64) int64 { return -floorDiv(-t, res) * res }
-
-// setupOCF prepares NWP source n for ocf's rules: its accumulated channels (whose chunks are
-// then left unnormalised: the difference comes first), the fill after the difference, and the
-// staleness, which must not exceed what the steps allow.
-func (n *nwpSource) setupOCF(cfg *config.Config, sp *Spec) error {
+// setupTargets asks the job's rule set for source n's window rule; with one, it prepares the
+// accumulated channels (whose chunks are then left unnormalised: the difference comes first)
+// and the fill after the difference.
+func (n *nwpSource) setupTargets(cfg *config.Config, sp *Spec) error {
 	w := sp.window()
-	o := &ocfNWP{first: w.first, n: w.n, res: w.res}
+	targets := w.n
+	if len(sp.AccumChannels) > 0 {
+		targets++
+	}
+	rule, err := sp.rules.NWPTargets(rules.NWP{Field: sp.Field, Window: w.public(), Targets: targets, Steps: n.steps.vals,
+		IntervalEnd: sp.IntervalEndMinutes * 60, MaxStaleness: sp.MaxStalenessMinutes * 60, MaxStalenessSet: sp.MaxStalenessSet})
+	var ke *rules.KeyError
+	switch {
+	case errors.As(err, &ke):
+		return cfg.Errorf(ke.Field, "%s", ke.Msg)
+	case err != nil:
+		return cfg.Errorf(sp.Field, "%v", err)
+	case rule == nil:
+		return nil
+	}
+	o := &targetWindow{rule: rule, n: targets, res: w.res}
 	mean, std, lo, hi := normArrays(sp)
 	for _, name := range sp.AccumChannels {
 		for j, c := range sp.Channels {
@@ -70,30 +73,13 @@ func (n *nwpSource) setupOCF(cfg *config.Config, sp *Spec) error {
 		}
 	}
 	if len(o.accum) > 0 {
-		o.n++
 		o.fill, o.fillV = sp.nanFill()
 	}
-	n.ocf = o
+	n.targets = o
 	if sp.NormaliseMean != nil {
 		n.c.setNormalisation(2, n.chans, mean, std, lo, hi)
 	}
-	limit := n.steps.last() - sp.IntervalEndMinutes*60 - int64(o.n-w.n)*w.res
-	o.maxStale = limit
-	if sp.MaxStalenessSet {
-		if sp.MaxStalenessMinutes*60 > limit {
-			return cfg.Errorf(sp.Field+".max_staleness_minutes", "%d is more than the steps allow: at most %d (the last step %s - interval_end_minutes %d%s)",
-				sp.MaxStalenessMinutes, floorDiv(limit, 60), fmtOffset(n.steps.last()), sp.IntervalEndMinutes, accumNote(o, w))
-		}
-		o.maxStale = sp.MaxStalenessMinutes * 60
-	}
 	return nil
-}
-
-func accumNote(o *ocfNWP, w timeWindow) string {
-	if o.n == w.n {
-		return ""
-	}
-	return fmt.Sprintf(" - time_resolution_minutes %d for the accumulated channels", w.res/60)
 }
 
 // normArrays are copies of the source's normalisation per channel (identity without one).
@@ -112,36 +98,18 @@ func normArrays(sp *Spec) (mean, std, lo, hi []float64) {
 	return mean, std, lo, hi
 }
 
-// maxStaleness is the NWP's staleness limit in seconds under ocf's rules: the configured
-// max_staleness_minutes, else the largest the steps allow (the last step - interval_end,
-// - the resolution with accumulated channels). The valid t0 periods use it.
-func (n *nwpSource) maxStaleness() int64 { return n.ocf.maxStale }
-
-// ocfPick chooses, for each of the n target times start + k*res, the latest init time in
-// [start - the last step, avail] at or before it, and the step target - init: run[k] and
-// step[k] are their indices (nil slices: only checked). missing is -1 when every target has
-// both, else the first k that lacks one.
-func ocfPick(inits []int64, steps *timeAxis, start, res int64, n int, avail int64, run, step []int) (missing int) {
-	tmin := start - steps.last()
-	for k := range n {
-		target := start + int64(k)*res
-		i := latestAtOrBefore(inits, min(target, avail))
-		if i < 0 || inits[i] < tmin {
-			return k
-		}
-		s, ok := steps.index(target - inits[i])
-		if !ok {
-			return k
-		}
-		if run != nil {
-			run[k], step[k] = i, s
-		}
-	}
-	return -1
-}
+// maxStaleness is how much older than t0 a run may be under the window rule, seconds (the
+// valid t0 periods use it).
+func (n *nwpSource) maxStaleness() int64 { return n.targets.rule.MaxStaleness() }
 
 // start is the first target time at t0.
-func (o *ocfNWP) start(t0 int64) int64 { return ceilTo(t0+o.first*o.res, o.res) }
+func (o *targetWindow) start(t0 int64) int64 { return o.rule.Start(t0) }
+
+// pickAt picks the run and step of each target time of the window starting at start for
+// t0_available avail (rules.Targets.Pick).
+func (n *nwpSource) pickAt(start, avail int64, run, step []int) (missing int) {
+	return n.targets.rule.Pick(n.inits.vals, n.steps.vals, start, avail, n.targets.n, run, step)
+}
 
 // available is t0_available of an example: t0, or t0 + its NWP dropout timedelta.
 func available(ex *example, i int) int64 {
@@ -152,16 +120,14 @@ func available(ex *example, i int) int64 {
 }
 
 func (n *nwpSource) pick(ex *example, run, step []int) bool {
-	o := n.ocf
-	return ocfPick(n.inits.vals, &n.steps, o.start(ex.t0), o.res, o.n, available(ex, n.s.Index), run, step) < 0
+	return n.pickAt(n.targets.start(ex.t0), available(ex, n.s.Index), run, step) < 0
 }
 
-// fitsOCF: the window can be selected at t0 for t0_available = t0 and for every dropout
+// fitsTargets: the window can be selected at t0 for t0_available = t0 and for every dropout
 // timedelta.
-func (n *nwpSource) fitsOCF(t0 int64) bool {
-	o := n.ocf
+func (n *nwpSource) fitsTargets(t0 int64) bool {
 	for _, avail := range n.availables(t0) {
-		if ocfPick(n.inits.vals, &n.steps, o.start(t0), o.res, o.n, avail, nil, nil) >= 0 {
+		if n.pickAt(n.targets.start(t0), avail, nil, nil) >= 0 {
 			return false
 		}
 	}
@@ -179,22 +145,23 @@ func (n *nwpSource) availables(t0 int64) []int64 {
 	return out
 }
 
-func (n *nwpSource) whyNotOCF(t0 int64, detail bool) reject {
-	o := n.ocf
+func (n *nwpSource) whyNotTargets(t0 int64, detail bool) reject {
+	o := n.targets
 	start := o.start(t0)
+	oldest := o.rule.OldestRun(n.steps.vals, start)
 	for _, avail := range n.availables(t0) {
-		k := ocfPick(n.inits.vals, &n.steps, start, o.res, o.n, avail, nil, nil)
+		k := n.pickAt(start, avail, nil, nil)
 		if k < 0 {
 			continue
 		}
 		target := start + int64(k)*o.res
 		i := latestAtOrBefore(n.inits.vals, min(target, avail))
-		if i < 0 || n.inits.value(i) < start-n.steps.last() {
+		if i < 0 || n.inits.value(i) < oldest {
 			if !detail {
 				return reject{cause: causeNoRun}
 			}
 			return reject{causeNoRun, fmt.Sprintf("no run for target time %s: none with init_time in %s .. %s (t0_available)",
-				fmtTime(target), fmtTime(start-n.steps.last()), fmtTime(avail))}
+				fmtTime(target), fmtTime(oldest), fmtTime(avail))}
 		}
 		if !detail {
 			return reject{cause: causeNoStep}
@@ -244,17 +211,17 @@ func runs(run, step []int, f func(k, m, stride int) error) error {
 }
 
 // stepsBox is the box of na steps of run run from step index a0 on, stride apart, channels
-// chans (store indices), the crop starting at (y0, x0). Every box of an ocf window is made
-// here.
+// chans (store indices), the crop starting at (y0, x0). Every box of a per-target window is
+// made here.
 func (n *nwpSource) stepsBox(y0, x0, run, a0, stride, na int, chans []int) box4 {
 	return box4{lead: run, a0: a0, aStride: stride, na: na, b: chans,
 		y0: y0, h: n.s.Height, x0: x0, w: n.s.Width, nanFrom: na, nanTo: na}
 }
 
-// fillOCF writes example ex's window: each target time from its run, then the difference of
-// the accumulated channels, their normalisation and the NaN fill.
-func (n *nwpSource) fillOCF(rs *readerState, ex *example, out []float32) error {
-	o := n.ocf
+// fillTargets writes example ex's window: each target time from its run, then the difference
+// of the accumulated channels, their normalisation and the NaN fill.
+func (n *nwpSource) fillTargets(rs *readerState, ex *example, out []float32) error {
+	o := n.targets
 	run, step := rs.nwpPicks(o.n)
 	if !n.pick(ex, run, step) {
 		return fmt.Errorf("%s: no run for the window at t0 %d", n.c.what, ex.t0)
@@ -288,9 +255,9 @@ func (n *nwpSource) fillOCF(rs *readerState, ex *example, out []float32) error {
 }
 
 // diff replaces each accumulated channel of out (T steps of C channel planes) by its forward
-// difference along the steps, v[k+1] - v[k] in float32 as ocf-data-sampler takes it (next
+// difference along the steps, v[k+1] - v[k] in float32 (next
 // holds the step after the window), normalised with the channel's constants.
-func (o *ocfNWP) diff(out, next []float32, T, C, plane int) {
+func (o *targetWindow) diff(out, next []float32, T, C, plane int) {
 	for q, j := range o.accum {
 		nc := o.norm[q]
 		for k := range T {
@@ -306,9 +273,9 @@ func (o *ocfNWP) diff(out, next []float32, T, C, plane int) {
 	}
 }
 
-// addKeysOCF adds the keys of the chunks example ex's window touches (prefetch).
-func (n *nwpSource) addKeysOCF(rs *readerState, ex *example, keys []uint64) []uint64 {
-	o := n.ocf
+// addKeysTargets adds the keys of the chunks example ex's window touches (prefetch).
+func (n *nwpSource) addKeysTargets(rs *readerState, ex *example, keys []uint64) []uint64 {
+	o := n.targets
 	run, step := rs.nwpPicks(o.n)
 	if !n.pick(ex, run, step) {
 		return keys // the gather reports it
@@ -322,33 +289,33 @@ func (n *nwpSource) addKeysOCF(rs *readerState, ex *example, keys []uint64) []ui
 	return keys
 }
 
-// ocfNWPTensors lists the time tensors of every ocf NWP source, the first at index at of the
-// batch's tensors; a source name too long for them is refused.
-func (j *Job) ocfNWPTensors(at int) ([]config.Tensor, error) {
+// nwpTimeTensors lists the time tensors of every NWP source with a per-target window, the
+// first at index at of the batch's tensors; a source name too long for them is refused.
+func (j *Job) nwpTimeTensors(at int) ([]config.Tensor, error) {
 	var out []config.Tensor
 	for _, s := range j.srcs {
 		n, ok := s.(*nwpSource)
-		if !ok || n.ocf == nil {
+		if !ok || n.targets == nil {
 			continue
 		}
 		sp, T := n.s, n.rule.window.n
-		if len(sp.Name)+len(nwpTargetSuffix) > ring.MaxTensorName {
+		if len(sp.Name)+len(rules.TargetSuffix) > ring.MaxTensorName {
 			return nil, j.cfg.Errorf(sp.Field, "the NWP name %q is too long for its time tensors (%s%s has more than %d characters); expected a name of at most %d characters",
-				sp.Name, sp.Name, nwpTargetSuffix, ring.MaxTensorName, ring.MaxTensorName-len(nwpTargetSuffix))
+				sp.Name, sp.Name, rules.TargetSuffix, ring.MaxTensorName, ring.MaxTensorName-len(rules.TargetSuffix))
 		}
-		n.ocf.timesAt = at + len(out)
+		n.targets.timesAt = at + len(out)
 		out = append(out,
-			config.Tensor{Name: sp.Name + nwpInitSuffix, DType: ring.Float64, Shape: []int{j.size, T}},
-			config.Tensor{Name: sp.Name + nwpStepSuffix, DType: ring.Int64, Shape: []int{j.size, T}},
-			config.Tensor{Name: sp.Name + nwpTargetSuffix, DType: ring.Float64, Shape: []int{j.size, T}})
+			config.Tensor{Name: sp.Name + rules.InitSuffix, DType: ring.Float64, Shape: []int{j.size, T}},
+			config.Tensor{Name: sp.Name + rules.StepSuffix, DType: ring.Int64, Shape: []int{j.size, T}},
+			config.Tensor{Name: sp.Name + rules.TargetSuffix, DType: ring.Float64, Shape: []int{j.size, T}})
 	}
 	return out, nil
 }
 
 // writeTimes writes example e's init time, step and target time of every step of the window
-// (as ocf-data-sampler gives them: nanoseconds as float64, the step in whole hours).
+// (nanoseconds as float64, the step in whole hours truncated toward zero).
 func (n *nwpSource) writeTimes(rs *readerState, ex *example, tensors [][]byte, e int) error {
-	o := n.ocf
+	o := n.targets
 	T := n.rule.window.n
 	run, step := rs.nwpPicks(o.n)
 	if !n.pick(ex, run, step) {
@@ -362,24 +329,6 @@ func (n *nwpSource) writeTimes(rs *readerState, ex *example, tensors [][]byte, e
 		inits[k] = float64(init) * 1e9
 		steps[k] = lead / 3600 // Go's division truncates toward zero, as numpy's astype(int)
 		targets[k] = float64(init+lead) * 1e9
-	}
-	return nil
-}
-
-// checkRules refuses the keys that only ocf's rules give a meaning (NWP dropout, accumulated
-// channels) in a job under gobatch's rules, and tells every source which rules apply.
-func checkRules(cfg *config.Config, specs []*Spec, ocf bool) error {
-	for _, sp := range specs {
-		sp.ocf = ocf
-		if ocf || sp.Role != RoleNWP {
-			continue
-		}
-		if sp.DropoutFraction > 0 {
-			return cfg.Errorf(sp.Field+".dropout_fraction", "dropout of NWP runs needs rules = %q on the anchor; expected it on a grid or points source", RulesOCF)
-		}
-		if sp.AccumChannels != nil {
-			return cfg.Errorf(sp.Field+".accum_channels", "accumulated channels need rules = %q on the anchor", RulesOCF)
-		}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sampler
+package ocf
 
 import (
 	"reflect"
@@ -130,14 +130,14 @@ func TestPairSpaceOrders(t *testing.T) {
 	}
 }
 
-func TestOCFKeepsDropsLocationZeroOnlyWithOthers(t *testing.T) {
-	if got := ocfKeeps([]int64{0, 1, 2}); !reflect.DeepEqual(got, []bool{false, true, true}) {
+func TestKeptLocationsDropLocationZeroOnlyWithOthers(t *testing.T) {
+	if got := keptLocations([]int64{0, 1, 2}); !reflect.DeepEqual(got, []bool{false, true, true}) {
 		t.Fatalf("%v", got)
 	}
-	if got := ocfKeeps([]int64{0}); !reflect.DeepEqual(got, []bool{true}) {
+	if got := keptLocations([]int64{0}); !reflect.DeepEqual(got, []bool{true}) {
 		t.Fatalf("%v", got)
 	}
-	if got := ocfKeeps([]int64{3, 4}); !reflect.DeepEqual(got, []bool{true, true}) {
+	if got := keptLocations([]int64{3, 4}); !reflect.DeepEqual(got, []bool{true, true}) {
 		t.Fatalf("%v", got)
 	}
 }

@@ -1,171 +1,15 @@
 package sampler
 
 import (
+	"github.com/gobatch/gobatch/internal/ocfref"
 	"math"
-	"math/rand"
 	"strings"
 	"testing"
 )
 
-// bruteOCFPick is ocf-data-sampler's select_time_slice_nwp written out literally: the
-// candidates are the init times in [first target - last step, avail]; each target takes the
-// last candidate at or before it, and the step target - init must be on the step axis.
-func bruteOCFPick(inits, steps []int64, start, res int64, n int, avail int64) (runs, leads []int64, ok bool) {
-	tmin := start - steps[len(steps)-1]
-	var cands []int64
-	for _, i := range inits {
-		if tmin <= i && i <= avail {
-			cands = append(cands, i)
-		}
-	}
-	for k := range n {
-		target := start + int64(k)*res
-		best, found := int64(0), false
-		for _, c := range cands {
-			if c <= target {
-				best, found = c, true
-			}
-		}
-		if !found {
-			return nil, nil, false
-		}
-		lead := target - best
-		onAxis := false
-		for _, s := range steps {
-			onAxis = onAxis || s == lead
-		}
-		if !onAxis {
-			return nil, nil, false
-		}
-		runs, leads = append(runs, best), append(leads, lead)
-	}
-	return runs, leads, true
-}
-
-func TestOCFPickExamples(t *testing.T) {
-	const h = 3600
-	day := int64(1_700_000_000) / 86400 * 86400
-	inits := []int64{day, day + 3*h, day + 6*h, day + 9*h, day + 12*h, day + 15*h}
-	steps := make([]int64, 9) // 0 .. 8 h
-	for i := range steps {
-		steps[i] = int64(i) * h
-	}
-	ax, err := newTimeAxis(steps, fmtOffset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := ocfNWP{first: -1, res: h, n: 5} // -60 .. 120 min, + 1 step for an accumulated channel
-	cases := []struct {
-		name      string
-		t0, avail int64
-		runs      []int64 // hours after day
-		leads     []int64 // hours
-	}{
-		// on an init hour: 11:00 from the 09:00 run, the rest from 12:00 (notes §4)
-		{"mixed", day + 12*h, day + 12*h, []int64{9, 12, 12, 12, 12}, []int64{2, 0, 1, 2, 3}},
-		// dropout -180: t0_available 09:00, one run
-		{"dropout", day + 12*h, day + 9*h, []int64{9, 9, 9, 9, 9}, []int64{2, 3, 4, 5, 6}},
-		// a half-hour t0 shifts the targets forward: 12:00 .. 16:00
-		{"ceil", day + 12*h + 1800, day + 12*h + 1800, []int64{12, 12, 12, 12, 12}, []int64{0, 1, 2, 3, 4}},
-		{"between", day + 13*h, day + 13*h, []int64{12, 12, 12, 12, 12}, []int64{0, 1, 2, 3, 4}},
-	}
-	run, step := make([]int, o.n), make([]int, o.n)
-	for _, c := range cases {
-		if k := ocfPick(inits, &ax, o.start(c.t0), o.res, o.n, c.avail, run, step); k >= 0 {
-			t.Fatalf("%s: target %d has no run", c.name, k)
-		}
-		for k := range o.n {
-			if inits[run[k]] != day+c.runs[k]*h || steps[step[k]] != c.leads[k]*h {
-				t.Errorf("%s: target %d from run %+dh step %dh; want run %+dh step %dh", c.name, k,
-					(inits[run[k]]-day)/h, steps[step[k]]/h, c.runs[k], c.leads[k])
-			}
-		}
-	}
-	// at the first init the first target (an hour before) has no run
-	if k := ocfPick(inits, &ax, o.start(day), o.res, o.n, day, nil, nil); k != 0 {
-		t.Errorf("t0 at the first init: missing = %d, want 0 (23:00 has no run)", k)
-	}
-}
-
-func TestOCFPickAgainstBruteForce(t *testing.T) {
-	rng := rand.New(rand.NewSource(18))
-	const m = 60
-	found, mixed, refused := 0, 0, 0
-	for trial := range 300 {
-		// init times every 1-6 h with gaps, steps of 1 h or 30 min up to some horizon, some
-		// missing
-		var inits []int64
-		v := int64(rng.Intn(24)) * 30 * m
-		for range 6 + rng.Intn(10) {
-			v += int64(1+rng.Intn(6)) * 60 * m
-			if rng.Intn(5) > 0 {
-				inits = append(inits, v)
-			}
-		}
-		if len(inits) == 0 {
-			continue
-		}
-		stepRes := int64(60 * m)
-		if rng.Intn(3) == 0 {
-			stepRes = 30 * m
-		}
-		var steps []int64
-		for s := int64(0); s <= int64(4+rng.Intn(10))*60*m; s += stepRes {
-			if s == 0 || rng.Intn(8) > 0 {
-				steps = append(steps, s)
-			}
-		}
-		ax, err := newTimeAxis(steps, fmtOffset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := int64(60 * m)
-		if rng.Intn(3) == 0 {
-			res = 30 * m
-		}
-		o := ocfNWP{first: int64(-rng.Intn(3)), res: res, n: 1 + rng.Intn(5)}
-		run, step := make([]int, o.n), make([]int, o.n)
-		for range 40 {
-			t0 := inits[0] + int64(rng.Intn(40)-8)*15*m
-			avail := t0 - int64(rng.Intn(3))*90*m
-			start := o.start(t0)
-			wantRuns, wantLeads, ok := bruteOCFPick(inits, steps, start, o.res, o.n, avail)
-			k := ocfPick(inits, &ax, start, o.res, o.n, avail, run, step)
-			if (k < 0) != ok {
-				t.Fatalf("trial %d t0 %d avail %d: missing %d, brute force ok %v (inits %v steps %v window %+v)",
-					trial, t0, avail, k, ok, inits, steps, o)
-			}
-			switch {
-			case !ok:
-				refused++
-			case wantRuns[0] != wantRuns[o.n-1]:
-				mixed++
-			default:
-				found++
-			}
-			for q := 0; ok && q < o.n; q++ {
-				if inits[run[q]] != wantRuns[q] || steps[step[q]] != wantLeads[q] {
-					t.Fatalf("trial %d t0 %d target %d: run %d step %d, want %d %d", trial, t0, q,
-						inits[run[q]], steps[step[q]], wantRuns[q], wantLeads[q])
-				}
-			}
-		}
-	}
-}
-
-func TestCeilTo(t *testing.T) {
-	for _, c := range []struct{ t, res, want int64 }{
-		{0, 3600, 0}, {1, 3600, 3600}, {3600, 3600, 3600}, {5400, 3600, 7200}, {-1800, 3600, 0}, {-3600, 3600, -3600},
-	} {
-		if got := ceilTo(c.t, c.res); got != c.want {
-			t.Errorf("ceilTo(%d, %d) = %d, want %d", c.t, c.res, got, c.want)
-		}
-	}
-}
-
-// TestOCFDiff: each accumulated channel becomes v[k+1] - v[k] (the last from the step after
+// TestTargetsDiff: each accumulated channel becomes v[k+1] - v[k] (the last from the step after
 // the window), normalised with its own constants; the other channels are untouched.
-func TestOCFDiff(t *testing.T) {
+func TestTargetsDiff(t *testing.T) {
 	const T, C, plane = 3, 2, 2
 	// channel 0 plain, channel 1 accumulated: values 10*step + pixel
 	out := make([]float32, T*C*plane)
@@ -176,7 +20,7 @@ func TestOCFDiff(t *testing.T) {
 		}
 	}
 	next := []float32{10 * T * T, 10*T*T + 1}
-	o := ocfNWP{accum: []int{1}, norm: []normConsts{{mean: 5, std: 2, lo: math.Inf(-1), hi: 30}}}
+	o := targetWindow{accum: []int{1}, norm: []normConsts{{mean: 5, std: 2, lo: math.Inf(-1), hi: 30}}}
 	o.diff(out, next, T, C, plane)
 	for k := range T {
 		for p := range plane {
@@ -188,25 +32,6 @@ func TestOCFDiff(t *testing.T) {
 			if got := out[(k*C+0)*plane+p]; got != float32(-(k + 1)) {
 				t.Errorf("plain channel changed at step %d: %v", k, got)
 			}
-		}
-	}
-}
-
-// TestDropoutRange: gobatch fills every step after t0 + cut; ocf only those in (t0 + cut, t0].
-func TestDropoutRange(t *testing.T) {
-	w := timeWindow{first: -4, n: 7, res: 1800} // -120 .. 60 min
-	for _, c := range []struct {
-		cut      int64
-		ocf      bool
-		from, to int
-	}{
-		{math.MaxInt64, true, 7, 7}, {math.MaxInt64, false, 7, 7},
-		{-3600, false, 3, 7}, {-3600, true, 3, 5}, // -60: -30 and 0 filled, 30 and 60 kept
-		{0, true, 5, 5}, {-7200, true, 1, 5}, {-9000, true, 0, 5},
-	} {
-		from, to := dropoutRange(w, c.cut, c.ocf)
-		if from != c.from || to != c.to {
-			t.Errorf("cut %d ocf %v: [%d, %d), want [%d, %d)", c.cut, c.ocf, from, to, c.from, c.to)
 		}
 	}
 }
@@ -268,7 +93,7 @@ func TestOCFNWPStalenessAboveTheSteps(t *testing.T) {
 }
 
 // TestOCFNWPJob fills batches under ocf's rules and checks every example's time tensors and
-// NWP values against bruteOCFPick on the store's coordinates: the store's value is linear in
+// NWP values against ocfref.BrutePick on the store's coordinates: the store's value is linear in
 // its flat index, so w's difference is the same at every pixel wherever the crop is, and u's
 // value less its (run, step) part is the same at every step.
 func TestOCFNWPJob(t *testing.T) {
@@ -322,8 +147,8 @@ func TestOCFNWPJob(t *testing.T) {
 			if avail != ex.t0 {
 				dropped++
 			}
-			start := ceilTo(ex.t0-3600, 3600)
-			runs, leads, ok := bruteOCFPick(inits, steps, start, 3600, 5, avail)
+			start := ocfref.Ceil(ex.t0-3600, 3600)
+			runs, leads, ok := ocfref.BrutePick(inits, steps, start, 3600, 5, avail)
 			if !ok {
 				t.Fatalf("batch %d example %d: t0 %d has no window", g, e, ex.t0)
 			}

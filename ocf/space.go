@@ -1,0 +1,207 @@
+package ocf
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gobatch/gobatch/sampler/rules"
+)
+
+// The sample space under ocf's rules (docs/OCF.md, "Sample space"): ocf-data-sampler 1.0.24's
+// valid (t0, location) pairs. Each source gives contiguous t0 periods (periods.go): the anchor
+// (the satellite) and the generation (the locations source) from their time coordinates, every
+// NWP from its init times and staleness; the periods are intersected and filled on the
+// generation's resolution grid. When the generation holds no NaN (complete mode) every location
+// pairs with every t0; otherwise (per-location mode) each location's own NaN-free generation
+// times give its periods. t0_start .. t0_end restrict the t0s as ocf's time_periods do.
+
+// Sample space modes (rules.SpaceInfo.Mode).
+const (
+	SpaceComplete    = "complete"     // no NaN in the generation: every location x every valid t0
+	SpacePerLocation = "per-location" // NaN in the generation: each location's own t0s
+)
+
+// pairSpace is the set of (t0, location) pairs, numbered: in complete mode pair i is location
+// locs[i / n(t0s)] at t0 i mod n(t0s) (ocf's order); in per-location mode the pairs are ordered
+// by location, then t0. locs are the location indices ocf keeps (not location 0,
+// keptLocations). It holds periods, never a table of pairs.
+type pairSpace struct {
+	mode    string
+	locs    []int    // the location indices that have pairs, ascending
+	shared  t0Grid   // complete mode: the t0s every location has
+	perLoc  []t0Grid // per-location mode: the t0s of locs[k]
+	cum     []uint64 // per-location mode: cum[k] pairs before locs[k]
+	periods int      // non-empty filled periods (shared, or summed over the locations)
+	all     bool     // every location of the input is in locs
+}
+
+// n is the number of pairs.
+func (s *pairSpace) n() uint64 {
+	if s.mode == SpaceComplete {
+		return s.shared.n() * uint64(len(s.locs))
+	}
+	return s.cum[len(s.cum)-1]
+}
+
+// pair is pair i (< n): its t0 (unix seconds) and location index.
+func (s *pairSpace) pair(i uint64) (t0 int64, loc int) {
+	if s.mode == SpaceComplete {
+		nt := s.shared.n()
+		return s.shared.at(i % nt), s.locs[i/nt]
+	}
+	k := sort.Search(len(s.locs), func(k int) bool { return s.cum[k+1] > i })
+	return s.perLoc[k].at(i - s.cum[k]), s.locs[k]
+}
+
+func (s *pairSpace) N() uint64                         { return s.n() }
+func (s *pairSpace) Pair(i uint64) (t0 int64, loc int) { return s.pair(i) }
+
+func (s *pairSpace) CommonT0s() []int64 {
+	if s.mode != SpaceComplete || !s.all {
+		return nil
+	}
+	out := make([]int64, 0, s.shared.n())
+	for i := range s.shared.n() {
+		out = append(out, s.shared.at(i))
+	}
+	return out
+}
+
+func (s *pairSpace) Info() rules.SpaceInfo {
+	info := rules.SpaceInfo{Rules: RulesName, Mode: s.mode, Pairs: s.n(), Periods: s.periods, Locations: len(s.locs)}
+	if s.mode == SpaceComplete {
+		info.T0s = s.shared.n()
+	}
+	return info
+}
+
+// newPairSpace builds the pairs of locations locs from the periods the other sources allow
+// (common) on the generation's grid of res: in complete mode (locPeriods nil) each location
+// has the generation's own periods genPeriods; in per-location mode locs[k] has its NaN-free
+// generation periods locPeriods[k].
+func newPairSpace(common []period, res int64, locs []int, genPeriods []period, locPeriods [][]period) *pairSpace {
+	s := &pairSpace{locs: locs}
+	if locPeriods == nil {
+		s.mode = SpaceComplete
+		s.shared = fillPeriods(intersectPeriods(common, genPeriods), res)
+		s.periods = s.shared.periods()
+		return s
+	}
+	s.mode = SpacePerLocation
+	s.cum = make([]uint64, 1, len(locs)+1)
+	for _, lp := range locPeriods {
+		g := fillPeriods(intersectPeriods(common, lp), res)
+		s.perLoc = append(s.perLoc, g)
+		s.cum = append(s.cum, s.cum[len(s.cum)-1]+g.n())
+		s.periods += g.periods()
+	}
+	return s
+}
+
+// Pairs builds ocf's pairs: the periods of the anchor and of every NWP, t0_start .. t0_end, and
+// the generation's, as ocf finds them.
+func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
+	a := in.Anchor
+	aw := a.Window
+	common := contiguousT0Periods(a.Times, aw.Res, aw.First*aw.Res, (aw.First+int64(aw.N)-1)*aw.Res)
+	counts := []string{fmt.Sprintf("%s (%s) %d", a.Field, a.Name, len(common))} // periods per source, for the error
+	for _, n := range in.NWP {
+		ps, err := nwpPeriods(n)
+		if err != nil {
+			return nil, err
+		}
+		counts = append(counts, fmt.Sprintf("%s (%s) %d", n.Field, n.Name, len(ps)))
+		common = intersectPeriods(common, ps)
+	}
+	if r := in.T0Range; r != nil {
+		common = intersectPeriods(common, []period{{r[0], r[1]}})
+	}
+	gen := in.Locations
+	gw := gen.Window
+	res, start, end := gw.Res, gw.First*gw.Res, (gw.First+int64(gw.N)-1)*gw.Res
+	per, anyNaN, err := generationPeriods(gen, res, start, end)
+	if err != nil {
+		return nil, err
+	}
+	kept := keptLocations(gen.IDs)
+	var locs []int
+	var locPeriods [][]period
+	for i, sys := range gen.Sites {
+		if kept[sys] {
+			locs = append(locs, i)
+			locPeriods = append(locPeriods, per[sys])
+		}
+	}
+	if len(locs) == 0 {
+		return nil, &rules.KeyError{Field: a.Field + ".locations", Msg: fmt.Sprintf("rules = %q: no location but location_id 0, which ocf-data-sampler drops when there are others", RulesName)}
+	}
+	var s *pairSpace
+	if anyNaN {
+		s = newPairSpace(common, res, locs, nil, locPeriods)
+	} else {
+		s = newPairSpace(common, res, locs, contiguousT0Periods(gen.Times, res, start, end), nil)
+	}
+	s.all = len(locs) == len(gen.Sites)
+	if s.n() == 0 {
+		genCount := 0
+		for _, lp := range locPeriods {
+			genCount += len(lp)
+		}
+		counts = append(counts, fmt.Sprintf("%s (%s) %d over its locations", gen.Field, gen.Name, genCount))
+		return nil, &rules.KeyError{Field: "source", Msg: fmt.Sprintf("no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous t0 periods (%s; a period needs a run of times longer than the window, without a gap) do not overlap%s on the generation's %d-minute grid",
+			RulesName, s.mode, len(locs), strings.Join(counts, ", "), in.T0RangeNote, gen.ResMin)}
+	}
+	return s, nil
+}
+
+// nwpPeriods are an NWP source's t0 periods: its init times, the staleness of its window rule,
+// its largest dropout and its first step.
+func nwpPeriods(n rules.NWPSeries) ([]period, error) {
+	stale := n.MaxStaleness
+	var maxDropout int64
+	for _, d := range n.DropoutTimedelta {
+		maxDropout = max(maxDropout, -d*60)
+	}
+	if maxDropout > stale || stale < 0 {
+		return nil, &rules.KeyError{Field: n.Field + ".dropout_timedeltas_minutes", Msg: fmt.Sprintf(
+			"the largest dropout (%d min) must be between 0 and the staleness (%d min), as ocf-data-sampler requires", maxDropout/60, stale/60)}
+	}
+	return nonEmpty(nwpT0Periods(n.Inits, n.IntervalStart, stale, maxDropout, n.FirstStep)), nil
+}
+
+// generationPeriods returns every system's t0 periods from its NaN-free times, and whether any
+// system that ocf keeps (all but location 0, keptLocations) has a NaN. ocf reads the whole
+// array into memory; here the job scans it chunk by chunk and only the periods are held.
+func generationPeriods(gen rules.LocationSeries, res, start, end int64) (per [][]period, anyNaN bool, err error) {
+	kept := keptLocations(gen.IDs)
+	runs := make([]*runFinder, len(gen.IDs))
+	for k := range runs {
+		runs[k] = newRunFinder(res, start, end)
+	}
+	err = gen.Scan(func(sys int, t int64) { runs[sys].add(t) }, func(sys int) { anyNaN = anyNaN || kept[sys] })
+	if err != nil {
+		return nil, false, err
+	}
+	per = make([][]period, len(runs))
+	for k, r := range runs {
+		per[k] = r.periods()
+	}
+	return per, anyNaN, nil
+}
+
+// keptLocations says which systems ocf keeps as locations: all, except that with more than one
+// system and an id 0 among them (a national total, "for summation models") the ids below 1 go,
+// as ocf's label slice location_id >= 1 on its sorted ids does. Such a location stays among
+// the job's sites but has no pair, so no example is drawn there.
+func keptLocations(ids []int64) []bool {
+	zero := false
+	for _, id := range ids {
+		zero = zero || id == 0
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		out[i] = !zero || len(ids) < 2 || id >= 1
+	}
+	return out
+}
