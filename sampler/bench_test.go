@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gobatch/gobatch/sampler/chunks"
 )
 
 // cpuTime is the process's user + system CPU time.
@@ -324,12 +326,12 @@ func BenchmarkChunkLoad(b *testing.B) {
 	b.Run("fresh-map", func(b *testing.B) {
 		b.SetBytes(int64(len(dst)) * 4)
 		for i := 0; i < b.N; i++ {
-			mem, err := mapAnon(int64(len(dst)) * 4)
+			mem, err := chunks.MapBlock(int64(len(dst)) * 4)
 			if err != nil {
 				b.Fatal(err)
 			}
 			c.conv.Decode(bytesAsFloat32(mem), native)
-			unmap(mem)
+			chunks.UnmapBlock(mem)
 		}
 	})
 }

@@ -1,11 +1,12 @@
 package sampler
 
 import (
-	"github.com/gobatch/gobatch/sampler/rules"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // capacityConfig is the in-memory nowcast with its pv divided by a capacity array of the same

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gobatch/gobatch/readers/zarr"
+	"github.com/gobatch/gobatch/sampler/chunks"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
@@ -73,11 +74,11 @@ type chunked struct {
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
 	// Loads (fetch.go): at most depth reads in flight (reads; nil: no bound), for a remote
-	// store fewer as its window adapts (window.go), their buffers (rawBufs), the job's decode
+	// store fewer as its window adapts (chunks/window.go), their buffers (rawBufs), the job's decode
 	// slots (decodes), and whether the store is in object storage.
 	depth   int
 	reads   chan struct{}
-	window  *readWindow // remote stores; nil: local
+	window  *chunks.ReadWindow // remote stores; nil: local
 	rawBufs chan []byte
 	decodes chan struct{}
 	remote  bool
@@ -88,7 +89,7 @@ type chunked struct {
 	orders map[string]string
 
 	scratch sync.Pool // *[]byte of elems * itemLen: the native chunk
-	load    chunkLoader
+	load    chunks.Loader
 	idxPool sync.Pool // *[]int: chunk coordinates
 }
 
@@ -258,7 +259,7 @@ func (c *chunked) chunkBytes() int64 { return int64(c.elems) * int64(c.width) }
 // key is the cache key of the chunk with linear grid index lin.
 func (c *chunked) key(lin int) uint64 { return c.id<<keyShift | uint64(lin) }
 
-// loadChunk is the cache's loader (chunkLoader) of the source's chunks: dst is the entry's
+// loadChunk is the cache's loader (chunks.Loader) of the source's chunks: dst is the entry's
 // block, of chunkBytes.
 // indices returns the grid index of the chunk of key in canonical order (idx) and in store
 // order (sidx), both in ip, a buffer from idxPool that the caller puts back when done with them.

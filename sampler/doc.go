@@ -191,7 +191,7 @@
 //
 // # Cache and sampling modes
 //
-// Chunks are decoded once into a [Cache] shared by all readers: float32 at full chunk shape
+// Chunks are decoded once into a cache (package chunks) shared by all readers: float32 at full chunk shape
 // with the CF decoding (fill value to NaN, then scale and offset, in float64 as xarray does),
 // the normalisation and the NaN policy applied, in memory mapped outside the Go heap within the
 // budget. A gather is then a copy per output row (128 bytes for a 32-pixel crop). Before it

@@ -3,12 +3,14 @@ package sampler
 import (
 	"runtime"
 	"time"
+
+	"github.com/gobatch/gobatch/sampler/chunks"
 )
 
 // Chunk reads in flight. Decoding a chunk from a local disk is CPU-bound: a prefetch runs one
 // read per core. Reading one from object storage is I/O-bound (tens of milliseconds per
 // request, little CPU): a prefetch keeps many reads in flight, far more than the cores, their
-// number adapted to the store (window.go) below fetch_depth.
+// number adapted to the store (chunks/window.go) below fetch_depth.
 // A chunk load is therefore two steps with separate bounds: fetching its stored bytes
 // (FetchChunk; at most fetch_depth per source, each into a buffer of the source's free list,
 // within fetch_buffer_mb), then decoding them (DecodeFetched; at most GOMAXPROCS at once in
@@ -26,7 +28,7 @@ func isRemote(ds Dataset) bool {
 }
 
 // DefaultRemoteDepth is the default upper bound on a remote source's reads in flight; the
-// window (window.go) finds the number the store wants below it.
+// window (chunks/window.go) finds the number the store wants below it.
 const DefaultRemoteDepth = 64
 
 // fetchDepth is source sp's bound on chunk reads in flight: fetch_depth, else
@@ -72,7 +74,7 @@ func (c *chunked) limitReads(depth int) {
 	c.reads = make(chan struct{}, depth)
 	c.rawBufs = make(chan []byte, depth)
 	if c.remote {
-		c.window = newReadWindow(depth)
+		c.window = chunks.NewReadWindow(depth)
 	}
 }
 
@@ -107,12 +109,12 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	}
 	var ahead int
 	if c.window != nil {
-		ahead = c.window.acquire()
+		ahead = c.window.Acquire()
 	}
 	start := time.Now()
 	raw, found, err := f.FetchChunk(sidx, buf)
 	if c.window != nil {
-		c.window.release(ahead, time.Since(start), err != nil, found)
+		c.window.Release(ahead, time.Since(start), err != nil, found)
 	}
 	done()
 	if err == nil {

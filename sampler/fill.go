@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gobatch/gobatch/sampler/chunks"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 )
 
@@ -110,7 +111,7 @@ func (j *Job) state() *readerState {
 		return rs
 	}
 	return &readerState{
-		pins: pinSet{c: j.cache, limit: 64},
+		pins: chunks.NewPins(j.cache, 64),
 		sel:  make([]int32, j.maxK), dist: make([]float64, j.maxK),
 		ex: example{cut: make([]int64, len(j.srcs))},
 	}

@@ -1,6 +1,9 @@
 package sampler
 
-import "github.com/gobatch/gobatch/sampler/internal/rowconv"
+import (
+	"github.com/gobatch/gobatch/sampler/chunks"
+	"github.com/gobatch/gobatch/sampler/internal/rowconv"
+)
 
 // The gather kernels: copy one example's window out of cached chunks into slot memory. Chunks
 // are decoded in the cache, so the inner loop is one call per output row run: a copy of
@@ -21,7 +24,7 @@ type box4 struct {
 }
 
 // gather4 writes the box into out, C order [na, len(b), h, w]; nt: with non-temporal stores.
-func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
+func gather4(ps *chunks.Pins, c *chunked, bx *box4, out []float32, nt bool) error {
 	d := 0 // dimension of a
 	leadKey, leadOff := 0, 0
 	if bx.lead >= 0 {
@@ -46,7 +49,7 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 			// a only grows: the chunks of earlier a-chunks are not needed again. Unpinning
 			// them bounds what one reader pins to one chunk row of (b, y, x).
 			q.flush()
-			ps.releaseAll()
+			ps.ReleaseAll()
 			lastKa = ka
 		}
 		for j, b := range bx.b {
@@ -68,10 +71,10 @@ func gather4(ps *pinSet, c *chunked, bx *box4, out []float32, nt bool) error {
 				for x := bx.x0; x < bx.x0+w; {
 					kx, wx := x/cx, x%cx
 					nx := min(cx-wx, bx.x0+w-x)
-					if ps.full() {
+					if ps.Full() {
 						q.flush() // get releases every pin, the queued piece's block with them
 					}
-					src, err := ps.get(c.key(keyAB+ky*sy+kx*sx), c.chunkBytes(), c.load)
+					src, err := ps.Get(c.key(keyAB+ky*sy+kx*sx), c.chunkBytes(), c.load)
 					if err != nil {
 						return err
 					}

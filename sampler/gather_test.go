@@ -1,6 +1,10 @@
 package sampler
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gobatch/gobatch/sampler/chunks"
+)
 
 // TestGatherPiecesOutliveNoPin: the gather converts each piece one behind (pieces, which
 // prefetches the next piece's rows meanwhile); a reader whose pin set releases everything at
@@ -11,9 +15,9 @@ func TestGatherPiecesOutliveNoPin(t *testing.T) {
 	sc := storedCases["int16"]
 	want := fillRange(t, storedJob(t, sc, false, false, false), 0, 6, 1)
 	j := storedJob(t, sc, false, false, false)
-	j.cache.budget = j.srcs[0].data().chunkBytes()
+	j.cache.SetBudget(j.srcs[0].data().chunkBytes())
 	rs := j.state()
-	rs.pins.limit = 1
+	rs.pins = chunks.NewPins(j.cache, 1)
 	j.putState(rs)
 	got := fillRange(t, j, 0, 6, 1)
 	for b := range want {

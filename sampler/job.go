@@ -12,6 +12,7 @@ import (
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler/chunks"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
 	"github.com/gobatch/gobatch/sampler/rules"
 )
@@ -79,7 +80,7 @@ type Job struct {
 	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
 	tensors        []config.Tensor
-	cache          *Cache
+	cache          *chunks.Cache
 	loc            *locality
 	epochs         *epochs // order = "epochs"; nil: the endless stream of independent draws
 	dataBytes      int64   // decoded size of every source's data array
@@ -563,7 +564,7 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	if cacheMB > 0 {
 		mb = cacheMB
 	}
-	j.cache = NewCache(mb << 20)
+	j.cache = chunks.NewCache(mb << 20)
 	j.mode = a.Sampling
 	fits := j.dataBytes <= j.cache.Budget()*9/10
 	need := j.dataBytes*10/9>>20 + 1 // cache_mb that holds everything, with 10% headroom
@@ -677,7 +678,7 @@ func (j *Job) Candidates() int { return len(j.cands) }
 func (j *Job) DataBytes() int64 { return j.dataBytes }
 
 // Cache is the job's chunk cache.
-func (j *Job) Cache() *Cache { return j.cache }
+func (j *Job) Cache() *chunks.Cache { return j.cache }
 
 // Close stops fetching ahead and releases the cache's memory. No Fill may run afterwards.
 func (j *Job) Close() {

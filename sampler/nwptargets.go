@@ -230,7 +230,7 @@ func (n *nwpSource) fillTargets(rs *readerState, ex *example, out []float32) err
 	y0, x0 := n.cropStart(ex)
 	plane := n.s.Height * n.s.Width
 	per := len(n.chans) * plane
-	defer rs.pins.releaseAll()
+	defer rs.pins.ReleaseAll()
 	err := runs(run[:T], step[:T], func(k, m, stride int) error {
 		bx := n.stepsBox(y0, x0, run[k], step[k], stride, m, n.chans)
 		return gather4(&rs.pins, n.c, &bx, out[k*per:(k+m)*per], rs.nt)

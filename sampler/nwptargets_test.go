@@ -1,10 +1,11 @@
 package sampler
 
 import (
-	"github.com/gobatch/gobatch/internal/ocfref"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gobatch/gobatch/internal/ocfref"
 )
 
 // TestTargetsDiff: each accumulated channel becomes v[k+1] - v[k] (the last from the step after

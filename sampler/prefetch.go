@@ -130,14 +130,6 @@ func (q *decodeQueue) remove(w *decodeWork) {
 	q.mu.Unlock()
 }
 
-// has reports whether key is cached (or being loaded).
-func (c *Cache) has(key uint64) bool {
-	c.mu.Lock()
-	_, ok := c.entries[key]
-	c.mu.Unlock()
-	return ok
-}
-
 // addBoxKeys adds the keys of the chunks a box4 touches (a indices in [aLo, aHi]).
 func addBoxKeys(c *chunked, bx *box4, keys []uint64) []uint64 {
 	d := 0
@@ -191,7 +183,7 @@ func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minC
 	missing := keys[:0] // in place: rs.keys is scratch
 	var bytes int64
 	for _, k := range keys {
-		if !j.cache.has(k) {
+		if !j.cache.Has(k) {
 			missing = append(missing, k)
 			bytes += j.srcs[k>>keyShift].data().chunkBytes()
 		}
@@ -266,14 +258,14 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 				if !c.remote {
 					yield = j.decodes.yieldTo(kg) // a lower batch's gather keeps a core
 				}
-				e, err := j.cache.acquire(k, c.chunkBytes(), c.load)
+				e, err := j.cache.Acquire(k, c.chunkBytes(), c.load)
 				yield()
 				if err != nil {
 					// The gather meets the same error and reports it: loading the rest first
 					// would only delay that (by a deadline per chunk on a hung mount).
 					return
 				}
-				j.cache.release(e)
+				j.cache.Release(e)
 			}
 		})
 	}

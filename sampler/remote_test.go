@@ -74,7 +74,7 @@ func TestRemoteStoresEqualDisk(t *testing.T) {
 	}
 	for _, s := range auto.srcs {
 		// The bound: DefaultRemoteDepth, or what fetch_buffer_mb holds of large chunks.
-		if c := s.data(); c.window == nil || c.window.bound != c.depth || c.depth <= depth || c.depth > DefaultRemoteDepth {
+		if c := s.data(); c.window == nil || c.window.Bound() != c.depth || c.depth <= depth || c.depth > DefaultRemoteDepth {
 			t.Fatalf("%s: no adaptive window below %d (depth %d)", s.spec().Field, DefaultRemoteDepth, c.depth)
 		}
 	}

@@ -2,8 +2,10 @@ package sampler
 
 import (
 	"fmt"
-	"github.com/gobatch/gobatch/sampler/rules"
 	"sort"
+
+	"github.com/gobatch/gobatch/sampler/chunks"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // dataSource is one zarr source of a job (a grid, NWP or points role): it says whether its window fits at a t0 and gathers one
@@ -33,7 +35,7 @@ type example struct {
 
 // readerState is what one Fill call uses; states are reused, so steady state allocates nothing.
 type readerState struct {
-	pins pinSet
+	pins chunks.Pins
 	sel  []int32
 	dist []float64
 	ex   example
@@ -197,7 +199,7 @@ func gatherBox(rs *readerState, c *chunked, bx *box4, found bool, ex *example, o
 	if !found {
 		return fmt.Errorf("%s: %s at t0 %d", c.what, missing, ex.t0)
 	}
-	defer rs.pins.releaseAll()
+	defer rs.pins.ReleaseAll()
 	return gather4(&rs.pins, c, bx, out, rs.nt)
 }
 
@@ -405,7 +407,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	cv := c.rowConv(0)
-	defer rs.pins.releaseAll()
+	defer rs.pins.ReleaseAll()
 	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
 		row := out[step*k : (step+1)*k]
@@ -418,12 +420,12 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 		t := sp.index(step)
 		kt, wt := t/ct, t%ct
 		if kt != lastKt {
-			rs.pins.releaseAll() // t only grows: earlier time chunks are done
+			rs.pins.ReleaseAll() // t only grows: earlier time chunks are done
 			lastKt = kt
 		}
 		for q, sys := range rs.sel {
 			ks, ws := int(sys)/cs, int(sys)%cs
-			src, err := rs.pins.get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.chunkBytes(), c.load)
+			src, err := rs.pins.Get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.chunkBytes(), c.load)
 			if err != nil {
 				return err
 			}

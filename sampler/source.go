@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/sampler/chunks"
 )
 
 // Source is a batch source: the part of every batch that one kind of configured source makes.
@@ -45,7 +46,7 @@ type Stats struct {
 	// from (SampleSpace); 0 under gobatch's rules.
 	Pairs     uint64
 	DataBytes int64 // decoded (float32) size of every data array: what the cache would need to hold everything
-	Cache     CacheStats
+	Cache     chunks.Stats
 	// SegmentsPerBatch is the mean number of distinct time segments the examples of a batch
 	// came from (locality mode; 0 in random mode): the randomness the locality costs.
 	SegmentsPerBatch float64

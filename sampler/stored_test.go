@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-	"unsafe"
 
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
-// The cache in the stored width (chunked.go) and its block pool (cache.go).
+// The cache in the stored width (chunked.go) and its block pool (chunks/cache.go).
 
 // storedCase is one stored element type of the in-memory nowcast's arrays: the raw values'
 // range, the fill value and the CF numbers.
@@ -164,133 +161,24 @@ func TestCacheHoldsStoredWidth(t *testing.T) {
 	}
 }
 
-// TestCacheSteadyMissesMapNothing: once the cache has filled, misses of one entry size reuse
-// evicted entries' blocks: no mapping or unmapping, and the budget holds.
-func TestCacheSteadyMissesMapNothing(t *testing.T) {
-	const n = 1 << 14 // 64 KiB entries
-	c := NewCache(4 * 4 * n)
-	defer c.Close()
-	var loads atomic.Int64
-	for k := uint64(0); k < 200; k++ {
-		getChecked(t, c, k, n, &loads)
-	}
-	st := c.Stats()
-	if st.Misses != 200 || st.Maps != 4 || st.Unmaps != 0 || st.Evictions != 196 || st.PeakBytes > c.Budget() {
-		t.Fatalf("200 misses of one size in a cache of 4: %+v; want 4 maps, no unmap", st)
-	}
-	// Two sizes: the budget holds, and a block of the evicted size is reused before any map.
-	for k := uint64(1000); k < 1100; k++ {
-		size := int64(4 * n)
-		if k%3 == 0 {
-			size = 4 * n / 4
-		}
-		e, err := c.acquire(k, size, fillWith(0, &loads))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.release(e)
-		if st := c.Stats(); st.ResidentBytes > c.Budget() || st.OverBudget != 0 {
-			t.Fatalf("mixed sizes: %+v", st)
-		}
-	}
-	if st := c.Stats(); st.Maps-st.Unmaps > 16 || st.Maps >= 4+100 {
-		t.Fatalf("mixed sizes: %d maps, %d unmaps for 100 misses", st.Maps, st.Unmaps)
-	}
-}
-
 // TestCacheMissesOfAJobReuseBlocks: a job whose cache holds a third of its data (entries of
 // three sizes, the satellite's most of them) maps hardly a block after its first batches: the
 // misses reuse the blocks of the entries they evict.
 func TestCacheMissesOfAJobReuseBlocks(t *testing.T) {
 	j, _ := newMemJob(t, smallMem, `sampling = "random"`, Options{})
 	sat := j.srcs[0].data().chunkBytes()
-	j.cache.budget = 40 * sat // a third of the data
+	j.cache.SetBudget(40 * sat) // a third of the data
 	fillRange(t, j, 0, 4, 1)
 	warm := j.Cache().Stats()
 	fillRange(t, j, 4, 24, 1)
 	st := j.Cache().Stats()
-	if st.Misses-warm.Misses < 20 || st.PeakBytes > j.cache.budget+8*sat {
+	if st.Misses-warm.Misses < 20 || st.PeakBytes > j.cache.Budget()+8*sat {
 		t.Fatalf("stats after warm-up %+v, at the end %+v: want misses, within the budget", warm, st)
 	}
 	satMisses := st.Misses - warm.Misses
 	t.Logf("after warm-up: %d misses, %d maps, %d unmaps", satMisses, st.Maps-warm.Maps, st.Unmaps-warm.Unmaps)
 	if maps := st.Maps - warm.Maps; maps*20 > satMisses {
 		t.Errorf("%d blocks mapped and %d unmapped for %d misses after warm-up; want most misses reusing a block", maps, st.Unmaps-warm.Unmaps, satMisses)
-	}
-}
-
-// TestAbandonedReadKeepsItsBlock: a load abandoned at its deadline while its read still writes
-// into the entry's block never gives that block to another entry until the read returns; then
-// the block is reused.
-func TestAbandonedReadKeepsItsBlock(t *testing.T) {
-	const n = 1024
-	c := NewCache(3 * 4 * n)
-	defer c.Close()
-	hung := make(chan struct{})
-	var late []byte
-	var lateDone sync.WaitGroup
-	lateDone.Add(1)
-	abandon := func(key uint64, mem []byte) (func(), error) {
-		late = mem
-		done := make(chan struct{})
-		go func() { // the read that returns only after the deadline, scribbling over its buffer
-			<-hung
-			for i := range mem {
-				mem[i] = 0xAA
-			}
-			close(done)
-			lateDone.Done()
-		}()
-		return func() { <-done }, fmt.Errorf("chunk %d: %w", key, ErrChunkDeadline)
-	}
-	if _, err := c.acquire(1, 4*n, abandon); err == nil {
-		t.Fatal("an abandoned load succeeded")
-	}
-	var loads atomic.Int64
-	check := func(round string) {
-		for k := uint64(10); k < 30; k++ {
-			e, err := c.acquire(k, 4*n, fillWith(0, &loads))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if unsafe.SliceData(e.mem) == unsafe.SliceData(late) && round == "pending" {
-				t.Fatalf("entry %d was given the block of a read still writing it", k)
-			}
-			c.release(e)
-		}
-	}
-	check("pending")
-	if st := c.Stats(); st.ResidentBytes > c.Budget() {
-		t.Fatalf("the abandoned block is not counted in the budget: %+v", st)
-	}
-	// Pin the last entries (two: with the abandoned block, the budget), let the read scribble,
-	// and check that none of them changed.
-	var pinned []*entry
-	for k := uint64(28); k < 30; k++ {
-		e, _ := c.acquire(k, 4*n, fillWith(0, &loads))
-		pinned = append(pinned, e)
-	}
-	close(hung)
-	lateDone.Wait()
-	for _, e := range pinned {
-		if e.f32()[0] != float32(e.key) || e.f32()[n-1] != float32(e.key) {
-			t.Fatalf("entry %d corrupted by the late read", e.key)
-		}
-		c.release(e)
-	}
-	// The read has returned: its block goes back to the free list and serves later misses.
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats().FreeBytes == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	maps := c.Stats().Maps
-	e, err := c.acquire(99, 4*n, fillWith(0, &loads))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.release(e)
-	if st := c.Stats(); unsafe.SliceData(e.mem) != unsafe.SliceData(late) || st.Maps != maps || st.ResidentBytes > c.Budget() {
-		t.Fatalf("after the late read returned: reused its block %v, %+v", unsafe.SliceData(e.mem) == unsafe.SliceData(late), st)
 	}
 }
 
@@ -352,7 +240,7 @@ func TestDeadlineAbandonedReadNeverCorruptsTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(j.Close)
-	j.cache.budget = 8 * j.srcs[0].data().chunkBytes()
+	j.cache.SetBudget(8 * j.srcs[0].data().chunkBytes())
 	err = j.Fill(ctx, 0, batchBuf(j))
 	t.Logf("batch 0: %v", err)
 	if !la.hung.Load() || !errors.Is(err, ErrChunkDeadline) {
@@ -370,7 +258,7 @@ func TestDeadlineAbandonedReadNeverCorruptsTheCache(t *testing.T) {
 	close(la.release)
 	<-la.done
 	compare("the read returned", fillRange(t, j, 1, 13, 1))
-	if st := j.Cache().Stats(); st.ResidentBytes > j.cache.budget+4*j.srcs[0].data().chunkBytes() {
+	if st := j.Cache().Stats(); st.ResidentBytes > j.cache.Budget()+4*j.srcs[0].data().chunkBytes() {
 		t.Fatalf("cache %+v", st)
 	}
 }

@@ -1,4 +1,4 @@
-package sampler
+package chunks
 
 import (
 	"fmt"
@@ -13,17 +13,17 @@ import (
 // Cache holds decoded chunks within a memory budget, shared by every reader of a Job: a chunk
 // whose stored element is narrower than float32 (int8, uint8, int16, uint16, float16) in its
 // stored type, the gather converting each row as it copies it, and a wider one converted to
-// float32 when it is loaded (chunked.go says which). An entry is pinned while a reader copies
+// float32 when it is loaded (chunked.go says which). An Entry is pinned while a reader copies
 // from it and is evicted, least recently used first, only when unpinned. Concurrent misses on
 // one key decode it once: the other readers wait for the first.
 //
 // Entry memory is mapped outside the Go heap (anonymous mmap), so the garbage collector never
 // scans or delays it, and the budget is the resident size the cache can reach: every block it
-// has mapped, whether it holds an entry, waits on a free list, or belongs to a read abandoned at
-// its deadline. Blocks are reused rather than unmapped: an evicted entry's block goes on the
+// has mapped, whether it holds an Entry, waits on a free list, or belongs to a read abandoned at
+// its deadline. Blocks are reused rather than unmapped: an evicted Entry's block goes on the
 // free list of its size, and a miss takes a block of its size from there before it maps a new
 // one. Per-size free lists of whole blocks, rather than one arena carved into variable ranges:
-// a job has one entry size per source (a handful), every entry of a source has the same size,
+// a job has one Entry size per source (a handful), every Entry of a source has the same size,
 // so a block always fits exactly, nothing fragments, and a block stays a 2 MiB-aligned mapping
 // of its own (transparent huge pages). In steady state a miss evicts the coldest entries until
 // one of its size frees a block and reuses it: no munmap, no mmap, so no TLB shootdown and no
@@ -35,8 +35,8 @@ type Cache struct {
 	mu      sync.Mutex
 	budget  int64
 	held    int64 // bytes of every block mapped: entries, free lists, abandoned reads
-	entries map[uint64]*entry
-	lru     entry              // sentinel: lru.next is the most recently used
+	entries map[uint64]*Entry
+	lru     Entry              // sentinel: lru.next is the most recently used
 	free    map[int64][][]byte // unused blocks by size
 	freeN   int64              // bytes on the free lists
 	closed  bool
@@ -47,20 +47,20 @@ type Cache struct {
 	peak                                atomic.Int64
 }
 
-type entry struct {
+type Entry struct {
 	key        uint64
 	mem        []byte // the block: the chunk in the cache's form (chunked.go)
 	refs       int32
 	ready      chan struct{} // closed when loaded (or failed)
 	err        error
-	prev, next *entry
+	prev, next *Entry
 }
 
 // CacheStats is a snapshot of a cache's counters.
-type CacheStats struct {
+type Stats struct {
 	Hits, Misses, Evictions uint64
-	// OverBudget counts loads admitted while every resident entry was pinned, taking the
-	// cache above its budget until some entry is released.
+	// OverBudget counts loads admitted while every resident Entry was pinned, taking the
+	// cache above its budget until some Entry is released.
 	OverBudget uint64
 	Entries    int
 	// ResidentBytes is the memory the cache has mapped (entries, free blocks and blocks of
@@ -71,14 +71,14 @@ type CacheStats struct {
 	PeakBytes     int64
 	BudgetBytes   int64
 	// Maps and Unmaps count the blocks mapped and unmapped: after the cache has filled, a
-	// job with one entry size does neither.
+	// job with one Entry size does neither.
 	Maps, Unmaps uint64
 	LoadTime     time.Duration // total time spent decoding missed chunks
 	WaitTime     time.Duration // total time readers waited for a chunk another reader decoded
 }
 
 // HitRate is hits / (hits + misses), 0 when nothing was asked.
-func (s CacheStats) HitRate() float64 {
+func (s Stats) HitRate() float64 {
 	if n := s.Hits + s.Misses; n > 0 {
 		return float64(s.Hits) / float64(n)
 	}
@@ -87,17 +87,17 @@ func (s CacheStats) HitRate() float64 {
 
 // NewCache makes an empty cache of budget bytes.
 func NewCache(budget int64) *Cache {
-	c := &Cache{budget: budget, entries: map[uint64]*entry{}, free: map[int64][][]byte{}}
+	c := &Cache{budget: budget, entries: map[uint64]*Entry{}, free: map[int64][][]byte{}}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
 }
 
 // Stats returns the counters.
-func (c *Cache) Stats() CacheStats {
+func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	n, held, free := len(c.entries), c.held, c.freeN
 	c.mu.Unlock()
-	return CacheStats{
+	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
 		OverBudget: c.overBudget.Load(), Entries: n, ResidentBytes: held, FreeBytes: free,
 		PeakBytes: c.peak.Load(), BudgetBytes: c.budget, Maps: c.maps.Load(), Unmaps: c.unmaps.Load(),
@@ -108,14 +108,33 @@ func (c *Cache) Stats() CacheStats {
 // Budget is the cache's budget in bytes.
 func (c *Cache) Budget() int64 { return c.budget }
 
-// chunkLoader fills dst (an entry's block) with chunk key in the cache's form. A read that
+// SetBudget changes the budget; the cache shrinks to it as misses evict (tests make a job's
+// cache small this way).
+func (c *Cache) SetBudget(b int64) {
+	c.mu.Lock()
+	c.budget = b
+	c.mu.Unlock()
+}
+
+// Has reports whether key is cached (or being loaded).
+func (c *Cache) Has(key uint64) bool {
+	c.mu.Lock()
+	_, ok := c.entries[key]
+	c.mu.Unlock()
+	return ok
+}
+
+// Mem is the entry's block: the chunk in the cache's form.
+func (e *Entry) Mem() []byte { return e.mem }
+
+// Loader fills dst (an Entry's block) with chunk key in the cache's form. A read that
 // did not finish in time returns an error and, when it may still write into dst, wait: a
 // function that returns once it no longer does (the block is not reused before).
-type chunkLoader func(key uint64, dst []byte) (wait func(), err error)
+type Loader func(key uint64, dst []byte) (wait func(), err error)
 
-// acquire returns the entry of key pinned, loading it with load into a block of size bytes on
+// Acquire returns the Entry of key pinned, loading it with load into a block of size bytes on
 // a miss. The caller must release it.
-func (c *Cache) acquire(key uint64, size int64, load chunkLoader) (*entry, error) {
+func (c *Cache) Acquire(key uint64, size int64, load Loader) (*Entry, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
 		e.refs++
@@ -131,7 +150,7 @@ func (c *Cache) acquire(key uint64, size int64, load chunkLoader) (*entry, error
 		}
 		if e.err != nil {
 			err := e.err
-			c.release(e)
+			c.Release(e)
 			return nil, err
 		}
 		return e, nil
@@ -142,7 +161,7 @@ func (c *Cache) acquire(key uint64, size int64, load chunkLoader) (*entry, error
 		c.mu.Unlock()
 		return nil, err
 	}
-	e := &entry{key: key, mem: mem, refs: 1, ready: make(chan struct{})}
+	e := &Entry{key: key, mem: mem, refs: 1, ready: make(chan struct{})}
 	c.entries[key] = e
 	c.pushFront(e)
 	c.mu.Unlock()
@@ -158,9 +177,9 @@ func (c *Cache) acquire(key uint64, size int64, load chunkLoader) (*entry, error
 	return e, nil
 }
 
-// failed takes the entry of a load that failed out of the cache (a later acquire retries) and
+// failed takes the Entry of a load that failed out of the cache (a later acquire retries) and
 // gives its block back: at once, or when the abandoned read that still writes into it returns.
-func (c *Cache) failed(e *entry, err error, wait func()) {
+func (c *Cache) failed(e *Entry, err error, wait func()) {
 	c.mu.Lock()
 	e.err = err
 	mem := e.mem
@@ -184,11 +203,11 @@ func (c *Cache) failed(e *entry, err error, wait func()) {
 	}
 }
 
-// block finds size bytes for a new entry, c.mu held: a free block of that size, else a new
+// block finds size bytes for a new Entry, c.mu held: a free block of that size, else a new
 // mapping when it fits the budget, else room made by evicting the coldest unpinned entries
 // (their blocks go to the free lists) until a block of that size is free. Free blocks of other
 // sizes wait for misses of their size, up to freeSlack of the budget: beyond that, or when
-// nothing is left to evict, they are unmapped to make room. With every entry pinned it maps
+// nothing is left to evict, they are unmapped to make room. With every Entry pinned it maps
 // above the budget.
 func (c *Cache) block(size int64) ([]byte, error) {
 	for {
@@ -216,7 +235,7 @@ func (c *Cache) block(size int64) ([]byte, error) {
 		c.putFree(v.mem)
 		v.mem = nil
 	}
-	mem, err := mapAnon(size)
+	mem, err := MapBlock(size)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +265,7 @@ func (c *Cache) takeFree(size int64) []byte {
 	return mem
 }
 
-// putFree puts a block no entry holds on the free list of its size, or unmaps it when the
+// putFree puts a block no Entry holds on the free list of its size, or unmaps it when the
 // cache is above its budget (an over-budget load has been released) or closed.
 func (c *Cache) putFree(mem []byte) {
 	size := int64(len(mem))
@@ -272,13 +291,13 @@ func (c *Cache) shrink(more int64) {
 }
 
 func (c *Cache) unmapBlock(mem []byte) {
-	unmap(mem)
+	UnmapBlock(mem)
 	c.unmaps.Add(1)
 	c.held -= int64(len(mem))
 }
 
-// release unpins an entry; the last release after Close unmaps it.
-func (c *Cache) release(e *entry) {
+// Release unpins an entry; the last release after Close unmaps it.
+func (c *Cache) Release(e *Entry) {
 	c.mu.Lock()
 	e.refs--
 	if c.closed && e.refs == 0 && c.entries[e.key] == e {
@@ -289,7 +308,7 @@ func (c *Cache) release(e *entry) {
 }
 
 // Close unmaps every block no reader holds. No reader may start using the cache afterwards;
-// the block of an entry still pinned or loading is unmapped at its last release or when its
+// the block of an Entry still pinned or loading is unmapped at its last release or when its
 // load fails, and one an abandoned read still writes into when that read returns.
 func (c *Cache) Close() {
 	c.mu.Lock()
@@ -310,7 +329,7 @@ func (c *Cache) Close() {
 	c.freeN = 0
 }
 
-func (c *Cache) coldestUnpinned() *entry {
+func (c *Cache) coldestUnpinned() *Entry {
 	for e := c.lru.prev; e != &c.lru; e = e.prev {
 		if e.refs == 0 {
 			return e
@@ -320,19 +339,19 @@ func (c *Cache) coldestUnpinned() *entry {
 }
 
 // remove unlinks e from the map and the list.
-func (c *Cache) remove(e *entry) {
+func (c *Cache) remove(e *Entry) {
 	delete(c.entries, e.key)
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
 }
 
-func (c *Cache) pushFront(e *entry) {
+func (c *Cache) pushFront(e *Entry) {
 	e.prev, e.next = &c.lru, c.lru.next
 	c.lru.next.prev = e
 	c.lru.next = e
 }
 
-func (c *Cache) moveFront(e *entry) {
+func (c *Cache) moveFront(e *Entry) {
 	if c.lru.next == e {
 		return
 	}
@@ -342,11 +361,11 @@ func (c *Cache) moveFront(e *entry) {
 
 const hugePage = 2 << 20
 
-// mapAnon maps size bytes of anonymous memory, starting on a 2 MiB boundary so that the kernel
-// can back it with transparent huge pages: rows are gathered from all over an entry, and huge
+// MapBlock maps size bytes of anonymous memory, starting on a 2 MiB boundary so that the kernel
+// can back it with transparent huge pages: rows are gathered from all over an Entry, and huge
 // pages spare most of the TLB misses. It maps a little more, then unmaps the unaligned head
 // and tail.
-func mapAnon(size int64) ([]byte, error) {
+func MapBlock(size int64) ([]byte, error) {
 	n := uintptr(size)
 	extra := uintptr(0)
 	if n >= hugePage {
@@ -373,32 +392,36 @@ func mapAnon(size int64) ([]byte, error) {
 	return mem, nil
 }
 
-func unmap(mem []byte) {
+// UnmapBlock unmaps a block MapBlock mapped.
+func UnmapBlock(mem []byte) {
 	if len(mem) > 0 {
 		_ = unix.MunmapPtr(unsafe.Pointer(&mem[0]), uintptr(len(mem)))
 	}
 }
 
-// pinSet is the entries one reader holds while it assembles one source of one example: a
+// Pins are the entries one reader holds while it assembles one source of one example: a
 // small table looked up linearly, so that a row copy costs no lock.
-type pinSet struct {
+type Pins struct {
 	c     *Cache
 	keys  []uint64
-	ents  []*entry
+	ents  []*Entry
 	limit int // release everything when this many are held (bounds what one reader pins)
 }
 
-// get returns the block of chunk key (size bytes), pinned until releaseAll.
-func (p *pinSet) get(key uint64, size int64, load chunkLoader) ([]byte, error) {
+// NewPins is an empty set of pins on c, releasing everything when limit are held.
+func NewPins(c *Cache, limit int) Pins { return Pins{c: c, limit: limit} }
+
+// Get returns the block of chunk key (size bytes), pinned until ReleaseAll.
+func (p *Pins) Get(key uint64, size int64, load Loader) ([]byte, error) {
 	for i, k := range p.keys {
 		if k == key {
 			return p.ents[i].mem, nil
 		}
 	}
 	if len(p.keys) >= p.limit {
-		p.releaseAll()
+		p.ReleaseAll()
 	}
-	e, err := p.c.acquire(key, size, load)
+	e, err := p.c.Acquire(key, size, load)
 	if err != nil {
 		return nil, err
 	}
@@ -407,12 +430,12 @@ func (p *pinSet) get(key uint64, size int64, load chunkLoader) ([]byte, error) {
 	return e.mem, nil
 }
 
-// full reports whether the next get of a chunk not held releases every pin first.
-func (p *pinSet) full() bool { return len(p.keys) >= p.limit }
+// Full reports whether the next get of a chunk not held releases every pin first.
+func (p *Pins) Full() bool { return len(p.keys) >= p.limit }
 
-func (p *pinSet) releaseAll() {
+func (p *Pins) ReleaseAll() {
 	for i, e := range p.ents {
-		p.c.release(e)
+		p.c.Release(e)
 		p.ents[i] = nil
 	}
 	p.keys = p.keys[:0]

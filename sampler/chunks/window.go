@@ -1,4 +1,4 @@
-package sampler
+package chunks
 
 import (
 	"sync"
@@ -41,8 +41,8 @@ const (
 	probeSamples = 8                // probe reads whose smallest latency is the new base
 )
 
-// readWindow is a source's adaptive bound on reads in flight.
-type readWindow struct {
+// ReadWindow is a source's adaptive bound on reads in flight.
+type ReadWindow struct {
 	mu       sync.Mutex
 	cond     sync.Cond
 	now      func() time.Time // time.Now; tests give a simulated clock
@@ -61,8 +61,9 @@ type readWindow struct {
 	probes   int // probes done (tests)
 }
 
-func newReadWindow(bound int) *readWindow {
-	w := &readWindow{bound: max(bound, 1), now: time.Now}
+// NewReadWindow is a window of at most bound reads in flight.
+func NewReadWindow(bound int) *ReadWindow {
+	w := &ReadWindow{bound: max(bound, 1), now: time.Now}
 	w.win = float64(min(w.bound, windowStart))
 	w.peak = int(w.win)
 	w.cond.L = &w.mu
@@ -70,16 +71,19 @@ func newReadWindow(bound int) *readWindow {
 }
 
 // limit is the number of reads allowed in flight now.
-func (w *readWindow) limit() int {
+// Bound is the most reads the window allows in flight (fetch_depth).
+func (w *ReadWindow) Bound() int { return w.bound }
+
+func (w *ReadWindow) limit() int {
 	if w.probing {
 		return min(int(w.win), probeWin)
 	}
 	return int(w.win)
 }
 
-// acquire waits for a place in the window; it returns the reads in flight before this one,
+// Acquire waits for a place in the window; it returns the reads in flight before this one,
 // which release needs back.
-func (w *readWindow) acquire() int {
+func (w *ReadWindow) Acquire() int {
 	w.mu.Lock()
 	for w.inflight >= w.limit() {
 		w.cond.Wait()
@@ -90,10 +94,10 @@ func (w *readWindow) acquire() int {
 	return ahead
 }
 
-// release ends a read that took took and was sent with ahead others in flight; failed when it
+// Release ends a read that took took and was sent with ahead others in flight; failed when it
 // failed, sample when its latency is a fair sample (a stored chunk's read: one that is not
 // found returns sooner).
-func (w *readWindow) release(ahead int, took time.Duration, failed, sample bool) {
+func (w *ReadWindow) Release(ahead int, took time.Duration, failed, sample bool) {
 	w.mu.Lock()
 	w.inflight--
 	if w.hold > 0 {
@@ -118,7 +122,7 @@ func (w *readWindow) release(ahead int, took time.Duration, failed, sample bool)
 }
 
 // observe adapts the window to one read's latency.
-func (w *readWindow) observe(ahead int, took time.Duration) {
+func (w *ReadWindow) observe(ahead int, took time.Duration) {
 	took = max(took, time.Microsecond)
 	now := w.now()
 	switch {
@@ -155,7 +159,7 @@ func (w *readWindow) observe(ahead int, took time.Duration) {
 
 // probe counts one read toward the new base: only reads sent with fewer than probeWin ahead
 // (the reads in flight when the probe began still come back queued).
-func (w *readWindow) probe(ahead int, took time.Duration, now time.Time) {
+func (w *ReadWindow) probe(ahead int, took time.Duration, now time.Time) {
 	if ahead >= probeWin {
 		return
 	}
@@ -171,7 +175,7 @@ func (w *readWindow) probe(ahead int, took time.Duration, now time.Time) {
 }
 
 // shrink multiplies the window by f, unless it shrank within the last window of completions.
-func (w *readWindow) shrink(f float64) {
+func (w *ReadWindow) shrink(f float64) {
 	if w.hold > 0 {
 		return
 	}
@@ -180,7 +184,7 @@ func (w *readWindow) shrink(f float64) {
 }
 
 // size is the window now.
-func (w *readWindow) size() int {
+func (w *ReadWindow) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return int(w.win)

@@ -1,4 +1,4 @@
-package sampler
+package chunks
 
 import (
 	"container/heap"
@@ -11,17 +11,17 @@ import (
 // driveWindow runs n reads through w from workers goroutines against a simulated store: serve
 // does one read (blocking as the store would) and says whether it failed. It returns the reads
 // per second.
-func driveWindow(w *readWindow, workers, n int, serve func() bool) float64 {
+func driveWindow(w *ReadWindow, workers, n int, serve func() bool) float64 {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range workers {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				ahead := w.acquire()
+				ahead := w.Acquire()
 				t := time.Now()
 				failed := serve()
-				w.release(ahead, time.Since(t), failed, true)
+				w.Release(ahead, time.Since(t), failed, true)
 			}
 		})
 	}
@@ -34,7 +34,7 @@ func driveWindow(w *readWindow, workers, n int, serve func() bool) float64 {
 func TestReadWindowFindsABusyStoresDepth(t *testing.T) {
 	const k, service = 4, 2 * time.Millisecond
 	slots := make(chan struct{}, k)
-	w := newReadWindow(64)
+	w := NewReadWindow(64)
 	rate := driveWindow(w, 64, 4000, func() bool {
 		slots <- struct{}{}
 		time.Sleep(service)
@@ -55,7 +55,7 @@ func TestReadWindowFindsABusyStoresDepth(t *testing.T) {
 
 // A store far away (every read waits 20 ms, none queues): the window grows to the bound.
 func TestReadWindowGrowsForLatency(t *testing.T) {
-	w := newReadWindow(64)
+	w := NewReadWindow(64)
 	rate := driveWindow(w, 64, 3000, func() bool {
 		time.Sleep(20 * time.Millisecond)
 		return false
@@ -68,7 +68,7 @@ func TestReadWindowGrowsForLatency(t *testing.T) {
 
 // Failed reads (503s) halve the window, once per window of completions; it recovers after.
 func TestReadWindowShrinksOnFailures(t *testing.T) {
-	w := newReadWindow(32)
+	w := NewReadWindow(32)
 	var calls atomic.Int64
 	driveWindow(w, 32, 400, func() bool {
 		time.Sleep(time.Millisecond)
@@ -88,9 +88,9 @@ func TestReadWindowShrinksOnFailures(t *testing.T) {
 // The first windowEpoch completions (the first batches' reads) do not shrink the window
 // however their latency rises; later ones do. Latencies are given, not slept.
 func TestReadWindowHoldsForTheFirstBatches(t *testing.T) {
-	w := newReadWindow(64)
+	w := NewReadWindow(64)
 	read := func(took time.Duration) {
-		w.release(w.acquire(), took, false, true)
+		w.Release(w.Acquire(), took, false, true)
 	}
 	read(time.Millisecond) // the smallest latency: a read that did not queue
 	for w.n < windowEpoch {
@@ -111,7 +111,7 @@ func TestReadWindowHoldsForTheFirstBatches(t *testing.T) {
 // taking service(now), on a simulated clock that w reads; run sends reads whenever the window
 // has room, as the prefetchers do.
 type simStore struct {
-	w       *readWindow
+	w       *ReadWindow
 	k       int
 	service func(now time.Duration) time.Duration
 	clock   time.Duration
@@ -119,7 +119,7 @@ type simStore struct {
 	busy    doneHeap  // in service
 }
 
-func newSimStore(w *readWindow, k int, service func(now time.Duration) time.Duration) *simStore {
+func newSimStore(w *ReadWindow, k int, service func(now time.Duration) time.Duration) *simStore {
 	s := &simStore{w: w, k: k, service: service}
 	w.now = func() time.Time { return time.Unix(0, 0).Add(s.clock) }
 	return s
@@ -130,7 +130,7 @@ func (s *simStore) run(until time.Duration) float64 {
 	from, completed := s.clock, 0
 	for s.clock < until {
 		for s.w.inflight < s.w.limit() {
-			s.waiting = append(s.waiting, simRead{ahead: s.w.acquire(), sent: s.clock})
+			s.waiting = append(s.waiting, simRead{ahead: s.w.Acquire(), sent: s.clock})
 		}
 		for s.busy.Len() < s.k && len(s.waiting) > 0 {
 			r := s.waiting[0]
@@ -140,7 +140,7 @@ func (s *simStore) run(until time.Duration) float64 {
 		}
 		r := heap.Pop(&s.busy).(simRead)
 		s.clock = r.done
-		s.w.release(r.ahead, r.done-r.sent, false, true)
+		s.w.Release(r.ahead, r.done-r.sent, false, true)
 		completed++
 	}
 	return float64(completed) / (s.clock - from).Seconds()
@@ -171,7 +171,7 @@ func (h *doneHeap) Pop() any {
 // with reads always queued, each new "smallest" latency was a queued one.
 func TestReadWindowHoldsABusyStoresDepthForMinutes(t *testing.T) {
 	const k, service = 4, 2 * time.Millisecond
-	w := newReadWindow(64)
+	w := NewReadWindow(64)
 	store := newSimStore(w, k, func(time.Duration) time.Duration { return service })
 	low, high := 64, 0
 	for minute := range 3 {
@@ -197,7 +197,7 @@ func TestReadWindowHoldsABusyStoresDepthForMinutes(t *testing.T) {
 // back to the bound.
 func TestReadWindowMeasuresARisenLatency(t *testing.T) {
 	const rise = 20 * time.Second
-	w := newReadWindow(64)
+	w := NewReadWindow(64)
 	latency := func(now time.Duration) time.Duration {
 		if now < rise {
 			return 2 * time.Millisecond
