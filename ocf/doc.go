@@ -15,7 +15,8 @@
 // A file ocf-data-sampler refuses is refused, naming the file, the line and the key; a file it
 // accepts is accepted (docs/OCF.md).
 //
-// [Translate] then gives the gobatch configuration (the same map a TOML file decodes to, with
+// [Translate] then gives the gobatch configuration, typed ([Source], whose field tags are the
+// one place gobatch's keys are named; [Raw] makes of it the map a TOML file decodes to, with
 // the line of every field in the YAML): the satellite as the anchor grid source, centred on
 // the generation sites, each NWP provider as an nwp source, generation as a points source.
 // What gobatch's sampler cannot express yet is translated as closely as it can or left out,

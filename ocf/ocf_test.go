@@ -1,6 +1,7 @@
 package ocf
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -120,11 +121,39 @@ func translate(t *testing.T, text string) *Translation {
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	tr, problems := Translate(cfg, cfg.Line)
+	sources, problems := Translate(cfg, cfg.Line)
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	return tr
+	return Raw(sources, cfg.Line)
+}
+
+// The typed translation: each source's fields and where they come from in the YAML; every
+// keyed field Raw writes has its origin's line.
+func TestTranslateTyped(t *testing.T) {
+	cfg, _ := Read([]byte(base), envOf(nil))
+	sources, problems := Translate(cfg, cfg.Line)
+	if len(problems) != 0 || len(sources) != 4 {
+		t.Fatalf("%d sources, %v", len(sources), problems)
+	}
+	sat, ukv := sources[0], sources[1]
+	if sat.Role != "grid" || !sat.Anchor || sat.Rules != RulesName || sat.Store != "sat.zarr" || sat.From("store") != "input_data.satellite.zarr_path" {
+		t.Errorf("satellite %+v", sat)
+	}
+	if ukv.Role != "nwp" || ukv.CRS != "EPSG:27700" || ukv.From("crs") != "input_data.nwp.ukv.provider" || ukv.Section != "input_data.nwp.ukv" {
+		t.Errorf("ukv %+v", ukv)
+	}
+	tr := Raw(sources, cfg.Line)
+	for i, s := range tr.Raw["source"].([]any) {
+		for key := range s.(map[string]any) {
+			if key == "name" || key == "kind" || key == "role" || key == "anchor" || key == "rules" || key == "nearest_k" {
+				continue // set by the translation itself, not from a YAML key
+			}
+			if f := fmt.Sprintf("source[%d].%s", i, key); tr.Lines[f] == 0 || tr.Fields[f] == "" {
+				t.Errorf("%s has no origin (line %d, field %q)", f, tr.Lines[f], tr.Fields[f])
+			}
+		}
+	}
 }
 
 func TestTranslateBase(t *testing.T) {

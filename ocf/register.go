@@ -19,5 +19,9 @@ func translateFile(data []byte, env func(string) (string, bool)) (*config.Transl
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	return Translate(cfg, cfg.Line)
+	sources, problems := Translate(cfg, cfg.Line)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return Raw(sources, cfg.Line), nil
 }

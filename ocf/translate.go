@@ -59,11 +59,11 @@ func (v *value) index(path string, out map[string]int) {
 	}
 }
 
-// Translation is a gobatch configuration made from an ocf-data-sampler one (config.Translation):
-// Raw has the shape a gobatch TOML file decodes to, without [batch] (gobatch's own options come
-// from the command line or the Loader's keywords); Lines and Fields say where each gobatch field
-// comes from in the YAML file ("source[1].channels" -> the line of, and the key
-// input_data.nwp.ukv.channels).
+// Translation is a gobatch configuration made from an ocf-data-sampler one, in the shape
+// package config reads (config.Translation): Raw is what a gobatch TOML file decodes to,
+// without [batch] (gobatch's own options come from the command line or the Loader's keywords);
+// Lines and Fields say where each gobatch field comes from in the YAML file
+// ("source[1].channels" -> the line of, and the key input_data.nwp.ukv.channels).
 type Translation = config.Translation
 
 // Source names in the translation: the satellite, each NWP under its key, the generation.
@@ -87,35 +87,33 @@ var nwpCRS = map[string]string{
 }
 
 // Translate turns a validated configuration into gobatch sources (docs/OCF.md says what is
-// translated and what is not yet matched). It refuses what gobatch cannot run at all,
-// as Problems naming the key: no satellite (gobatch's examples are centred on an anchor
-// grid), a list of several zarr_paths, an odd or zero crop (ocf-data-sampler itself fails on
-// every sample with an odd one).
-func Translate(cfg *Config, lines func(field string) int) (*Translation, []Problem) {
-	t := &translator{lines: lines, out: map[string]int{}, names: map[string]string{}}
-	var sources []any
+// translated and what is not yet matched), typed, with where each field comes from; Raw gives
+// them the shape package config reads. It refuses what gobatch cannot run at all, as Problems
+// naming the key: no satellite (gobatch's examples are centred on an anchor grid), a list of
+// several zarr_paths, an odd or zero crop (ocf-data-sampler itself fails on every sample with
+// an odd one).
+func Translate(cfg *Config, lines func(field string) int) ([]*Source, []Problem) {
+	t := &translator{lines: lines}
+	var sources []*Source
 	if cfg.Satellite == nil {
 		t.bad("input_data.satellite", "missing; gobatch centres its examples on an anchor grid, the satellite, so it needs one (docs/OCF.md)")
 	} else {
-		sources = append(sources, t.satellite(cfg.Satellite, cfg.Generation != nil, len(sources)))
+		sources = append(sources, t.satellite(cfg.Satellite, cfg.Generation != nil))
 	}
 	for _, n := range cfg.NWP {
-		sources = append(sources, t.nwp(n, len(sources)))
+		sources = append(sources, t.nwp(n))
 	}
 	if cfg.Generation != nil {
-		sources = append(sources, t.generation(cfg, len(sources)))
-		sources = append(sources, t.capacity(cfg.Generation, len(sources)))
+		sources = append(sources, t.generation(cfg), t.capacity(cfg.Generation))
 	}
 	if len(t.problems) > 0 {
 		return nil, t.problems
 	}
-	return &Translation{Raw: map[string]any{"source": sources}, Lines: t.out, Fields: t.names}, nil
+	return sources, nil
 }
 
 type translator struct {
 	lines    func(field string) int
-	out      map[string]int
-	names    map[string]string
 	problems []Problem
 }
 
@@ -123,45 +121,32 @@ func (t *translator) bad(field, format string, args ...any) {
 	t.problems = append(t.problems, Problem{Line: t.lines(field), Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-// set writes key into source i, remembering that it comes from YAML field from.
-func (t *translator) set(src map[string]any, i int, key string, v any, from string) {
-	switch l := v.(type) { // lists as the TOML decoder gives them
-	case []string:
-		v = anyList(l)
-	case []float64:
-		v = anyList(l)
-	case []int64:
-		v = anyList(l)
-	}
-	src[key] = v
-	field := fmt.Sprintf("source[%d].%s", i, key)
-	t.out[field], t.names[field] = t.lines(from), from
-}
-
-func (t *translator) window(src map[string]any, i int, w Window, path string) {
-	t.set(src, i, "time_resolution_minutes", w.Resolution, path+".time_resolution_minutes")
-	t.set(src, i, "interval_start_minutes", w.Start, path+".interval_start_minutes")
-	t.set(src, i, "interval_end_minutes", w.End, path+".interval_end_minutes")
+func (t *translator) window(s *Source, w Window, path string) {
+	s.Resolution, s.Start, s.End = w.Resolution, w.Start, w.End
+	s.from(&s.Resolution, path+".time_resolution_minutes")
+	s.from(&s.Start, path+".interval_start_minutes")
+	s.from(&s.End, path+".interval_end_minutes")
 }
 
 // dropout translates a dropout: the timedeltas, and the fraction as one number (split evenly
 // across them) or as the list of per-timedelta probabilities.
-func (t *translator) dropout(src map[string]any, i int, d Dropout, path string) {
+func (t *translator) dropout(s *Source, d Dropout, path string) {
 	if len(d.Timedeltas) == 0 {
 		return
 	}
-	t.set(src, i, "dropout_timedeltas_minutes", d.Timedeltas, path+".dropout_timedeltas_minutes")
+	s.DropoutTimedeltas = d.Timedeltas
+	s.from(&s.DropoutTimedeltas, path+".dropout_timedeltas_minutes")
+	s.DropoutFraction = d.Fraction[0]
 	if d.FractionIsList {
-		t.set(src, i, "dropout_fraction", d.Fraction, path+".dropout_fraction")
-	} else {
-		t.set(src, i, "dropout_fraction", d.Fraction[0], path+".dropout_fraction")
+		s.DropoutFraction = d.Fraction
 	}
+	s.from(&s.DropoutFraction, path+".dropout_fraction")
 }
 
 // nwpDropout translates an NWP's dropout, which moves the latest init time an example may use
 // (t0_available). ocf-data-sampler's NWP selection fails on every sample with a list of
 // fractions or a zero timedelta, so these are refused.
-func (t *translator) nwpDropout(src map[string]any, i int, d Dropout, path string) {
+func (t *translator) nwpDropout(s *Source, d Dropout, path string) {
 	if len(d.Timedeltas) == 0 {
 		return
 	}
@@ -175,28 +160,42 @@ func (t *translator) nwpDropout(src map[string]any, i int, d Dropout, path strin
 			return
 		}
 	}
-	t.dropout(src, i, d, path)
+	t.dropout(s, d, path)
 }
 
-func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum []string) {
-	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
+func (t *translator) grid(s *Source, g Grid, path string, accum []string) {
+	s.Section = path
 	if len(g.ZarrPaths) != 1 {
 		t.bad(path+".zarr_path", "%d paths; gobatch reads one store per source (ocf-data-sampler concatenates several along time)", len(g.ZarrPaths))
 	} else {
-		t.set(src, i, "store", g.ZarrPaths[0], path+".zarr_path")
+		s.Store = g.ZarrPaths[0]
+		s.from(&s.Store, path+".zarr_path")
 	}
-	t.window(src, i, g.Window, path)
+	t.window(s, g.Window, path)
 	for _, k := range []struct {
 		key string
 		v   int64
-	}{{"image_size_pixels_height", g.Height}, {"image_size_pixels_width", g.Width}} {
+		dst *int64
+	}{{"image_size_pixels_height", g.Height, &s.Height}, {"image_size_pixels_width", g.Width, &s.Width}} {
 		if k.v <= 0 || k.v%2 != 0 {
 			t.bad(path+"."+k.key, "%d; gobatch needs an even crop > 0 (ocf-data-sampler fails on every sample with an odd one)", k.v)
 		}
-		t.set(src, i, k.key, k.v, path+"."+k.key)
+		*k.dst = k.v
+		s.from(k.dst, path+"."+k.key)
 	}
-	t.set(src, i, "channels", g.Channels, path+".channels")
+	s.Channels = g.Channels
+	s.from(&s.Channels, path+".channels")
+	t.normalisation(s, g, path, accum)
+	t.nanFill(s, g.Dropout, path)
+}
+
+// normalisation translates the constants of every channel (an accumulated channel's are its
+// diff_ ones), with the clip bounds when any channel has one (an absent bound infinite).
+func (t *translator) normalisation(s *Source, g Grid, path string, accum []string) {
 	n := len(g.Channels)
+	if n == 0 {
+		return
+	}
 	mean, std, lo, hi := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	clip := false
 	for j, c := range g.Channels {
@@ -213,102 +212,102 @@ func (t *translator) grid(src map[string]any, i int, g Grid, path string, accum 
 			hi[j], clip = *nc.ClipMax, true
 		}
 	}
-	if n > 0 {
-		t.set(src, i, "normalise_mean", mean, path+".normalisation_constants")
-		t.set(src, i, "normalise_std", std, path+".normalisation_constants")
-	}
+	s.Mean, s.Std = mean, std
+	s.from(&s.Mean, path+".normalisation_constants")
+	s.from(&s.Std, path+".normalisation_constants")
 	if clip {
-		t.set(src, i, "normalise_clip_min", lo, path+".normalisation_constants")
-		t.set(src, i, "normalise_clip_max", hi, path+".normalisation_constants")
+		s.ClipMin, s.ClipMax = lo, hi
+		s.from(&s.ClipMin, path+".normalisation_constants")
+		s.from(&s.ClipMax, path+".normalisation_constants")
 	}
-	t.nanFill(src, i, g.Dropout, path)
 }
 
 // nanFill: after the normalisation, ocf-data-sampler fills every NaN of a source with its
 // dropout_value (0 by default).
-func (t *translator) nanFill(src map[string]any, i int, d Dropout, path string) {
-	t.set(src, i, "nan_fill", d.Value, path+".dropout_value")
+func (t *translator) nanFill(s *Source, d Dropout, path string) {
+	v := d.Value
+	s.NaNFill = &v
+	s.from(&s.NaNFill, path+".dropout_value")
 }
 
-func (t *translator) satellite(s *Satellite, sites bool, i int) map[string]any {
+func (t *translator) satellite(sat *Satellite, sites bool) *Source {
 	const path = "input_data.satellite"
-	src := map[string]any{"name": SatelliteName, "kind": "zarr", "role": "grid", "anchor": true, "rules": "ocf"}
-	t.grid(src, i, s.Grid, path, nil)
-	t.dropout(src, i, s.Dropout, path)
+	s := newSource(SatelliteName, "grid")
+	s.Anchor, s.Rules = true, RulesName
+	t.grid(s, sat.Grid, path, nil)
+	t.dropout(s, sat.Dropout, path)
 	if sites {
-		t.set(src, i, "locations", GenerationName, "input_data.generation")
+		s.Locations = GenerationName
+		s.from(&s.Locations, "input_data.generation")
 	}
-	return src
+	return s
 }
 
-func (t *translator) nwp(n *NWP, i int) map[string]any {
+func (t *translator) nwp(n *NWP) *Source {
 	path := "input_data.nwp." + n.Key
-	src := map[string]any{"name": n.Key, "kind": "zarr", "role": "nwp"}
-	t.grid(src, i, n.Grid, path, n.AccumChannels)
+	s := newSource(n.Key, "nwp")
+	t.grid(s, n.Grid, path, n.AccumChannels)
 	if crs := nwpCRS[strings.ToLower(n.Provider)]; crs != "" {
-		t.set(src, i, "crs", crs, path+".provider")
+		s.CRS = crs
+		s.from(&s.CRS, path+".provider")
 	}
 	if n.MaxStaleness != nil {
-		t.set(src, i, "max_staleness_minutes", *n.MaxStaleness, path+".max_staleness_minutes")
+		s.MaxStaleness = n.MaxStaleness
+		s.from(&s.MaxStaleness, path+".max_staleness_minutes")
 	}
 	if len(n.AccumChannels) > 0 {
-		t.set(src, i, "accum_channels", n.AccumChannels, path+".accum_channels")
+		s.AccumChannels = n.AccumChannels
+		s.from(&s.AccumChannels, path+".accum_channels")
 	}
-	t.nwpDropout(src, i, n.Dropout, path)
-	return src
+	t.nwpDropout(s, n.Dropout, path)
+	return s
 }
 
-func (t *translator) generation(cfg *Config, i int) map[string]any {
+// points is a points source of one system per example over the generation store's array
+// variable, with the generation's window.
+func (t *translator) points(name, variable string, g *Generation) *Source {
+	const path = "input_data.generation"
+	s := newSource(name, "points")
+	s.Section, s.NearestK = path, 1
+	s.Store, s.Variable = g.ZarrPath, variable
+	s.from(&s.Store, path+".zarr_path")
+	s.from(&s.Variable, path+".zarr_path")
+	t.window(s, g.Window, path)
+	return s
+}
+
+func (t *translator) generation(cfg *Config) *Source {
 	const path = "input_data.generation"
 	g := cfg.Generation
-	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
-	src := map[string]any{"name": GenerationName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
-	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
-	t.set(src, i, "variable", GenerationVariable, path+".zarr_path")
-	t.window(src, i, g.Window, path)
-	t.dropout(src, i, g.Dropout, path)
-	t.nanFill(src, i, g.Dropout, path)
-	t.set(src, i, "capacity", CapacityName, path+".zarr_path")
-	t.siteFeatures(src, i, cfg)
-	return src
+	s := t.points(GenerationName, GenerationVariable, g)
+	t.dropout(s, g.Dropout, path)
+	t.nanFill(s, g.Dropout, path)
+	s.Capacity = CapacityName
+	s.from(&s.Capacity, path+".zarr_path")
+	t.siteFeatures(s, cfg)
+	return s
 }
 
 // capacity is the generation store's capacity_mwp over the generation's window: the
 // generation is divided by it, per time step, as ocf-data-sampler divides.
-func (t *translator) capacity(g *Generation, i int) map[string]any {
-	const path = "input_data.generation"
-	t.out[fmt.Sprintf("source[%d]", i)], t.names[fmt.Sprintf("source[%d]", i)] = t.lines(path), path
-	src := map[string]any{"name": CapacityName, "kind": "zarr", "role": "points", "nearest_k": int64(1)}
-	t.set(src, i, "store", g.ZarrPath, path+".zarr_path")
-	t.set(src, i, "variable", CapacityVariable, path+".zarr_path")
-	t.window(src, i, g.Window, path)
-	return src
+func (t *translator) capacity(g *Generation) *Source {
+	return t.points(CapacityName, CapacityVariable, g)
 }
 
 // siteFeatures asks for the values PVNetDataset adds to every sample, on the generation source
 // the examples are centred on: the datetime encodings (always), the solar position and the t0
 // embedding (when configured).
-func (t *translator) siteFeatures(src map[string]any, i int, cfg *Config) {
-	t.set(src, i, "datetime_features", true, "input_data.generation")
+func (t *translator) siteFeatures(s *Source, cfg *Config) {
+	s.DatetimeFeatures = true
+	s.from(&s.DatetimeFeatures, "input_data.generation")
 	if w := cfg.SolarPosition; w != nil {
-		const path = "input_data.solar_position"
-		t.set(src, i, "solar_position", map[string]any{
-			"time_resolution_minutes": w.Resolution, "interval_start_minutes": w.Start, "interval_end_minutes": w.End,
-		}, path)
+		s.SolarPosition = w
+		s.from(&s.SolarPosition, "input_data.solar_position")
 	}
 	if len(cfg.T0Embedding) > 0 {
-		list := make([]string, len(cfg.T0Embedding))
-		for j, e := range cfg.T0Embedding {
-			list[j] = e[0] + ":" + e[1]
+		for _, e := range cfg.T0Embedding {
+			s.T0Embedding = append(s.T0Embedding, e[0]+":"+e[1])
 		}
-		t.set(src, i, "t0_embedding", list, "input_data.t0_embedding.embeddings")
+		s.from(&s.T0Embedding, "input_data.t0_embedding.embeddings")
 	}
-}
-
-func anyList[T any](l []T) []any {
-	out := make([]any, len(l))
-	for i, x := range l {
-		out[i] = x
-	}
-	return out
 }
