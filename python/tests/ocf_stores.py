@@ -14,64 +14,28 @@ one init time for the window and one per step).
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pyproj
 import xarray as xr
 
+import ocf_configs as cfg
 from geostationary import GEOS, grid_area
 from test_ocf_values import T0
 
 SITES_LON = np.array([-1.9, -1.2, -1.6])
 SITES_LAT = np.array([52.4, 52.9, 52.6])
 
-PVNET_CONFIG = textwrap.dedent("""\
-    general:
-      name: pvnet-train
-      description: PVNet's inputs from small stores written by the tests
-    input_data:
-      generation:
-        zarr_path: gen.zarr
-        time_resolution_minutes: 30
-        interval_start_minutes: -60
-        interval_end_minutes: 120
-      nwp:
-        ukv:
-          provider: ukv
-          zarr_path: ukv.zarr
-          time_resolution_minutes: 60
-          interval_start_minutes: -60
-          interval_end_minutes: 120
-          image_size_pixels_height: 6
-          image_size_pixels_width: 6
-          dropout_timedeltas_minutes: [-180]
-          dropout_fraction: 1.0
-          channels: [t, dswrf, sr]
-          accum_channels: [sr]
-          normalisation_constants:
-            t: {mean: 280.0, std: 10.0}
-            dswrf: {mean: 100.0, std: 50.0, clip_min: 0.0}
-            diff_sr: {mean: 0.0, std: 2.0}
-      satellite:
-        zarr_path: sat.zarr
-        time_resolution_minutes: 5
-        interval_start_minutes: -30
-        interval_end_minutes: 0
-        image_size_pixels_height: 8
-        image_size_pixels_width: 8
-        channels: [IR_016, VIS006]
-        normalisation_constants:
-          IR_016: {mean: 0.5, std: 2.0}
-          VIS006: {mean: 0.0, std: 1.5, clip_max: 3.0}
-      solar_position:
-        time_resolution_minutes: 30
-        interval_start_minutes: -60
-        interval_end_minutes: 120
-      t0_embedding:
-        embeddings: [["24h", "cyclic"], ["1y", "cyclic"]]
-""")
+PVNET_CONFIG = cfg.config(
+    "pvnet-train", "PVNet's inputs from small stores written by the tests",
+    generation=cfg.generation(),
+    nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf", "sr"], cfg.norm(t=(280.0, 10.0), dswrf=(100.0, 50.0, 0.0), diff_sr=(0.0, 2.0)),
+                        height=6, width=6, dropout_timedeltas_minutes=[-180], dropout_fraction=1.0, accum_channels=["sr"])},
+    satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=(0.5, 2.0), VIS006=(0.0, 1.5, None, 3.0)), height=8, width=8),
+    solar_position=cfg.window(30, -60, 120),
+    t0_embedding=[("24h", "cyclic"), ("1y", "cyclic")],
+)
 
 
 def write_satellite(path: Path, hours: float = 8.0, pixels: tuple[int, int] = (60, 50), seed: int = 18) -> None:

@@ -15,7 +15,6 @@ so swapped x and y also show as a different shape.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -24,6 +23,7 @@ import pyproj
 import pytest
 import xarray as xr
 
+import ocf_configs as cfg
 from geostationary import GEOS, grid_area
 from test_ocf_values import T0
 from ocf_reference import run_ocf
@@ -34,52 +34,18 @@ B = 4
 SITE_IDS = [1, 2, 3, 4, 5]
 EDGE_ID = 5  # two pixels from the satellite's northern edge: its 6-row crop does not fit
 
-CONFIG = textwrap.dedent("""\
-    general:
-      name: layout
-      description: ocf-data-sampler's batch layout
-    input_data:
-      generation:
-        zarr_path: gen.zarr
-        time_resolution_minutes: 30
-        interval_start_minutes: -60
-        interval_end_minutes: 60
-      nwp:
-        ukv:
-          provider: ukv
-          zarr_path: ukv.zarr
-          time_resolution_minutes: 60
-          interval_start_minutes: -60
-          interval_end_minutes: 120
-          image_size_pixels_height: 4
-          image_size_pixels_width: 6
-          channels: [t, dswrf]
-          normalisation_constants:
-            t: {mean: 0.0, std: 1.0}
-            dswrf: {mean: 0.0, std: 1.0}
-        ecmwf:
-          provider: ecmwf
-          zarr_path: ecmwf.zarr
-          time_resolution_minutes: 60
-          interval_start_minutes: -60
-          interval_end_minutes: 120
-          image_size_pixels_height: 6
-          image_size_pixels_width: 4
-          channels: [t2m]
-          normalisation_constants:
-            t2m: {mean: 0.0, std: 1.0}
-      satellite:
-        zarr_path: sat.zarr
-        time_resolution_minutes: 5
-        interval_start_minutes: -30
-        interval_end_minutes: 0
-        image_size_pixels_height: 6
-        image_size_pixels_width: 10
-        channels: [IR_016, VIS006]
-        normalisation_constants:
-          IR_016: {mean: 0.0, std: 1.0}
-          VIS006: {mean: 0.0, std: 1.0}
-    """)
+def layout_config(sat_height: int = 6) -> str:
+    """The layout tests' configuration: two NWPs of other crops than the satellite's."""
+    unit = (0.0, 1.0)
+    return cfg.config(
+        "layout", "ocf-data-sampler's batch layout",
+        generation=cfg.generation(end=60),
+        nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6),
+             "ecmwf": cfg.nwp("ecmwf", ["t2m"], cfg.norm(t2m=unit), height=6, width=4)},
+        satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=unit, VIS006=unit), height=sat_height, width=10))
+
+
+CONFIG = layout_config()
 
 
 def write_stores(root: Path) -> Dict[int, Tuple[float, float]]:
@@ -289,7 +255,7 @@ def test_no_site_left_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) ->
     import gobatch
 
     monkeypatch.chdir(root)
-    (root / "huge.yaml").write_text(CONFIG.replace("image_size_pixels_height: 6", "image_size_pixels_height: 30"))
+    (root / "huge.yaml").write_text(layout_config(sat_height=30))
     with pytest.raises(gobatch.ConfigError, match="satellite"):
         gobatch.plan("huge.yaml", batch_size=B)
 

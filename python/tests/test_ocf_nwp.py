@@ -16,14 +16,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+import yaml
 
+import ocf_configs as cfg
 from geostationary import GEOS, grid_area
 from ocf_reference import run_ocf
 
@@ -94,73 +96,23 @@ def write_stores(root: Path) -> None:
               ["t2m", "ssrd"], ecmwf_value, np.round(np.arange(-4.0, 1.05, 0.1), 2), np.round(np.arange(55.0, 49.95, -0.1), 2))
 
 
-TEMPLATE = """\
-general:
-  name: nwp
-  description: NWP windows and dropout
-input_data:
-  generation:
-    zarr_path: gen{gen_res}.zarr
-    time_resolution_minutes: {gen_res}
-    interval_start_minutes: -60
-    interval_end_minutes: 120
-    dropout_value: -1.0
-{gen_dropout}
-  nwp:
-    ukv:
-      provider: ukv
-      zarr_path: ukv.zarr
-      time_resolution_minutes: 60
-      interval_start_minutes: -60
-      interval_end_minutes: 180
-      image_size_pixels_height: 4
-      image_size_pixels_width: 6
-      dropout_value: -9.0
-{ukv_dropout}
-      channels: [t, dswrf, tp]
-      accum_channels: [tp]
-      normalisation_constants:
-        t: {{mean: 1000.0, std: 10.0}}
-        dswrf: {{mean: 2000.0, std: 50.0, clip_max: 2300.0}}
-        diff_tp: {{mean: 4.0, std: 2.0}}
-    ecmwf:
-      provider: ecmwf
-      zarr_path: ecmwf.zarr
-      time_resolution_minutes: 60
-      interval_start_minutes: -120
-      interval_end_minutes: 240
-      image_size_pixels_height: 4
-      image_size_pixels_width: 4
-      channels: [t2m, ssrd]
-      accum_channels: [ssrd]
-      normalisation_constants:
-        t2m: {{mean: 0.0, std: 1.0}}
-        diff_ssrd: {{mean: 1.0, std: 3.0}}
-  satellite:
-    zarr_path: sat.zarr
-    time_resolution_minutes: 5
-    interval_start_minutes: -30
-    interval_end_minutes: 0
-    image_size_pixels_height: 8
-    image_size_pixels_width: 10
-    dropout_value: -5.0
-{sat_dropout}
-    channels: [IR_016, VIS006]
-    normalisation_constants:
-      IR_016: {{mean: 0.0, std: 1.0}}
-      VIS006: {{mean: 0.0, std: 1.0}}
-"""
+def config(gen_res: int = 60, ukv: Optional[dict] = None, sat: Optional[dict] = None, gen: Optional[dict] = None) -> str:
+    """An ocf-data-sampler configuration with both NWPs (each with an accumulated channel); ukv,
+    sat and gen are extra keys of those sections (dropout, max_staleness_minutes)."""
+    return cfg.config(
+        "nwp", "NWP windows and dropout",
+        generation=cfg.generation(zarr_path=f"gen{gen_res}.zarr", res=gen_res, dropout_value=-1.0, **(gen or {})),
+        nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf", "tp"],
+                            cfg.norm(t=(1000.0, 10.0), dswrf=(2000.0, 50.0, None, 2300.0), diff_tp=(4.0, 2.0)),
+                            height=4, width=6, end=180, dropout_value=-9.0, accum_channels=["tp"], **(ukv or {})),
+             "ecmwf": cfg.nwp("ecmwf", ["t2m", "ssrd"], cfg.norm(t2m=(0.0, 1.0), diff_ssrd=(1.0, 3.0)),
+                              height=4, width=4, start=-120, end=240, accum_channels=["ssrd"])},
+        satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=(0.0, 1.0), VIS006=(0.0, 1.0)),
+                                height=8, width=10, dropout_value=-5.0, **(sat or {})))
 
 
-def config(gen_res: int = 60, ukv_dropout: str = "", sat_dropout: str = "", gen_dropout: str = "") -> str:
-    """An ocf-data-sampler configuration with both NWPs (each with an accumulated channel); the
-    dropout texts are inserted as given (indented for their section)."""
-    text = TEMPLATE.format(gen_res=gen_res, ukv_dropout=ukv_dropout, sat_dropout=sat_dropout, gen_dropout=gen_dropout)
-    return "\n".join(line for line in text.splitlines() if line.strip()) + "\n"
-
-
-def indent(text: str, n: int) -> str:
-    return textwrap.indent(text, " " * n)
+def dropout(timedeltas: list, fraction: object) -> dict:
+    return {"dropout_timedeltas_minutes": timedeltas, "dropout_fraction": fraction}
 
 
 _REF_SCRIPT = """
@@ -270,9 +222,7 @@ def test_nwp_dropout_and_history_dropout_as_ocf(root: Path, monkeypatch: pytest.
     """NWP dropout of -180 min at fraction 1.0 (t0_available = t0 - 3 h: one run per window),
     satellite dropout -10 and generation dropout -60 at fraction 1.0: only (t0 + td, t0] is
     blanked (the generation's future is kept), deterministic, value for value."""
-    text = config(ukv_dropout=indent("dropout_timedeltas_minutes: [-180]\ndropout_fraction: 1.0", 6),
-                  sat_dropout=indent("dropout_timedeltas_minutes: [-10]\ndropout_fraction: 1.0", 4),
-                  gen_dropout=indent("dropout_timedeltas_minutes: [-60]\ndropout_fraction: 1.0", 4))
+    text = config(ukv=dropout([-180], 1.0), sat=dropout([-10], 1.0), gen=dropout([-60], 1.0))
     (root / "dropout.yaml").write_text(text)
     rows = gobatch_rows(root, monkeypatch, "dropout.yaml", batches=8)
     ref = ocf_samples(root, "dropout.yaml", [(r["t0"], r["location_id"]) for r in rows])
@@ -319,7 +269,7 @@ def test_history_dropout_distribution(root: Path, monkeypatch: pytest.MonkeyPatc
     """A list gives each timedelta its probability, one number splits evenly: the frequencies
     of gobatch's draws over many examples, and of ocf-data-sampler's own over many samples,
     lie within 5 standard deviations of the binomial's mean."""
-    text = config(gen_res=30, gen_dropout=indent(f"dropout_timedeltas_minutes: [-30, -60]\ndropout_fraction: {fraction}", 4))
+    text = config(gen_res=30, gen=dropout([-30, -60], yaml.safe_load(fraction)))
     name = f"dist{len(fraction)}.yaml"
     (root / name).write_text(text)
     rows = gobatch_rows(root, monkeypatch, name, batches=40, batch_size=50, seed=11)
@@ -356,7 +306,7 @@ def test_max_staleness_above_the_steps_is_refused_as_ocf(root: Path, monkeypatch
     import gobatch
 
     name = f"stale{minutes}.yaml"
-    (root / name).write_text(config(ukv_dropout=indent(f"max_staleness_minutes: {minutes}", 6)))
+    (root / name).write_text(config(ukv={"max_staleness_minutes": minutes}))
     python = os.environ.get("GOBATCH_OCF_PYTHON", sys.executable)
     r = subprocess.run([python, "-c", _STALE_SCRIPT, name], cwd=root, capture_output=True, text=True, timeout=300)
     if r.stdout.startswith("missing"):

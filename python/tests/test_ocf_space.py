@@ -15,7 +15,6 @@ sites with ids 0 to 4.
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import pytest
 import xarray as xr
 
 from geostationary import GEOS, grid_area
+import ocf_configs as cfg
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(600)
@@ -32,47 +32,22 @@ T0 = np.datetime64("2024-03-01T00:00")
 H = np.timedelta64(1, "h")
 M = np.timedelta64(1, "m")
 
-CONFIG = textwrap.dedent("""\
-    general:
-      name: space
-      description: the sample space of PVNetDataset
-    input_data:
-      generation:
-        zarr_path: {gen}
-        time_resolution_minutes: 30
-        interval_start_minutes: -60
-        interval_end_minutes: 120
-      nwp:
-        ukv:
-          provider: ukv
-          zarr_path: ukv.zarr
-          time_resolution_minutes: 60
-          interval_start_minutes: -60
-          interval_end_minutes: 120
-          image_size_pixels_height: 4
-          image_size_pixels_width: 4
-          channels: [t{accum_channel}]
-          normalisation_constants:
-            t: {{mean: 280.0, std: 10.0}}{nwp_dropout}
-      satellite:
-        zarr_path: sat.zarr
-        time_resolution_minutes: 5
-        interval_start_minutes: -30
-        interval_end_minutes: 0
-        image_size_pixels_height: 4
-        image_size_pixels_width: 4
-        channels: [IR_016]
-        normalisation_constants:
-          IR_016: {{mean: 1.0, std: 2.0}}
-""")
+ACCUM, NWP_DROPOUT = "accum", "nwp dropout"
 
-ACCUM = """
-        diff_tp: {mean: 0.0, std: 1.0}
-      accum_channels: [tp]"""
 
-NWP_DROPOUT = """
-      dropout_timedeltas_minutes: [-180]
-      dropout_fraction: 1.0"""
+def space_config(gen: str, nwp_variant: str = "") -> str:
+    """The sample space tests' configuration over generation store ``gen``; the UKV with an
+    accumulated channel (ACCUM) or NWP dropout (NWP_DROPOUT)."""
+    channels, constants, extra = ["t"], cfg.norm(t=(280.0, 10.0)), {}
+    if nwp_variant == ACCUM:
+        channels, constants, extra = ["t", "tp"], cfg.norm(t=(280.0, 10.0), diff_tp=(0.0, 1.0)), {"accum_channels": ["tp"]}
+    elif nwp_variant == NWP_DROPOUT:
+        extra = {"dropout_timedeltas_minutes": [-180], "dropout_fraction": 1.0}
+    return cfg.config(
+        "space", "the sample space of PVNetDataset",
+        generation=cfg.generation(zarr_path=gen),
+        nwp={"ukv": cfg.nwp("ukv", channels, constants, height=4, width=4, **extra)},
+        satellite=cfg.satellite(["IR_016"], cfg.norm(IR_016=(1.0, 2.0)), height=4, width=4))
 
 SITES_LON = np.array([-1.5, -1.9, -1.2, -1.6, -1.4])
 SITES_LAT = np.array([52.6, 52.4, 52.9, 52.6, 52.75])
@@ -166,8 +141,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = tmp_path_factory.mktemp("ocfspace")
     write_stores(r)
     for name, (gen, drop) in CONFIGS.items():
-        accum = ", tp" if drop == ACCUM else ""
-        (r / f"{name}.yaml").write_text(CONFIG.format(gen=gen, nwp_dropout=drop, accum_channel=accum))
+        (r / f"{name}.yaml").write_text(space_config(gen, drop))
     return r
 
 

@@ -13,13 +13,14 @@ ocf-data-sampler's layouts.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 import pyproj
 import pytest
 import xarray as xr
+import ocf_configs as cfg
 from geostationary import GEOS, grid_area
 from ocf_reference import run_ocf
 
@@ -27,35 +28,20 @@ pytestmark = pytest.mark.timeout(300)
 
 T0 = np.datetime64("2024-02-28T08:00")  # a leap year: day 60 is 29 February
 
-CONFIG = textwrap.dedent("""\
-    general:
-      name: values
-      description: the values PVNetDataset adds to each sample
-    input_data:
-      generation:
-        zarr_path: gen.zarr
-        time_resolution_minutes: 30
-        interval_start_minutes: -60
-        interval_end_minutes: 120
-        dropout_value: 0.25
-      satellite:
-        zarr_path: sat.zarr
-        time_resolution_minutes: 5
-        interval_start_minutes: -30
-        interval_end_minutes: 0
-        image_size_pixels_height: 8
-        image_size_pixels_width: 10
-        channels: [IR_016, VIS006]
-        normalisation_constants:
-          IR_016: {mean: 1.0, std: 2.0}
-          VIS006: {mean: 1.0, std: 2.0}
-      solar_position:
-        time_resolution_minutes: 15
-        interval_start_minutes: -120
-        interval_end_minutes: 240
-      t0_embedding:
-        embeddings: [["1h", "cyclic"], ["6h", "linear"], ["24h", "cyclic"], ["1y", "cyclic"], ["2y", "linear"]]
-""")
+def values_config(sat_zarr: str = "sat.zarr", sat_norm: Optional[dict] = None, nwp: Optional[dict] = None,
+                  **sat_extra: Any) -> str:
+    """The values tests' configuration: generation with its dropout_value, the satellite, the
+    sun over a wider window, five t0 embeddings; an NWP section when given."""
+    return cfg.config(
+        "values", "the values PVNetDataset adds to each sample",
+        generation=cfg.generation(dropout_value=0.25), nwp=nwp,
+        satellite=cfg.satellite(["IR_016", "VIS006"], sat_norm or cfg.norm(IR_016=(1.0, 2.0), VIS006=(1.0, 2.0)),
+                                height=8, width=10, zarr_path=sat_zarr, **sat_extra),
+        solar_position=cfg.window(15, -120, 240),
+        t0_embedding=[("1h", "cyclic"), ("6h", "linear"), ("24h", "cyclic"), ("1y", "cyclic"), ("2y", "linear")])
+
+
+CONFIG = values_config()
 
 
 def write_stores(root: Path) -> None:
@@ -201,10 +187,8 @@ def test_satellite_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch:
     data goes through gobatch's table converter, float32 through its decoded cache)."""
     name = f"flat_{dtype}"
     write_flat_satellite(root, f"{name}.zarr", dtype)
-    text = CONFIG.replace("zarr_path: sat.zarr", f"zarr_path: {name}.zarr").replace(
-        "IR_016: {mean: 1.0, std: 2.0}", "IR_016: {mean: 100.0, std: 40.0, clip_min: 0.0, clip_max: 350.0}").replace(
-        "VIS006: {mean: 1.0, std: 2.0}", "VIS006: {mean: 50.0, std: 30.0, clip_max: 200.0}").replace(
-        "    image_size_pixels_height: 8\n", "    dropout_value: -1.5\n    image_size_pixels_height: 8\n")
+    text = values_config(f"{name}.zarr", cfg.norm(IR_016=(100.0, 40.0, 0.0, 350.0), VIS006=(50.0, 30.0, None, 200.0)),
+                         dropout_value=-1.5)
     assert "clip_min: 0.0" in text and "dropout_value: -1.5" in text
     (root / f"{name}.yaml").write_text(text)
     rows = gobatch_rows(root, monkeypatch, batches=4, config=f"{name}.yaml")
@@ -235,24 +219,9 @@ def test_nwp_clipped_normalised_and_filled_as_ocf(root: Path, monkeypatch: pytes
     xr.Dataset({"UKV": (("init_time", "step", "variable", "x", "y"), data.copy())},
                coords={"init_time": init, "step": step, "variable": ["t", "dswrf", "sr"], "x": xo, "y": yo},
                ).to_zarr(root / "ukvflat.zarr", zarr_format=2, consolidated=True)
-    nwp = textwrap.indent(textwrap.dedent("""\
-        nwp:
-          ukv:
-            provider: ukv
-            zarr_path: ukvflat.zarr
-            time_resolution_minutes: 60
-            interval_start_minutes: -60
-            interval_end_minutes: 120
-            image_size_pixels_height: 4
-            image_size_pixels_width: 6
-            dropout_value: -2.5
-            channels: [t, dswrf, sr]
-            normalisation_constants:
-              t: {mean: 280.0, std: 10.0, clip_max: 350.0}
-              dswrf: {mean: 100.0, std: 50.0, clip_min: 0.0}
-              sr: {mean: 1.0, std: 2.0}
-        """), "  ")
-    text = CONFIG.replace("  satellite:\n", nwp + "  satellite:\n", 1)
+    text = values_config(nwp={"ukv": cfg.nwp(
+        "ukv", ["t", "dswrf", "sr"], cfg.norm(t=(280.0, 10.0, None, 350.0), dswrf=(100.0, 50.0, 0.0), sr=(1.0, 2.0)),
+        height=4, width=6, zarr_path="ukvflat.zarr", dropout_value=-2.5)})
     (root / "nwp.yaml").write_text(text)
     rows = gobatch_rows(root, monkeypatch, batches=2, config="nwp.yaml", extra=("ukv",))
     pairs = [(int(r["t0"]), int(r["location_id"])) for r in rows]
