@@ -37,7 +37,7 @@ func (ocfRules) NWPTargets(n rules.NWP) (rules.Targets, error) {
 			}
 			return nil, &rules.KeyError{Field: n.Field + ".max_staleness_minutes", Msg: fmt.Sprintf(
 				"%d is more than the steps allow: at most %d (the last step + %d min - interval_end_minutes %d%s)",
-				n.MaxStaleness/60, floorDiv(limit, 60), n.Steps[len(n.Steps)-1]/60, n.IntervalEnd/60, accum)}
+				n.MaxStaleness/60, rules.FloorDiv(limit, 60), n.Steps[len(n.Steps)-1]/60, n.IntervalEnd/60, accum)}
 		}
 		t.maxStale = n.MaxStaleness
 	}
@@ -55,15 +55,7 @@ func (t *nwpTargets) Pick(inits, steps []int64, start, avail int64, n int, run, 
 }
 
 // CeilTo rounds t up to a multiple of res (pandas' Timestamp.ceil, aligned to the epoch).
-func CeilTo(t, res int64) int64 { return -floorDiv(-t, res) * res }
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
+func CeilTo(t, res int64) int64 { return -rules.FloorDiv(-t, res) * res }
 
 // PickRuns chooses, for each of the n target times start + k*res, the latest init time in
 // [start - the last step, avail] at or before it, and the step target - init: run[k] and
@@ -73,7 +65,7 @@ func PickRuns(inits, steps []int64, start, res int64, n int, avail int64, run, s
 	tmin := start - steps[len(steps)-1]
 	for k := range n {
 		target := start + int64(k)*res
-		i := latestAtOrBefore(inits, min(target, avail))
+		i := rules.LatestAtOrBefore(inits, min(target, avail))
 		if i < 0 || inits[i] < tmin {
 			return k
 		}
@@ -86,12 +78,6 @@ func PickRuns(inits, steps []int64, start, res int64, n int, avail int64, run, s
 		}
 	}
 	return -1
-}
-
-// latestAtOrBefore is the index of the last value of vals (ascending) at or before t, -1 when
-// none is.
-func latestAtOrBefore(vals []int64, t int64) int {
-	return sort.Search(len(vals), func(i int) bool { return vals[i] > t }) - 1
 }
 
 // indexOf is the index of v in vals (ascending).

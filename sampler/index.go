@@ -3,18 +3,14 @@ package sampler
 import (
 	"fmt"
 	"math"
+
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // Index arithmetic: pure functions of coordinates, tested on their own (index_test.go).
 
 // floorDiv is a / b rounded towards minus infinity (b > 0).
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && (a < 0) {
-		q--
-	}
-	return q
-}
+func floorDiv(a, b int64) int64 { return rules.FloorDiv(a, b) }
 
 // axis is a regular coordinate axis: value(i) = start + i*step for i in [0, n).
 type axis struct {
@@ -220,18 +216,7 @@ func seriesIndices(a axis, w timeWindow, t0 int64) (first, stride int, ok bool) 
 }
 
 // latestAtOrBefore returns the largest i with sorted[i] <= t, or -1. sorted is ascending.
-func latestAtOrBefore(sorted []int64, t int64) int {
-	lo, hi := 0, len(sorted) // invariant: sorted[:lo] <= t < sorted[hi:]
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if sorted[m] <= t {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo - 1
-}
+func latestAtOrBefore(sorted []int64, t int64) int { return rules.LatestAtOrBefore(sorted, t) }
 
 // nwpRule selects an NWP run and its lead steps for a t0 (all times in seconds).
 type nwpRule struct {

@@ -67,16 +67,31 @@ func (w Window) StepsUpTo(off int64) int {
 	if off == NoDropout {
 		return w.N
 	}
-	n := floorDiv(off, w.Res) - w.First + 1
+	n := FloorDiv(off, w.Res) - w.First + 1
 	return int(max(0, min(n, int64(w.N))))
 }
 
-func floorDiv(a, b int64) int64 {
+// FloorDiv is a / b rounded toward minus infinity.
+func FloorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
 		q--
 	}
 	return q
+}
+
+// LatestAtOrBefore returns the largest i with sorted[i] <= t, or -1 (sorted ascending).
+func LatestAtOrBefore(sorted []int64, t int64) int {
+	lo, hi := 0, len(sorted) // invariant: sorted[:lo] <= t < sorted[hi:]
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if sorted[m] <= t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
 }
 
 // AxisCrop is the first index along one axis of a crop of size pixels around position v, in
