@@ -37,7 +37,7 @@ func asInt(v *value) (int64, string) {
 		if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && !math.IsInf(f, 0) && strings.Contains(s, ".") && !strings.ContainsAny(s, "eE") {
 			return int64(f), "" // "5.0"
 		}
-		return 0, "expected an integer, unable to parse the string " + strconv.Quote(v.s)
+		return 0, "expected an integer, unable to parse the string " + v.shown()
 	}
 	return 0, "expected an integer, got " + v.kind.String()
 }
@@ -58,7 +58,7 @@ func asFloat(v *value) (float64, string) {
 		if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.HasPrefix(strings.ToLower(strings.TrimLeft(s, "+-")), "0x") {
 			return f, ""
 		}
-		return 0, "expected a number, unable to parse the string " + strconv.Quote(v.s)
+		return 0, "expected a number, unable to parse the string " + v.shown()
 	}
 	return 0, "expected a number, got " + v.kind.String()
 }
@@ -90,7 +90,7 @@ func asBool(v *value) (bool, string) {
 			return true, ""
 		}
 	}
-	return false, "expected a boolean, got " + v.kind.String() + " " + strconv.Quote(v.s)
+	return false, "expected a boolean, got " + v.kind.String() + " " + v.shown()
 }
 
 // digitsOnly drops the underscores Python allows between digits ("1_000"); other underscores

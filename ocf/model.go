@@ -550,7 +550,7 @@ func (c *checker) nwp(v *value, key, path string) *NWP {
 	n := &NWP{Key: key, Grid: c.grid(m)}
 	n.Provider = m.str("provider", "", true)
 	if p := m.get("provider"); p != nil && p.kind == kStr && !isProvider(n.Provider) {
-		c.bad(p.line, m.field("provider"), "%q is not an NWP provider ocf-data-sampler knows; expected one of %s", n.Provider, strings.Join(NWPProviders, ", "))
+		c.bad(p.line, m.field("provider"), "%s is not an NWP provider ocf-data-sampler knows; expected one of %s", p.shown(), strings.Join(NWPProviders, ", "))
 	}
 	n.AccumChannels = m.strs("accum_channels", false)
 	if s := m.get("max_staleness_minutes"); s != nil && s.kind != kNull {
@@ -657,10 +657,13 @@ func (c *checker) t0Embedding(v *value, path string) [][2]string {
 		}
 		kind, msg := asStr(e.items[1])
 		if msg != "" || (kind != "cyclic" && kind != "linear") {
-			c.bad(e.items[1].line, field+"[1]", "%q; expected \"cyclic\" or \"linear\"", e.items[1].s)
+			c.bad(e.items[1].line, field+"[1]", "%s; expected \"cyclic\" or \"linear\"", e.items[1].shown())
 			return
 		}
-		if why := periodProblem(period); why != "" {
+		if why := periodProblem(period); why != "" && e.items[0].env != "" {
+			c.bad(e.items[0].line, field+"[0]", "%s: not a period (\"<N>h\" or \"<N>y\")", e.items[0].shown())
+			return
+		} else if why != "" {
 			c.bad(e.items[0].line, field+"[0]", "%q: %s", period, why)
 			return
 		}

@@ -289,3 +289,31 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// A value substituted from the environment (!ENV) is never printed: a message that quotes it
+// shows the text before substitution, which names the variable.
+func TestEnvValuesAreNotPrinted(t *testing.T) {
+	const canary = "CANARY_5e1d"
+	env := envOf(map[string]string{"SECRET": canary})
+	for _, c := range []struct{ old, new, field string }{
+		{"    time_resolution_minutes: 5\n", "    time_resolution_minutes: !ENV ${SECRET}\n", "input_data.satellite.time_resolution_minutes"},
+		{"      provider: ukv\n", "      provider: !ENV ${SECRET}\n", "input_data.nwp.ukv.provider"},
+	} {
+		text := strings.Replace(base, c.old, c.new, 1)
+		if text == base {
+			t.Fatalf("%q not in the base configuration", c.old)
+		}
+		_, problems := Read([]byte(text), env)
+		if len(problems) == 0 {
+			t.Fatalf("%s: accepted", c.field)
+		}
+		for _, p := range problems {
+			if strings.Contains(p.Msg, canary) {
+				t.Errorf("%s: the secret is printed: %s", p.Field, p.Msg)
+			}
+			if p.Field == c.field && !strings.Contains(p.Msg, "${SECRET}") {
+				t.Errorf("%s: %s does not name the variable", p.Field, p.Msg)
+			}
+		}
+	}
+}

@@ -41,8 +41,21 @@ type value struct {
 	i       int64
 	f       float64
 	s       string // kStr; the source text of every scalar
-	keys    []*value
-	items   []*value // kMap: the values of keys; kSeq: the elements
+	// env: a value tagged !ENV holds its text before substitution here (the variables' names),
+	// which messages show instead of the value (shown): an environment variable may hold a
+	// secret, and its value is never printed.
+	env   string
+	keys  []*value
+	items []*value // kMap: the values of keys; kSeq: the elements
+}
+
+// shown is the value as a message may quote it: the text, or for a value substituted from the
+// environment (!ENV) the text before substitution, which names the variables.
+func (v *value) shown() string {
+	if v.env != "" {
+		return "!ENV " + strconv.Quote(v.env)
+	}
+	return strconv.Quote(v.s)
 }
 
 // get is the value of key k in a mapping (the last one, as PyYAML keeps it), and its key.
@@ -212,7 +225,7 @@ func (r *reader) scalar(n *yaml.Node) (*value, error) {
 	v := &value{line: n.Line, s: n.Value}
 	switch {
 	case n.Tag == "!ENV":
-		v.kind, v.s = kStr, substitute(n.Value, r.env)
+		v.kind, v.s, v.env = kStr, substitute(n.Value, r.env), n.Value
 		return v, nil
 	case strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!"):
 		return nil, fmt.Errorf("could not determine a constructor for the tag %q", n.Tag)

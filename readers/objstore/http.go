@@ -24,15 +24,15 @@ type HTTPStore struct {
 func NewHTTPStore(root string, opt Options) (*HTTPStore, error) {
 	u, err := url.Parse(root)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("open store %s: expected an http:// or https:// URL with a host", root)
+		return nil, fmt.Errorf("open store %s: expected an http:// or https:// URL with a host", Redact(root))
 	}
 	s := &HTTPStore{base: strings.TrimSuffix(root, "/") + "/", client: &http.Client{Transport: newTransport()}}
 	s.init(s, opt)
 	return s, nil
 }
 
-// String implements zarr.Store: the store's URL.
-func (s *HTTPStore) String() string { return strings.TrimSuffix(s.base, "/") }
+// String implements zarr.Store: the store's URL, its credentials redacted (Redact).
+func (s *HTTPStore) String() string { return Redact(strings.TrimSuffix(s.base, "/")) }
 
 // object is key's URL.
 func (s *HTTPStore) object(key string) (string, error) {
@@ -82,13 +82,13 @@ func (s *HTTPStore) fail(key, u string, sp span, err error) error {
 		case http.StatusRequestedRangeNotSatisfiable:
 			return outOfRange(key, sp)
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("GET %s: %v: %w", u, err, ErrDenied)
+			return fmt.Errorf("GET %s: %v: %w", Redact(u), RedactText(err.Error()), ErrDenied)
 		}
 	}
 	if sp.header != "" {
-		return fmt.Errorf("GET %s (%s): %w", u, sp.header, err)
+		return fmt.Errorf("GET %s (%s): %w", Redact(u), sp.header, redactErr(err))
 	}
-	return fmt.Errorf("GET %s: %w", u, err)
+	return fmt.Errorf("GET %s: %w", Redact(u), redactErr(err))
 }
 
 // Size implements zarr.Sizer with a HEAD request.

@@ -56,7 +56,7 @@ func SplitPath(p string) (root, node string, err error) {
 	}
 	u, err := url.Parse(p)
 	if err != nil {
-		return "", "", fmt.Errorf("store %s: %w", p, err)
+		return "", "", fmt.Errorf("store %s: %w", Redact(p), redactErr(err))
 	}
 	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
 	for i, s := range segs {
@@ -72,12 +72,12 @@ func SplitPath(p string) (root, node string, err error) {
 func openURL(p string, opt Options) (zarr.Store, error) {
 	u, err := url.Parse(p)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", p, err)
+		return nil, fmt.Errorf("open store %s: %w", Redact(p), redactErr(err))
 	}
 	switch u.Scheme {
 	case "s3", "gs":
 		if u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("open store %s: a query or fragment in an %s:// URL is not supported", p, u.Scheme)
+			return nil, fmt.Errorf("open store %s: a query or fragment in an %s:// URL is not supported", Redact(p), u.Scheme)
 		}
 		return NewS3Store(u.Scheme, u.Host, u.Path, opt)
 	}
