@@ -38,13 +38,19 @@ type Config struct {
 
 	lines   lineIndex    // where each field is written in File
 	aliases fieldAliases // how File names gobatch's fields, where it names them otherwise
+	secrets []Secret     // values taken from the environment, never shown (Redact)
 }
+
+// Redact is s with every value the configuration took from the environment replaced by its
+// variable's reference (${NAME}): for every message, log line and plan that may quote such a
+// value (a store path built from one, say). Errorf redacts its message already.
+func (c *Config) Redact(s string) string { return redact(s, c.secrets) }
 
 // Errorf returns a problem with field ("source[2].store") found after parsing, for instance
 // while a source opens its data: the file, the field's line in it (0 when unknown) and the
 // message, like the parser's own errors.
 func (c *Config) Errorf(field, format string, args ...any) *FieldError {
-	return &FieldError{File: c.File, Line: c.lines.find(field), Field: c.aliases.name(field), Msg: fmt.Sprintf(format, args...)}
+	return &FieldError{File: c.File, Line: c.lines.find(field), Field: c.aliases.name(field), Msg: c.Redact(fmt.Sprintf(format, args...))}
 }
 
 // Batch is the [batch] table.
@@ -258,7 +264,7 @@ func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, e
 	o.apply(raw)
 	cfg := build(newTable("", raw, c))
 	sum := sha256.Sum256(data)
-	cfg.File, cfg.BaseDir, cfg.SHA256, cfg.lines, cfg.aliases = file, base, hex.EncodeToString(sum[:]), c.lines, c.aliases
+	cfg.File, cfg.BaseDir, cfg.SHA256, cfg.lines, cfg.aliases, cfg.secrets = file, base, hex.EncodeToString(sum[:]), c.lines, c.aliases, c.secrets
 	if err := c.err(); err != nil {
 		return nil, err
 	}

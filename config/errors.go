@@ -57,6 +57,7 @@ type collector struct {
 	file    string
 	lines   lineIndex
 	aliases fieldAliases
+	secrets []Secret
 	errs    Errors
 }
 
@@ -68,7 +69,7 @@ func (c *collector) add(field, format string, args ...any) {
 		File:  c.file,
 		Line:  c.lines.find(field),
 		Field: c.aliases.name(field),
-		Msg:   fmt.Sprintf(format, args...),
+		Msg:   redact(fmt.Sprintf(format, args...), c.secrets),
 	})
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -34,6 +35,27 @@ type Translation struct {
 	Raw    map[string]any
 	Lines  map[string]int
 	Fields map[string]string
+	// Secrets are the values the file took from the environment: no message shows them
+	// (Config.Redact).
+	Secrets []Secret
+}
+
+// Secret is a value a configuration took from an environment variable, and the variable's
+// name: messages show ${Name} in its place.
+type Secret struct{ Name, Value string }
+
+// minSecret is the shortest value redacted: a shorter one would turn every such word of a
+// message into a variable's name, and is no secret.
+const minSecret = 4
+
+// redact replaces every secret's value in s by its variable's reference.
+func redact(s string, secrets []Secret) string {
+	for _, sec := range secrets {
+		if len(sec.Value) >= minSecret {
+			s = strings.ReplaceAll(s, sec.Value, "${"+sec.Name+"}")
+		}
+	}
+	return s
 }
 
 // Problem is one reason a foreign file is refused: its line (0 when unknown), the file's key
@@ -89,7 +111,7 @@ func foreignOf(format Format) (Foreign, bool) {
 func decodeForeign(c *collector, f Foreign, data []byte) map[string]any {
 	tr, problems := f.Translate(data, os.LookupEnv)
 	if len(problems) == 0 {
-		c.lines, c.aliases = lineIndex(tr.Lines), fieldAliases(tr.Fields)
+		c.lines, c.aliases, c.secrets = lineIndex(tr.Lines), fieldAliases(tr.Fields), tr.Secrets
 		return tr.Raw
 	}
 	for _, p := range problems {

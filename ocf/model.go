@@ -26,7 +26,8 @@ type Config struct {
 	SolarPosition *Window
 	T0Embedding   [][2]string // (period, "cyclic" | "linear")
 
-	lines map[string]int // the line of every key (Line)
+	lines   map[string]int  // the line of every key (Line)
+	secrets []config.Secret // the environment variables !ENV values took (envSecrets)
 }
 
 // Window is a time window relative to t0, in minutes, both ends included.

@@ -23,5 +23,7 @@ func translateFile(data []byte, env func(string) (string, bool)) (*config.Transl
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	return Raw(sources, cfg.Line), nil
+	tr := Raw(sources, cfg.Line)
+	tr.Secrets = cfg.secrets
+	return tr, nil
 }

@@ -20,7 +20,28 @@ func Read(data []byte, env Env) (*Config, []Problem) {
 	}
 	cfg.lines = map[string]int{}
 	root.index("", cfg.lines)
+	cfg.secrets = envSecrets(root, env)
 	return cfg, nil
+}
+
+// envSecrets are the environment variables the values tagged !ENV took, with their values:
+// package config shows none of these values in a message (config.Secret).
+func envSecrets(v *value, env Env) []config.Secret {
+	var out []config.Secret
+	if v.env != "" {
+		for _, m := range envRef.FindAllStringSubmatch(v.env, -1) {
+			if val, ok := env(m[1]); ok {
+				out = append(out, config.Secret{Name: m[1], Value: val})
+			}
+		}
+	}
+	for _, k := range v.keys {
+		out = append(out, envSecrets(k, env)...)
+	}
+	for _, e := range v.items {
+		out = append(out, envSecrets(e, env)...)
+	}
+	return out
 }
 
 // Line is the line a field ("input_data.nwp.ukv.channels") is written on, else its nearest

@@ -246,14 +246,14 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 	}
 	for _, sp := range specs {
 		if sp == anchor {
-			j.srcs, j.stores = append(j.srcs, j.anchor), append(j.stores, ds.String())
+			j.srcs, j.stores = append(j.srcs, j.anchor), append(j.stores, j.cfg.Redact(ds.String()))
 			continue
 		}
 		ds, err := o.dataset(sp)
 		if err != nil {
 			return err
 		}
-		j.stores = append(j.stores, ds.String())
+		j.stores = append(j.stores, j.cfg.Redact(ds.String()))
 		var src dataSource
 		switch sp.Role {
 		case RoleGrid:

@@ -178,7 +178,7 @@ func openData(cfg *config.Config, sp *Spec, ds Dataset) (Array, dimMap, *chunked
 	if err != nil {
 		return nil, dimMap{}, nil, err
 	}
-	c, err := newChunked(sp.Index, fmt.Sprintf("%s (%s/%s)", sp.Field, ds, sp.Variable), arr, &m)
+	c, err := newChunked(sp.Index, cfg.Redact(fmt.Sprintf("%s (%s/%s)", sp.Field, ds, sp.Variable)), arr, &m)
 	if err != nil {
 		return nil, dimMap{}, nil, cfg.Errorf(sp.Field+".variable", "%v", err)
 	}

@@ -19,13 +19,13 @@ import (
 func OpenZarr(path string) (Dataset, error) {
 	store, err := objstore.OpenStore(path, objstore.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("open zarr store %s: %w", path, err)
+		return nil, fmt.Errorf("open zarr store %s: %w", objstore.Redact(path), err)
 	}
 	d := &zarrDataset{path: path, store: store}
 	if d.h, err = zarr.Open(store); err != nil {
 		if _, lists := store.(zarr.Lister); lists || !errors.Is(err, zarr.ErrUnsupported) {
 			zarr.CloseStore(store)
-			return nil, fmt.Errorf("open zarr store %s: %w", path, err)
+			return nil, fmt.Errorf("open zarr store %s: %w", objstore.Redact(path), err)
 		}
 		d.h = nil
 	}
