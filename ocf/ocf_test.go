@@ -317,3 +317,40 @@ func TestEnvValuesAreNotPrinted(t *testing.T) {
 		}
 	}
 }
+
+// Merges (<<) cost work linear in the keys they copy, and count against the same bound as
+// aliases: a merge of 200,000 keys reads at once (the file is then refused for its unknown
+// keys, as ocf-data-sampler refuses it); eight merges of an anchor of 60,000 keys, or six of
+// 200,000, pass the bound and are refused naming the line of the alias that did.
+func TestMergesAreBoundedInWork(t *testing.T) {
+	doc := func(keys, merges int) (string, int) {
+		var b strings.Builder
+		b.WriteString("big: &big\n")
+		for i := range keys {
+			fmt.Fprintf(&b, "  k%d: %d\n", i, i)
+		}
+		if merges == 0 {
+			b.WriteString("input_data:\n  <<: *big\n")
+			return b.String(), 0
+		}
+		b.WriteString("input_data:\n")
+		for i := range merges {
+			fmt.Fprintf(&b, "  m%d: {<<: *big}\n", i)
+		}
+		return b.String(), keys + 3 // the first merge's line
+	}
+	for _, c := range []struct{ keys, merges int }{{200000, 0}, {60000, 8}, {200000, 6}} {
+		text, first := doc(c.keys, c.merges)
+		_, problems := Read([]byte(text), envOf(nil))
+		if len(problems) == 0 {
+			t.Fatalf("%d keys, %d merges: accepted", c.keys, c.merges)
+		}
+		p := problems[0]
+		switch {
+		case c.merges == 0 && !strings.Contains(p.Msg, "unknown key"):
+			t.Errorf("one merge of %d keys: %+v; want the unknown keys refused", c.keys, p)
+		case c.merges > 0 && (!strings.Contains(p.Msg, "more than 1048576 values and merged keys") || p.Line < first || p.Line >= first+c.merges):
+			t.Errorf("%d merges of %d keys: %+v; want the bound, at the line of one of the merges (%d ..)", c.merges, c.keys, p, first)
+		}
+	}
+}

@@ -104,20 +104,35 @@ func trimYAMLError(err error) string {
 }
 
 type reader struct {
-	env    Env
-	line   int                 // the line of the node an error is about
-	active map[*yaml.Node]bool // the anchors being expanded (a recursive alias is refused)
-	nodes  int                 // values made: aliases can multiply them (bounded)
+	env       Env
+	line      int                 // the line of the node an error is about
+	active    map[*yaml.Node]bool // the anchors being expanded (a recursive alias is refused)
+	nodes     int                 // values made and keys merged: aliases can multiply them (bounded)
+	aliasLine int                 // the line of the outermost alias being expanded; 0: none
 }
 
-// maxNodes bounds the values a document may expand to through aliases; a configuration has
-// a few hundred.
+// maxNodes bounds the work of reading a document: the values it expands to through aliases
+// and the keys its merges (<<) copy, each one unit. A configuration has a few hundred.
 const maxNodes = 1 << 20
+
+// count adds n units of work at the node on line; past maxNodes the document is refused,
+// naming the line of the alias being expanded, if any (the anchored node's own line would not
+// say which use of it is one too many).
+func (r *reader) count(n, line int) error {
+	if r.nodes += n; r.nodes > maxNodes {
+		r.line = line
+		if r.aliasLine != 0 {
+			r.line = r.aliasLine
+		}
+		return fmt.Errorf("the document expands to more than %d values and merged keys through aliases and merges (<<); a configuration has a few hundred", maxNodes)
+	}
+	return nil
+}
 
 func (r *reader) node(n *yaml.Node) (*value, error) {
 	r.line = n.Line
-	if r.nodes++; r.nodes > maxNodes {
-		return nil, fmt.Errorf("the document expands to more than %d values through aliases", maxNodes)
+	if err := r.count(1, n.Line); err != nil {
+		return nil, err
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
@@ -129,6 +144,10 @@ func (r *reader) node(n *yaml.Node) (*value, error) {
 		}
 		r.active[n.Alias] = true
 		defer delete(r.active, n.Alias)
+		if r.aliasLine == 0 {
+			r.aliasLine = n.Line
+			defer func() { r.aliasLine = 0 }()
+		}
 		return r.node(n.Alias)
 	case yaml.MappingNode:
 		return r.mapping(n)
@@ -150,6 +169,7 @@ func (r *reader) node(n *yaml.Node) (*value, error) {
 
 func (r *reader) mapping(n *yaml.Node) (*value, error) {
 	v := &value{kind: kMap, line: n.Line}
+	have := map[string]bool{} // the keys so far: a merge adds only the others, in time linear in its keys
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
 		if kn.Kind == yaml.ScalarNode && kn.Value == "<<" && kn.Tag == "!!merge" { // merge keys: SafeLoader supports them
@@ -158,8 +178,12 @@ func (r *reader) mapping(n *yaml.Node) (*value, error) {
 				return nil, err
 			}
 			for _, src := range mergeSources(m) {
+				if err := r.count(len(src.keys), kn.Line); err != nil {
+					return nil, err
+				}
 				for j, k := range src.keys {
-					if got, _ := v.get(k.s); got == nil {
+					if !have[k.s] {
+						have[k.s] = true
 						v.keys, v.items = append(v.keys, k), append(v.items, src.items[j])
 					}
 				}
@@ -181,6 +205,7 @@ func (r *reader) mapping(n *yaml.Node) (*value, error) {
 		if e.keyLine == 0 {
 			e.keyLine = kn.Line
 		}
+		have[k.s] = true
 		v.keys, v.items = append(v.keys, k), append(v.items, e)
 	}
 	return v, nil
