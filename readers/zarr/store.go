@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -76,6 +77,37 @@ func NewDirStore(root string) (*DirStore, error) {
 
 func (s *DirStore) String() string { return s.root }
 
+// The most bytes one value of a local store may have: a metadata document (read whole, then
+// parsed), and any other value (a chunk, a shard). A larger file is refused naming its key and
+// size before anything is read or allocated: a sparse file of a terabyte, or a metadata file of
+// gigabytes, is a damaged or hostile store, not data.
+const (
+	MaxMetadataBytes = 64 << 20
+	MaxValueBytes    = 8 << 30
+)
+
+// checkSize refuses a value of size bytes at key above its bound.
+func checkSize(key string, size int64) error {
+	limit, what := int64(MaxValueBytes), "a value"
+	if isMetadataKey(key) {
+		limit, what = MaxMetadataBytes, "a metadata document"
+	}
+	if size > limit {
+		return fmt.Errorf("%s: %d bytes, more than %s may have (%d): %w", key, size, what, limit, ErrCorrupt)
+	}
+	return nil
+}
+
+// isMetadataKey says whether key names a metadata document (.zarray, .zgroup, .zattrs,
+// .zmetadata, zarr.json).
+func isMetadataKey(key string) bool {
+	switch path.Base(key) {
+	case ".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json":
+		return true
+	}
+	return false
+}
+
 // path maps a key to a file path, refusing keys that would leave the root.
 func (s *DirStore) path(key string) (string, error) {
 	if !validKey(key) {
@@ -102,15 +134,23 @@ func (s *DirStore) open(key string) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	if st.IsDir() {
+	if !st.Mode().IsRegular() { // a directory at a key too: a chunk read as missing would be its fill value
 		f.Close()
-		return nil, 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+		return nil, 0, fmt.Errorf("open %s: %s: %w", key, fileType(st.Mode()), ErrNotRegular)
 	}
-	if !st.Mode().IsRegular() {
+	if err := checkSize(key, st.Size()); err != nil {
 		f.Close()
-		return nil, 0, fmt.Errorf("open %s: %s: %w", key, st.Mode().Type(), ErrNotRegular)
+		return nil, 0, err
 	}
 	return f, st.Size(), nil
+}
+
+// fileType names a file's type for messages.
+func fileType(m fs.FileMode) string {
+	if m.IsDir() {
+		return "a directory"
+	}
+	return m.Type().String()
 }
 
 // Get implements Store.
@@ -331,7 +371,7 @@ func (s *DirStore) metadataKeys() ([]string, error) {
 			case ".zarray":
 				isArray = true
 			case "zarr.json":
-				if b, err := os.ReadFile(filepath.Join(p, name)); err == nil {
+				if b, err := s.Get(prefix + name); err == nil { // a regular file, bounded (open)
 					var z struct {
 						NodeType string `json:"node_type"`
 					}

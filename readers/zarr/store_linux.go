@@ -30,12 +30,11 @@ func (s *DirStore) getRangeQuiet(key string, off, n int64, buf []byte) ([]byte, 
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, false, fmt.Errorf("stat %s: %w", key, err)
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFDIR:
-		return nil, false, nil
-	default:
+	if st.Mode&unix.S_IFMT != unix.S_IFREG { // a directory at a key too: a chunk read as missing would be its fill value
 		return nil, false, fmt.Errorf("open %s: %s: %w", key, fileKind(uint32(st.Mode&unix.S_IFMT)), ErrNotRegular)
+	}
+	if err := checkSize(key, st.Size); err != nil {
+		return nil, true, err
 	}
 	start, length, err := resolveRange(st.Size, off, n)
 	if err != nil {
@@ -102,6 +101,8 @@ func fileKind(m uint32) string {
 		return "a socket"
 	case unix.S_IFLNK:
 		return "a symbolic link"
+	case unix.S_IFDIR:
+		return "a directory"
 	}
 	return fmt.Sprintf("file type %#o", m)
 }
