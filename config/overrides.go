@@ -7,9 +7,9 @@ import (
 	"strconv"
 )
 
-// Overrides are gobatch's own [batch] options given outside the file: shmloader's flags
-// (--batch-size, --seed, --order, --t0-start, --t0-end) and gobatch.Loader's keywords. They
-// replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
+// Overrides are gobatch's own [batch] and [ring] options given outside the file: shmloader's
+// flags (--batch-size, --seed, --order, --t0-start, --t0-end, --slots) and gobatch.Loader's
+// keywords of the same names. They replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
 // loadable by ocf-data-sampler, which refuses unknown keys), so for one --batch-size is
 // required.
 type Overrides struct {
@@ -18,6 +18,7 @@ type Overrides struct {
 	Order     string  // "": the file's batch.order
 	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
 	T0End     string  // "": the file's batch.t0_end
+	Slots     int     // 0: the file's ring.slots
 }
 
 // AddFlags registers the overrides' flags on fs.
@@ -34,6 +35,7 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
+	fs.IntVar(&o.Slots, "slots", 0, "batches the ring holds at once (replaces the file's ring.slots)")
 }
 
 // Args is the overrides as the flags that give them, in a fixed order: the canonical form two
@@ -55,6 +57,9 @@ func (o Overrides) Args() []string {
 	if o.T0End != "" {
 		a = append(a, "--t0-end", o.T0End)
 	}
+	if o.Slots != 0 {
+		a = append(a, "--slots", strconv.Itoa(o.Slots))
+	}
 	return a
 }
 
@@ -73,29 +78,32 @@ func ParseArgs(args []string) (Overrides, error) {
 	return o, nil
 }
 
-// apply writes the overrides into the decoded file's [batch] table.
+// apply writes the overrides into the decoded file's [batch] and [ring] tables.
 func (o Overrides) apply(raw map[string]any) {
-	batch, ok := raw["batch"].(map[string]any)
-	set := func(k string, v any) {
+	set := func(table, k string, v any) {
+		t, ok := raw[table].(map[string]any)
 		if !ok {
-			batch, ok = map[string]any{}, true
-			raw["batch"] = batch
+			t = map[string]any{}
+			raw[table] = t
 		}
-		batch[k] = v
+		t[k] = v
 	}
 	if o.BatchSize != 0 {
-		set("size", int64(o.BatchSize))
+		set("batch", "size", int64(o.BatchSize))
 	}
 	if o.Seed != nil {
-		set("seed", int64(*o.Seed))
+		set("batch", "seed", int64(*o.Seed))
 	}
 	if o.Order != "" {
-		set("order", o.Order)
+		set("batch", "order", o.Order)
 	}
 	if o.T0Start != "" {
-		set("t0_start", o.T0Start)
+		set("batch", "t0_start", o.T0Start)
 	}
 	if o.T0End != "" {
-		set("t0_end", o.T0End)
+		set("batch", "t0_end", o.T0End)
+	}
+	if o.Slots != 0 {
+		set("ring", "slots", int64(o.Slots))
 	}
 }

@@ -58,3 +58,24 @@ const ocfYAML = `input_data:
     normalisation_constants:
       IR_016: {mean: 1.0, std: 2.0}
 `
+
+// The ring's slots, which a YAML file cannot hold, come from the override every interface
+// spells: shmloader's --slots, the Loader's slots=.
+func TestSlotsOverrideForAYAMLFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pvnet.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(ocfYAML, "SATELLITE", "sat.zarr", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := config.ParseArgs([]string{"--batch-size", "2", "--slots", "6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadWith(path, o)
+	if err != nil || cfg.Ring.Slots != 6 {
+		t.Fatalf("--slots 6: slots %d, %v", cfg.Ring.Slots, err)
+	}
+	o.Slots = 1
+	if _, err := config.LoadWith(path, o); err == nil || !strings.Contains(err.Error(), "slots") {
+		t.Fatalf("--slots 1: %v; want a refusal naming slots", err)
+	}
+}

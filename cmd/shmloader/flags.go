@@ -246,7 +246,7 @@ type sourceFlags struct {
 	cacheMB  int64
 	rank     int
 	world    int
-	batch    config.Overrides // --batch-size, --seed, --order, --t0-start, --t0-end
+	batch    config.Overrides // --batch-size, --seed, --order, --t0-start, --t0-end, --slots
 }
 
 // addDataFlags registers --data-root, --cache-mb and the batch options.

@@ -128,7 +128,8 @@ class Ring:
     or a ``with batch:`` block ends, so a kept tensor never changes. A batch goes to any free
     slot, so kept batches lower the read-ahead and nothing else; when every slot is lent,
     ``next()`` raises :class:`SlotsHeldError` instead of waiting: copy what you
-    keep (``tensor.clone()``, ``arr.copy()``, a ``.to(device)`` copy) or raise ``[ring] slots``.
+    keep (``tensor.clone()``, ``arr.copy()``, a ``.to(device)`` copy) or raise the ring's slots
+    (``Loader(slots=N)``, ``shmloader --slots N``, ``[ring] slots`` in a TOML file).
     The usual ``for batch in loader:`` holds two slots during a step (it drops the previous
     batch when it rebinds ``batch``).
 
@@ -474,7 +475,8 @@ class Ring:
             f"so the next batch ({self.next_batch}) has no slot. A batch is never "
             "overwritten while a view of it (the batch, an array or tensor of it, or one derived from them) "
             "is alive, so gobatch cannot wait for it: drop batches when done (del, batch.release() or "
-            f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise [ring] slots (now {n}; "
+            f"`with batch:`), copy what you keep (tensor.clone(), array.copy()), or raise the ring's slots (now {n}: "
+            "gobatch.Loader(..., slots=N), shmloader --slots N, or [ring] slots = N in a TOML file; "
             "the usual `for batch in loader:` holds 2 while it fetches the next)",
             held=held, slots=n)
 

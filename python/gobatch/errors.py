@@ -68,7 +68,8 @@ class SlotsHeldError(LoaderError):
     """The next batch cannot be delivered because every ring slot still holds an earlier batch
     that is referenced (the batch, or an array or tensor of it, or a view of one). Nothing was
     consumed: drop batches you are done with (``del``, ``batch.release()``, ``with batch:``),
-    copy what you keep (``clone()``, ``copy()``), or raise ``[ring] slots``, then call
+    copy what you keep (``clone()``, ``copy()``), or raise the ring's slots (the Loader's
+    ``slots=`` keyword, shmloader's ``--slots``, a TOML file's ``[ring] slots``), then call
     ``next()`` again. ``held`` is the number of slots held, ``slots`` the ring's slot count."""
 
     def __init__(self, message: str, *, held: int, slots: int) -> None:

@@ -169,7 +169,8 @@ def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
         kept = []
         with pytest.raises(SlotsHeldError, match=r"all 4 slots hold batches that are still referenced \(batch 0 "
                            r"\(slot 0, taken at test_leases.py:\d+\), batch 1 .*batch 3 .*\), so the next batch \(4\) has "
-                           r"no slot.*clone\(\).*raise \[ring\] slots \(now 4; the usual") as ei:
+                           r"no slot.*clone\(\).*raise the ring's slots \(now 4: gobatch.Loader\(..., slots=N\), "
+                           r"shmloader --slots N, or \[ring\] slots = N in a TOML file; the usual") as ei:
             for b in loader:
                 kept.append(b)
         assert ei.value.held == 4 and ei.value.slots == 4
@@ -182,6 +183,19 @@ def test_list_with_fewer_slots_raises_slots_held_error_then_goes_on(framework):
         check_batch(next(loader), cfg, 4)
         for k, b in enumerate(kept, start=1):
             check_batch(b, cfg, k)
+
+
+def test_slots_keyword_replaces_the_files_slots(framework):
+    """The knob SlotsHeldError names exists as the Loader's keyword: slots=6 over a file's 4
+    gives a ring of 6 slots, which lends 6 batches at once."""
+    cfg = config({"a": ((3,), "int64")}, size=2, batches=8, slots=4)
+    with gobatch.Loader(cfg, framework=framework, slots=6) as loader:
+        assert loader.slots == 6
+        kept = list(itertools.islice(loader, 6))
+        for k, b in enumerate(kept):
+            check_batch(b, cfg, k)
+    with pytest.raises(gobatch.ConfigError, match=r"slots"):
+        gobatch.Loader(cfg, framework=framework, slots=1)
 
 
 def test_usual_loops_run_with_the_default_slots(framework):
