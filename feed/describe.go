@@ -15,13 +15,14 @@ type description struct {
 	EpochBatches uint64       `json:"epoch_batches,omitempty"`
 	Samples      uint64       `json:"samples,omitempty"`
 	View         sampler.View `json:"view,omitempty"`
+	Warnings     []string     `json:"warnings,omitempty"`
 }
 
-// Describe is the batch description of a ring whose sources report st and present their
-// batches as v: what the consumer needs to know of a batch besides its tensors, so that it
-// never reads the configuration or asks another process.
-func Describe(st sampler.Stats, v sampler.View) ([]byte, error) {
-	d := description{Order: config.OrderStream, View: v}
+// Describe is the batch description of a ring whose sources report st, present their batches
+// as v and warn of warnings: what the consumer needs to know of a batch besides its tensors,
+// so that it never reads the configuration or asks another process.
+func Describe(st sampler.Stats, v sampler.View, warnings []string) ([]byte, error) {
+	d := description{Order: config.OrderStream, View: v, Warnings: warnings}
 	if st.Order == config.OrderEpochs {
 		d.Order, d.EpochBatches, d.Samples = config.OrderEpochs, st.EpochBatches, st.Samples
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
+	"github.com/gobatch/gobatch/shm"
 )
 
 // Window is the part of a rank's stream that one ring carries: `run --start K --epoch E
@@ -40,7 +41,11 @@ func (w Window) Layout(cfg *config.Config, src sampler.Source) (ring.Layout, err
 	st := src.Stats()
 	l, err := w.layout(cfg, src.Tensors(), st)
 	if err == nil {
-		l.Description, err = Describe(st, src.View())
+		warnings := src.Warnings()
+		if s := ringShare(l.SegmentBytes()); s != "" {
+			warnings = append(warnings, s)
+		}
+		l.Description, err = Describe(st, src.View(), warnings)
 		if err == nil {
 			err = l.Validate()
 		}
@@ -86,6 +91,21 @@ func (w Window) layout(cfg *config.Config, tensors []config.Tensor, st sampler.S
 	}
 	l.TotalBatches = last - start
 	return l, l.Validate()
+}
+
+// ringShareWarn is the share of the memory available above which a ring's size is worth a
+// warning: the trainer, its model and the page cache need the rest.
+const ringShareWarn = 4
+
+// ringShare warns of a ring that takes more than a quarter of the memory available ("" when it
+// does not, or when the memory cannot be read).
+func ringShare(bytes int64) string {
+	avail, ok := shm.MemAvailable()
+	if !ok || bytes <= avail/ringShareWarn {
+		return ""
+	}
+	return fmt.Sprintf("the ring takes %.2f GB of shared memory, %.0f%% of the %.2f GB of memory available: "+
+		"lower batch_size or the ring's slots (slots=, --slots, [ring] slots)", float64(bytes)/1e9, 100*float64(bytes)/float64(avail), float64(avail)/1e9)
 }
 
 // layoutFrom is the layout of the configured stream from batch start: the slots, the batches

@@ -102,6 +102,7 @@ type statSource struct {
 func (s statSource) Tensors() []config.Tensor { return s.tensors }
 func (s statSource) Stats() sampler.Stats     { return s.st }
 func (s statSource) View() sampler.View       { return s.view }
+func (s statSource) Warnings() []string       { return nil }
 
 // The ring's batch description (PROTOCOL.md 2.9) says the order, the rank's batches per epoch
 // and the samples, and carries the source's view; a view too large for the ring is refused

@@ -133,6 +133,7 @@ func (j *Job) placeSitesOwn(a *Spec, p *pointSource, crop rules.AxisCrop) (*site
 				s.why = fmt.Sprintf("system %d: no position, or a crop by rules %q leaves a source's grid", p.ids[i], j.rules.Name())
 			}
 			s.dropped++
+			s.left = append(s.left, p.ids[i])
 			continue
 		}
 		keep = append(keep, i)

@@ -29,7 +29,8 @@ type sites struct {
 	sys     []int32 // the system (index in the points source) of each location
 	cy, cx  []int32 // its anchor pixel
 	dropped int
-	why     string // why the first dropped system was dropped
+	why     string  // why the first dropped system was dropped
+	left    []int64 // the ids of the dropped systems (Job.Warnings)
 }
 
 func (s *sites) n() int { return len(s.sys) }
@@ -144,6 +145,7 @@ func (j *Job) placeSites(a *Spec) error {
 			s.why = fmt.Sprintf("system %d: %s", p.ids[i], why)
 		}
 		s.dropped++
+		s.left = append(s.left, p.ids[i])
 	}
 	if s.n() == 0 {
 		return j.cfg.Errorf(key, "none of the %d systems of %s can be a location (%s); expected systems inside the anchor's grid", len(pix), a.Locations, s.why)

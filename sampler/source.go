@@ -33,6 +33,9 @@ type Source interface {
 	// View is how the batch is presented to the trainer (nesting, key names, constants); nil
 	// for a flat batch.
 	View() View
+	// Warnings are what a user would want to know of the source before the first batch
+	// (locations left out, a batch larger than the data), each a sentence; nil for none.
+	Warnings() []string
 }
 
 // Stats is a snapshot of a source's counters. Sources without a cache or a sampling mode
@@ -163,6 +166,15 @@ func (s *Set) View() View {
 		v = append(v, p.View()...)
 	}
 	return v
+}
+
+// Warnings implements Source: the parts' warnings, one after another.
+func (s *Set) Warnings() []string {
+	var w []string
+	for _, p := range s.parts {
+		w = append(w, p.Warnings()...)
+	}
+	return w
 }
 
 // Rejections is the zarr job's report of the anchor times each source rules out as t0

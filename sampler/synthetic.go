@@ -120,6 +120,7 @@ func (f *synthetic) Tensors() []config.Tensor { return []config.Tensor{f.tensor}
 func (f *synthetic) Prefetch(uint64)          {}
 func (f *synthetic) Stats() Stats             { return Stats{} }
 func (f *synthetic) View() View               { return nil }
+func (f *synthetic) Warnings() []string       { return nil }
 
 // rowBytes is the size of one example.
 func (f *synthetic) rowBytes() int { return f.elems * f.itemsize }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import _ring
+from . import _caller, _ring
 from ._batch_options import TimeLike, batch_flags
 from ._child import Command, shmloader_path
 from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, config_identity
@@ -239,6 +239,8 @@ class Loader:
                                       start_timeout=start_timeout, close_timeout=close_timeout, restarts=supervision)
         self._pin = bool(pin_memory)
         self._ring: Ring = self._open(start)
+        for message in self._ring.description.warnings:  # once per Loader, at the user's line
+            _caller.warn(message)
         _ring.track(self)
 
     def _open(self, start: Optional[int]) -> Ring:

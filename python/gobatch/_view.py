@@ -70,12 +70,14 @@ def _put(out: Dict[str, Any], key: Key, value: Any) -> None:
 class Description:
     """A ring's batch description. ``order`` is ``"stream"`` or ``"epochs"`` (None when the
     ring has no description); with epochs ``epoch_batches`` is this rank's batches per epoch
-    and ``samples`` the samples an epoch permutes."""
+    and ``samples`` the samples an epoch permutes; ``warnings`` are what the producer found a
+    user would want to know before the first batch."""
 
     order: Optional[str] = None
     epoch_batches: Optional[int] = None
     samples: Optional[int] = None
     view: BatchView = field(default_factory=BatchView)
+    warnings: Tuple[str, ...] = ()
 
 
 def parse_description(raw: bytes, tensors: "set[str]", label: str = "ring") -> Description:
@@ -102,8 +104,11 @@ def parse_description(raw: bytes, tensors: "set[str]", label: str = "ring") -> D
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise bad(name, f"{v!r}, not an integer >= 0")
         counts[name] = v
+    warns = doc.get("warnings", [])
+    if not isinstance(warns, list) or not all(isinstance(w, str) for w in warns):
+        raise bad("warnings", "not an array of strings")
     return Description(order=order, epoch_batches=counts["epoch_batches"], samples=counts["samples"],
-                       view=_parse_view(doc.get("view"), tensors, bad))
+                       view=_parse_view(doc.get("view"), tensors, bad), warnings=tuple(warns))
 
 
 def _parse_view(items: Any, tensors: "set[str]", bad: Any) -> BatchView:

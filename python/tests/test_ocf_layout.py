@@ -15,6 +15,7 @@ so swapped x and y also show as a different shape.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -248,6 +249,24 @@ def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatc
     shapes = {t["name"]: t["shape"] for t in rep["tensors"]}
     # (B, T, C, W, H)
     assert shapes["satellite"] == [B, 7, 2, 10, 6] and shapes["ukv"] == [B, 4, 2, 6, 4] and shapes["ecmwf"] == [B, 4, 1, 4, 6]
+
+
+def test_loader_warns_of_left_out_sites_and_a_batch_larger_than_the_pairs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Loader says, once and at the user's line, which location it leaves out and why, and
+    that a batch larger than the sample space repeats examples (the stream draws with
+    replacement)."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    pairs = gobatch.plan("pvnet.yaml", batch_size=B)["sample_space"]["pairs"]
+    with pytest.warns(gobatch.GobatchWarning) as rec:
+        line = sys._getframe().f_lineno + 1
+        loader = gobatch.Loader("pvnet.yaml", batch_size=pairs + 1)
+    loader.close()
+    texts = [str(w.message) for w in rec]
+    assert all(w.filename == __file__ and w.lineno == line for w in rec), [(w.filename, w.lineno) for w in rec]
+    assert any(f"1 of the {len(SITE_IDS)} systems of generation are left out as locations (ids {EDGE_ID})" in t for t in texts), texts
+    assert any(f"batch_size {pairs + 1} is more than the {pairs} samples" in t for t in texts), texts
 
 
 def test_no_site_left_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

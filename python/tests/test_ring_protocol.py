@@ -280,11 +280,12 @@ def test_description_nests_each_batch_over_the_slot(memfd):
     """A ring whose description has a view hands out nested batches whose arrays are the
     slot's own (the flat batch's), with the constants added, and says its order and epochs."""
     desc = (b'{"order":"epochs","epoch_batches":5,"samples":20,"view":[{"key":["nest","a"],"tensor":"x"},'
-            b'{"key":["nest","names"],"strings":["p","q"]},{"key":["renamed"],"tensor":"y"},{"key":["k"],"int":-2}]}')
+            b'{"key":["nest","names"],"strings":["p","q"]},{"key":["renamed"],"tensor":"y"},{"key":["k"],"int":-2}],'
+            b'"warnings":["one","two"]}')
     fr = FakeRing(memfd, SPEC, total_batches=2, batch_size=4, description=desc)
     with Ring(memfd, label="fake") as r:
         d = r.description
-        assert (d.order, d.epoch_batches, d.samples) == ("epochs", 5, 20)
+        assert (d.order, d.epoch_batches, d.samples, d.warnings) == ("epochs", 5, 20, ("one", "two"))
         fr.publish(0)
         b = next(r)
         assert list(b) == ["renamed", "nest", "k"]
@@ -312,6 +313,7 @@ def test_no_description_is_flat(memfd):
     (b'{"view":[{"key":[],"tensor":"x"}]}', "view[0].key: [], not an array of 1 to 8 non-empty strings"),
     (b'{"view":[{"key":["a"],"tensor":"x"},{"key":["a","b"],"int":1}]}', "view[1].key: ['a', 'b'] is, holds or lies under the key ['a']"),
     (b'{"view":[{"key":["a"]}]}', "view[0]: has none of tensor, strings, int"),
+    (b'{"warnings":[1]}', "warnings: not an array of strings"),
     (b"\xff\xfe", "description: byte 0 is not UTF-8"),
 ])
 def test_bad_description_refused(memfd, desc, message):

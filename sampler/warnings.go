@@ -1,0 +1,54 @@
+package sampler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gobatch/gobatch/config"
+)
+
+// Warnings implements Source: what a user would want to know before the first batch, each a
+// sentence the trainer's side shows once (PROTOCOL.md 2.9, "warnings"): the locations the job
+// leaves out (how many, which, and why), and a site-anchored batch larger than the sample
+// space in stream order (every batch then repeats examples).
+func (j *Job) Warnings() []string {
+	var out []string
+	if s := j.sites; s != nil && s.dropped > 0 {
+		why := s.why
+		for _, e := range j.siteExclusions {
+			why += "; " + e.String()
+		}
+		out = append(out, fmt.Sprintf("%d of the %d systems of %s are left out as locations (%s): %s",
+			s.dropped, s.dropped+s.n(), s.src.s.Name, idList(s.left, 20), why))
+	}
+	if j.cfg.Batch.Order != config.OrderEpochs && j.sites != nil { // drawn centres make new samples
+		if n := j.sampleCount(); n > 0 && uint64(j.size) > n {
+			out = append(out, fmt.Sprintf("batch_size %d is more than the %d samples of the sample space: the stream draws them "+
+				"with replacement, so every batch repeats examples; a batch_size of at most %d draws each at most once a batch, "+
+				"and order = \"epochs\" visits each once an epoch", j.size, n, n))
+		}
+	}
+	return out
+}
+
+// sampleCount is the number of (t0, location) samples a site-anchored stream draws from: the
+// rule set's pairs, else the t0 candidates times the locations.
+func (j *Job) sampleCount() uint64 {
+	if j.drawsPairs() {
+		return j.space.N()
+	}
+	return uint64(len(j.cands)) * uint64(j.sites.n())
+}
+
+// idList writes at most max ids, then how many more.
+func idList(ids []int64, max int) string {
+	parts := make([]string, 0, min(len(ids), max))
+	for _, id := range ids[:min(len(ids), max)] {
+		parts = append(parts, fmt.Sprint(id))
+	}
+	s := "ids " + strings.Join(parts, ", ")
+	if len(ids) > max {
+		s += fmt.Sprintf(" and %d more", len(ids)-max)
+	}
+	return s
+}
