@@ -325,10 +325,15 @@ func TestSeveralProducerProcesses(t *testing.T) {
 		kids = append(kids, startChild(t, "join-produce", append(env, "WRITERS=2", "DELAY_US=300")))
 	}
 	p, _ := r.NewProducer(1)
-	startProducing(t, p, c, 1, 300*time.Microsecond)
+	errc := startProducing(t, p, c, 1, 300*time.Microsecond)
 	consumeAll(t, c, 0, total)
 	for _, k := range kids {
 		k.wait(t)
+	}
+	// The consumer may read the last batch before this process's producer has stored DONE:
+	// wait for it to return (an event, not a time).
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 	st := r.Stats()
 	if len(st.Producers) != 4 {
