@@ -9,7 +9,7 @@ GO ?= go
 # detector here, not a time budget.
 GOFLAGS_TEST ?= -race -count=1 -timeout 30m
 
-.PHONY: all build sysdeps tools go-build clib venv pyinstall wheel wheelhouse test go-test py-test faults demo bench clean fmt vet
+.PHONY: all build sysdeps tools go-build clib venv pyinstall wheel wheelhouse test go-test py-test check faults demo bench clean fmt vet
 
 all: build
 
@@ -93,6 +93,17 @@ go-test: sysdeps tools
 
 py-test: tools
 	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider tests
+
+# The edit-test loop's tier, under 2 minutes on this project's machine: go vet, every Go test
+# without the race detector (make test runs them with it), and the Python tests of the ring,
+# the leases, the Loader and the configurations (CHECK_PY), which start no fault trial, object
+# store server, training run or ocf-data-sampler reference. make test runs everything.
+CHECK_PY ?= tests/test_ring_protocol.py tests/test_leases.py tests/test_loader.py tests/test_layouts.py \
+	tests/test_plan.py tests/test_newcomer_errors.py tests/test_ocf_config.py
+check: build pyinstall
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+	cd python && ../$(VPY) -m pytest -q -p no:cacheprovider $(CHECK_PY)
 
 # Fault trials (docs/PROTOCOL.md 1.1, 3.5.1, appendix A): processes stopped at exact protocol
 # states through GOBATCH_FAILPOINT, named rings squatted, followed and truncated, FAULT_REPS times
