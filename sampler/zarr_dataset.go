@@ -42,7 +42,9 @@ type zarrDataset struct {
 	coords *coordCache     // a remote store's coordinates, read as it opened (nil: none)
 }
 
-func (d *zarrDataset) String() string { return d.path }
+// String names the store in messages, logs and the plan: its path, a URL's credentials
+// redacted (objstore.Redact).
+func (d *zarrDataset) String() string { return objstore.Redact(d.path) }
 
 // remote reports whether the store is in object storage (chunk reads are I/O-bound).
 func (d *zarrDataset) remote() bool { return objstore.IsRemote(d.store) }
