@@ -17,12 +17,10 @@ build: go-build clib
 
 # The PROJ C library, which the sampler's projections use (through github.com/twpayne/go-proj,
 # cgo, found with pkg-config): Debian's pkg-config, libproj-dev and proj-data, installed with
-# apt-get when pkg-config or PROJ is missing.
+# apt-get when pkg-config or PROJ is missing (tools/install_proj.sh, which says first what it
+# installs and which installed packages it upgrades).
 sysdeps:
-	@pkg-config --exists proj 2>/dev/null || { \
-	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  echo "installing pkg-config, libproj-dev and proj-data (PROJ) with apt-get"; \
-	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq pkg-config libproj-dev proj-data; }
+	@pkg-config --exists proj 2>/dev/null || sh tools/install_proj.sh
 
 # The servers the object-store tests and benchmarks run on 127.0.0.1 (readers/objstore,
 # internal/s3test): versitygw, an S3 server that checks SigV4, built with go install into the
