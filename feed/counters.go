@@ -33,6 +33,10 @@ var counters = []counter{
 	// Per source: chunks decoded, and those among them not stored (read as the fill value).
 	perSource("chunks_decoded", func(st sampler.Stats) []uint64 { return st.ChunksDecoded[:] }),
 	perSource("chunks_missing", func(st sampler.Stats) []uint64 { return st.ChunksMissing[:] }),
+	// Per source: the bytes of the chunks decoded and of the source's tensor delivered (their
+	// ratio is the decode amplification).
+	perSource("decoded_bytes", func(st sampler.Stats) []uint64 { return st.DecodedBytes[:] }),
+	perSource("delivered_bytes", func(st sampler.Stats) []uint64 { return st.DeliveredBytes[:] }),
 }
 
 func sum(name string, v func(sampler.Stats) uint64) counter {

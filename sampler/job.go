@@ -712,6 +712,8 @@ func (j *Job) Stats() Stats {
 	for _, src := range j.srcs {
 		i := src.spec().Index
 		s.ChunksDecoded[i], s.ChunksMissing[i] = src.data().chunkCounts()
+		s.DecodedBytes[i] = s.ChunksDecoded[i] * uint64(src.data().chunkBytes())
+		s.DeliveredBytes[i] = s.Batches * uint64(j.tensors[i].NBytes())
 	}
 	return s
 }

@@ -76,7 +76,11 @@ type TrafficPlan struct {
 	// the bytes a store serves per byte delivered are this times the chunks' stored / decoded
 	// ratio (their compression). Remote is whether any store is in object storage.
 	DecodedPerDelivered float64 `json:"decoded_per_delivered"`
-	Remote              bool    `json:"remote,omitempty"`
+	// DecodeAmplification is DecodedPerDelivered source by source (in configuration order):
+	// the decoded bytes of a source's chunks that miss per byte of its tensor delivered. Its
+	// measured counterpart is stats()' decode_amplification.
+	DecodeAmplification []float64 `json:"decode_amplification"`
+	Remote              bool      `json:"remote,omitempty"`
 }
 
 // MixingPlan is the mixing of a batch under locality sampling or the block shuffle.
@@ -271,6 +275,7 @@ func (j *Job) planTraffic(n int) TrafficPlan {
 	lru := list.New()
 	at := map[uint64]*list.Element{}
 	var held, missBytes int64
+	missBy := make([]int64, len(j.srcs))
 	var chunks, misses int
 	for k := 0; k < n; k++ {
 		keys := j.batchKeys(s.Global(uint64(k)), rs)
@@ -287,6 +292,7 @@ func (j *Job) planTraffic(n int) TrafficPlan {
 			if k >= n/2 {
 				misses++
 				missBytes += size
+				missBy[key>>keyShift] += size
 			}
 			at[key] = lru.PushFront(key)
 			held += size
@@ -303,6 +309,9 @@ func (j *Job) planTraffic(n int) TrafficPlan {
 		half := float64(n - n/2)
 		tr.MissesPerBatch = float64(misses) / half
 		tr.DecodedPerDelivered = float64(missBytes) / half / float64(max(batchBytes, 1))
+		for i, b := range missBy {
+			tr.DecodeAmplification = append(tr.DecodeAmplification, float64(b)/half/float64(max(j.tensors[i].NBytes(), 1)))
+		}
 	}
 	return tr
 }
@@ -327,6 +336,13 @@ func (p Plan) SamplingText() string {
 		// are the decoded bytes times the chunks' stored / decoded ratio).
 		fmt.Fprintf(&b, "  traffic (first %d batches through the cache): %.1f chunks per batch, first batch %d reads, then %.1f misses per batch, %.2f decoded bytes per byte delivered\n",
 			t.Batches, t.ChunksPerBatch, t.FirstBatchMisses, t.MissesPerBatch, t.DecodedPerDelivered)
+		if len(t.DecodeAmplification) == len(p.Sources) && len(p.Sources) > 0 {
+			parts := make([]string, len(p.Sources))
+			for i, s := range p.Sources {
+				parts[i] = fmt.Sprintf("%s %.2f", s.Name, t.DecodeAmplification[i])
+			}
+			fmt.Fprintf(&b, "  decode amplification (decoded bytes per byte delivered, by source): %s\n", strings.Join(parts, ", "))
+		}
 	}
 	return b.String()
 }

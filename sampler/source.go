@@ -64,8 +64,11 @@ type Stats struct {
 	// (no position, outside the grid, crop does not fit). Both 0 otherwise.
 	Locations, LocationsDropped int
 	// Per source (index: its position in the configuration): the chunks decoded since the
-	// start, and those among them that were not stored and read as the fill value.
+	// start, and those among them that were not stored and read as the fill value; the bytes
+	// of the chunks decoded (in the cache's form) and of the source's tensor delivered in the
+	// batches filled, whose ratio is the source's decode amplification.
 	ChunksDecoded, ChunksMissing [config.MaxSources]uint64
+	DecodedBytes, DeliveredBytes [config.MaxSources]uint64
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in

@@ -695,7 +695,9 @@ def _job_figures(counters: List[_lib.Counter]) -> Dict[str, Any]:
     source i, up to the last source any per-source counter has counted for). Then the ratios
     of the counters known here, 0 without them: the cache hit rate, the distinct time segments
     per batch (locality sampling), and per source the fraction of decoded chunks that were not
-    stored (a store cut short shows here instead of as silent NaN)."""
+    stored (a store cut short shows here instead of as silent NaN) and the decode amplification
+    (bytes decoded per byte of the source's tensor delivered: what a crop out of large chunks
+    costs, which the cache brings down)."""
     job = {c.name.decode(): int(c.values[0]) for c in counters if c.scope == _proto.SCOPE_JOB}
     per = {c.name.decode(): [int(v) for v in c.values[: c.width]] for c in counters if c.scope == _proto.SCOPE_SOURCE}
     n = max((i + 1 for values in per.values() for i, v in enumerate(values) if v), default=0)
@@ -706,6 +708,8 @@ def _job_figures(counters: List[_lib.Counter]) -> Dict[str, Any]:
     out["segments_per_batch"] = segments / batches if batches else 0.0
     decoded, missing = out.get("chunks_decoded", []), out.get("chunks_missing", [])
     out["missing_chunk_fraction"] = [m / d if d else 0.0 for d, m in zip(decoded, missing)]
+    dec_b, del_b = out.get("decoded_bytes", []), out.get("delivered_bytes", [])
+    out["decode_amplification"] = [d / s if s else 0.0 for d, s in zip(dec_b, del_b)]
     return out
 
 

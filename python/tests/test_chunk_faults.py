@@ -94,6 +94,9 @@ def test_stats_count_missing_chunks(tmp_path: Path) -> None:
     d, m = st["chunks_decoded"][0], st["chunks_missing"][0]
     assert 0 < m <= d <= T and m <= T - len(KEEP)
     assert st["missing_chunk_fraction"] == [pytest.approx(m / d)]
+    # decode amplification: the bytes of the chunks decoded per byte of the tensor delivered
+    assert st["decoded_bytes"][0] > 0 and st["delivered_bytes"][0] > 0, st
+    assert st["decode_amplification"] == [pytest.approx(st["decoded_bytes"][0] / st["delivered_bytes"][0])]
 
 
 def test_stats_have_one_entry_per_source_from_the_first_batch(tmp_path: Path) -> None:
