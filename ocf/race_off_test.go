@@ -1,0 +1,5 @@
+//go:build !race
+
+package ocf
+
+const raceEnabled = false
