@@ -7,16 +7,52 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gobatch/gobatch/readers/objstore"
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
+// OpenDeadline bounds the opening of a store (its metadata, and a remote store's coordinates):
+// a store that has not answered by then (a hung network mount) fails naming the store, as a
+// chunk read past chunk_deadline_s does, instead of hanging the plan or the Loader's start.
+var OpenDeadline = 2 * time.Minute
+
 // OpenZarr opens the Zarr store at path (a directory, a zip archive or a URL, opened by
 // readers/objstore): its hierarchy from the consolidated metadata when present. Nothing but
-// metadata is read. A store that can neither list its keys nor has consolidated metadata (an
-// https:// store written without consolidation) opens its arrays one by one, by name.
+// metadata is read, within OpenDeadline. A store that can neither list its keys nor has
+// consolidated metadata (an https:// store written without consolidation) opens its arrays one
+// by one, by name.
 func OpenZarr(path string) (Dataset, error) {
+	return withDeadline(OpenDeadline, func() (Dataset, error) { return openZarr(path) }, func() error {
+		return fmt.Errorf("open zarr store %s: no answer within %v (a hung mount or a server that never answers?)", objstore.Redact(path), OpenDeadline)
+	})
+}
+
+// withDeadline returns f's result, or late's error when f has not returned within d (f goes on
+// in the background; its result is dropped).
+func withDeadline[T any](d time.Duration, f func() (T, error), late func() error) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+		var zero T
+		return zero, late()
+	}
+}
+
+func openZarr(path string) (Dataset, error) {
 	store, err := objstore.OpenStore(path, objstore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open zarr store %s: %w", objstore.Redact(path), err)
