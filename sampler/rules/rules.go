@@ -28,7 +28,7 @@ type Rules interface {
 	// NWPTargets is an NWP source's window rule: nil for one run per example (the latest old
 	// enough that has every step of the window), else a rule that takes each target time of
 	// the window from a run of its own choosing. A configuration the rule refuses is a
-	// *KeyError naming the source's key.
+	// *KeyError naming the configuration field at fault.
 	NWPTargets(n NWP) (Targets, error)
 	// Pairs is the sample space of a site-anchored job: nil for every location with every t0
 	// candidate (an anchor time at which every source has its window), else the rule set's
