@@ -128,6 +128,10 @@ func TestServeHandshake(t *testing.T) {
 	if err != nil || fd >= 0 || !strings.Contains(reply.Error, "does not prove the node's secret") {
 		t.Fatalf("request with the wrong proof: %v fd %d %+v", err, fd, reply)
 	}
+	// One refusal, then the connection is dropped: a peer without the secret gets no more.
+	if reply, fd, err := other.request(nodewire.Request{Rank: &u, WorldSize: 1, ConfigSHA256: sha}); err == nil {
+		t.Fatalf("a second request after the refusal was answered: fd %d %+v", fd, reply)
+	}
 
 	// A silent connection: dropped after helloTimeout.
 	silent := rawDial(t, socket, p)

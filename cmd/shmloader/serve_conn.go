@@ -37,7 +37,9 @@ type rankSession struct {
 // serveConn answers the requests of one connection until it ends, then ends its rank's
 // session: a ring still open then (its consumer neither closed it nor took every batch)
 // means the rank's process died. The connection first passes the checks of package nodewire;
-// until its first good request it is not a rank's, and is dropped after helloTimeout.
+// until its first good request it is not a rank's: it is dropped after helloTimeout, and after
+// the refusal of a first request that is not one (unreadable, or without the node's proof),
+// so that a peer without the secret gets one answer and no more of the node loader's time.
 func (s *nodeServer) serveConn(c *net.UnixConn) {
 	defer c.Close()
 	auth, pid, ok := s.handshake(c)
@@ -57,14 +59,17 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		var req nodewire.Request
 		var reply nodewire.Reply
 		fd := -1
+		drop := false // refuse this connection after the reply: it has not proved the secret
 		err = json.Unmarshal(buf[:n], &req)
 		req.FD = passed
 		switch {
 		case err != nil:
 			reply = nodewire.Reply{Error: fmt.Sprintf("request: %v", err), Usage: true}
+			drop = sess == nil
 		case sess == nil && !auth.Check(req.Auth):
-			s.log.Warn().Int("pid", pid).Msg("request without the node's secret refused")
+			s.log.Warn().Int("pid", pid).Msg("request without the node's secret refused; connection dropped")
 			reply = nodewire.Reply{Error: nodewire.ErrNotAuthenticated.Error()}
+			drop = true
 		default:
 			req.PID = pid
 			joined := sess == nil
@@ -83,6 +88,9 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 		}
 		if err != nil {
 			s.log.Warn().Err(err).Msg("reply")
+			break
+		}
+		if drop {
 			break
 		}
 	}
