@@ -45,10 +45,7 @@ func (w Window) Layout(cfg *config.Config, src sampler.Source) (ring.Layout, err
 		if s := ringShare(l.SegmentBytes()); s != "" {
 			warnings = append(warnings, s)
 		}
-		l.Description, err = Describe(st, src.View(), warnings)
-		if err == nil {
-			err = l.Validate()
-		}
+		l.Description, err = Describe(st, src.View(), warnings) // bounded there: l stays valid
 	}
 	if err != nil {
 		return l, &RequestError{err}

@@ -69,8 +69,8 @@ type Stats struct {
 // producers alive and still producing.
 type Rates struct {
 	WrittenPerS, ReadPerS, WrittenMBPerS, ReadMBPerS float64
-	ProducerWait, ConsumerWait                      float64
-	ProducersAlive                                  int
+	ProducerWait, ConsumerWait                       float64
+	ProducersAlive                                   int
 }
 
 // RatesBetween compares snapshots prev and cur taken dt apart.

@@ -129,11 +129,7 @@ func (j *Job) placeSitesOwn(a *Spec, p *pointSource, crop rules.AxisCrop) (*site
 			ok = ok && starts[gi][2*i] >= 0 && starts[gi][2*i+1] >= 0
 		}
 		if !ok {
-			if s.dropped == 0 {
-				s.why = fmt.Sprintf("system %d: no position, or a crop by rules %q leaves a source's grid", p.ids[i], j.rules.Name())
-			}
-			s.dropped++
-			s.left = append(s.left, p.ids[i])
+			s.leaveOut(p.ids[i], fmt.Sprintf("no position, or a crop by rules %q leaves a source's grid", j.rules.Name()))
 			continue
 		}
 		keep = append(keep, i)

@@ -25,12 +25,19 @@ const drawSite = drawY
 
 // sites are the kept systems of the locations source, in store order.
 type sites struct {
-	src     *pointSource
-	sys     []int32 // the system (index in the points source) of each location
-	cy, cx  []int32 // its anchor pixel
-	dropped int
-	why     string  // why the first dropped system was dropped
-	left    []int64 // the ids of the dropped systems (Job.Warnings)
+	src    *pointSource
+	sys    []int32 // the system (index in the points source) of each location
+	cy, cx []int32 // its anchor pixel
+	why    string  // why the first dropped system was dropped
+	left   []int64 // the ids of the dropped systems (Job.Warnings)
+}
+
+// leaveOut records that system id is not a location, and why when it is the first.
+func (s *sites) leaveOut(id int64, why string) {
+	if len(s.left) == 0 {
+		s.why = fmt.Sprintf("system %d: %s", id, why)
+	}
+	s.left = append(s.left, id)
 }
 
 func (s *sites) n() int { return len(s.sys) }
@@ -58,7 +65,7 @@ func (j *Job) LocationsDropped() int {
 	if j.sites == nil {
 		return 0
 	}
-	return j.sites.dropped
+	return len(j.sites.left)
 }
 
 // Location returns location i's system id and its centre pixel (anchor row cy, column cx).
@@ -141,11 +148,7 @@ func (j *Job) placeSites(a *Spec) error {
 			s.cx = append(s.cx, int32(px[1]))
 			continue
 		}
-		if s.dropped == 0 {
-			s.why = fmt.Sprintf("system %d: %s", p.ids[i], why)
-		}
-		s.dropped++
-		s.left = append(s.left, p.ids[i])
+		s.leaveOut(p.ids[i], why)
 	}
 	if s.n() == 0 {
 		return j.cfg.Errorf(key, "none of the %d systems of %s can be a location (%s); expected systems inside the anchor's grid", len(pix), a.Locations, s.why)

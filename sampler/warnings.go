@@ -13,13 +13,13 @@ import (
 // space in stream order (every batch then repeats examples).
 func (j *Job) Warnings() []string {
 	var out []string
-	if s := j.sites; s != nil && s.dropped > 0 {
+	if s := j.sites; s != nil && len(s.left) > 0 {
 		why := s.why
 		for _, e := range j.siteExclusions {
 			why += "; " + e.String()
 		}
 		out = append(out, fmt.Sprintf("%d of the %d systems of %s are left out as locations (%s): %s",
-			s.dropped, s.dropped+s.n(), s.src.s.Name, idList(s.left, 20), why))
+			len(s.left), len(s.left)+s.n(), s.src.s.Name, idList(s.left, 20), why))
 	}
 	if j.cfg.Batch.Order != config.OrderEpochs && j.sites != nil { // drawn centres make new samples
 		if n := j.sampleCount(); n > 0 && uint64(j.size) > n {
