@@ -30,11 +30,13 @@ type Hello struct {
 	Hello string `json:"hello"`
 }
 
-// Welcome answers a hello: the server's nonce and its proof, hex; or an error.
+// Welcome answers a hello: the server's nonce and its proof, hex; or an error. Next is the
+// socket name the ranks meet at to start the next server should this one die ([NextName]).
 type Welcome struct {
 	Nonce     string `json:"nonce,omitempty"`
 	Proof     string `json:"proof,omitempty"`
 	ServerPID int    `json:"server_pid"`
+	Next      string `json:"next,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
 
@@ -116,10 +118,10 @@ func nonce() ([]byte, error) {
 	return b, nil
 }
 
-// Greet reads a rank's hello on c and answers it (the server's side, after Admit); it
-// returns the state that checks the first request's proof. A message that is not a hello
-// gets an error in its welcome.
-func Greet(c *net.UnixConn, key []byte) (*Auth, error) {
+// Greet reads a rank's hello on c and answers it (the server's side, after Admit) with the
+// name of the next server's socket (next, from [NextName]); it returns the state that checks
+// the first request's proof. A message that is not a hello gets an error in its welcome.
+func Greet(c *net.UnixConn, key []byte, next string) (*Auth, error) {
 	buf := make([]byte, MaxMessage)
 	n, err := c.Read(buf)
 	if err == nil && n == 0 {
@@ -137,6 +139,8 @@ func Greet(c *net.UnixConn, key []byte) (*Auth, error) {
 	if err != nil {
 		err = fmt.Errorf("not a hello (%v): this node loader expects a gobatch Loader of the same version", err)
 		w = Welcome{Error: err.Error()}
+	} else {
+		w.Next = next
 	}
 	w.ServerPID = os.Getpid()
 	b, _ := json.Marshal(w)
@@ -179,13 +183,28 @@ func Admit(c *net.UnixConn, allowed []int) (*unix.Ucred, error) {
 	return cred, nil
 }
 
-// Refuse answers a peer that Admit refused with why, and takes its hello before the caller
-// closes the connection (briefly): a peer that writes to a closed connection gets EPIPE
-// instead of reading why.
-func Refuse(c *net.UnixConn, why error) {
+// Refuse answers a peer that Admit (or a [Gate]) refused with why. With linger, it then takes
+// the peer's hello before the caller closes the connection (waiting up to a second): a peer
+// that writes to a closed connection gets EPIPE instead of reading why.
+func Refuse(c *net.UnixConn, why error, linger bool) {
+	c.SetWriteDeadline(time.Now().Add(refusedLinger))
 	Send(c, Reply{Error: why.Error(), ServerPID: os.Getpid()}, -1)
-	c.SetReadDeadline(time.Now().Add(refusedLinger))
-	c.Read(make([]byte, MaxMessage))
+	if linger {
+		c.SetReadDeadline(time.Now().Add(refusedLinger))
+		c.Read(make([]byte, MaxMessage))
+	}
+}
+
+// NextName draws the socket name a server's ranks restart it at should it die: random, and
+// told only to peers that pass [Admit] (in the [Welcome]), so a process of another user, which
+// can list every abstract socket name in /proc/net/unix and bind one the moment it is free,
+// cannot hold the name the ranks meet at while the node loader restarts.
+func NextName() (string, error) {
+	b, err := nonce()
+	if err != nil {
+		return "", err
+	}
+	return "gobatch-node-" + hex.EncodeToString(b[:16]), nil
 }
 
 // TakeSecret takes the node's secret from the environment (and removes it there, so no child

@@ -59,7 +59,7 @@ func TestHandshake(t *testing.T) {
 			if err := Send(rank, h, -1); err != nil {
 				t.Fatal(err)
 			}
-			srv, err := Greet(server, []byte(tc.srvK))
+			srv, err := Greet(server, []byte(tc.srvK), "gobatch-node-next")
 			if err != nil {
 				t.Fatalf("greet: %v", err)
 			}
@@ -69,8 +69,8 @@ func TestHandshake(t *testing.T) {
 			if err != nil || json.Unmarshal(buf[:n], &w) != nil {
 				t.Fatalf("welcome %q: %v", buf[:n], err)
 			}
-			if w.ServerPID != os.Getpid() {
-				t.Fatalf("server_pid %d, want %d", w.ServerPID, os.Getpid())
+			if w.ServerPID != os.Getpid() || w.Next != "gobatch-node-next" {
+				t.Fatalf("server_pid %d, next %q; want %d, the name Greet was given", w.ServerPID, w.Next, os.Getpid())
 			}
 			err = a.Verify(w)
 			if tc.ok != (err == nil) {
@@ -93,14 +93,14 @@ func TestHandshake(t *testing.T) {
 		if err := Send(rank, Request{}, -1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Greet(server, nil); err == nil || !strings.Contains(err.Error(), "not a hello") {
+		if _, err := Greet(server, nil, ""); err == nil || !strings.Contains(err.Error(), "not a hello") {
 			t.Fatalf("greet of a request: %v", err)
 		}
 		buf := make([]byte, MaxMessage)
 		n, _ := rank.Read(buf)
 		var w Welcome
-		if json.Unmarshal(buf[:n], &w); !strings.Contains(w.Error, "not a hello") || w.Nonce != "" {
-			t.Fatalf("welcome %q, want an error and no nonce", buf[:n])
+		if json.Unmarshal(buf[:n], &w); !strings.Contains(w.Error, "not a hello") || w.Nonce != "" || w.Next != "" {
+			t.Fatalf("welcome %q, want an error and no nonce or next name", buf[:n])
 		}
 		if err := NewAuth(nil).Verify(w); err == nil {
 			t.Fatal("rank accepted an error welcome")
@@ -189,5 +189,65 @@ func TestTakeSecret(t *testing.T) {
 	}
 	if _, ok := os.LookupEnv(SecretEnv); ok {
 		t.Fatal("the secret is still in the environment")
+	}
+}
+
+// TestNextNameIsFreshAndValid: each server draws its own name, one a rank's Loader accepts.
+func TestNextNameIsFreshAndValid(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		n, err := NextName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n) != len("gobatch-node-")+32 || !strings.HasPrefix(n, "gobatch-node-") || seen[n] {
+			t.Fatalf("name %q: want gobatch-node- and 32 fresh hex digits", n)
+		}
+		seen[n] = true
+	}
+}
+
+// TestGateSharesAndLimits: each uid has its own handshake places (another uid's flood leaves a
+// uid's untouched), a place comes back with Leave, lingering refusals are bounded, and the
+// shares of a small descriptor limit leave the reserve alone.
+func TestGateSharesAndLimits(t *testing.T) {
+	g := NewGate(GateLimits{PerUID: 3, Linger: 2})
+	for i := range 3 {
+		if err := g.Enter(1000); err != nil {
+			t.Fatalf("place %d of uid 1000: %v", i, err)
+		}
+	}
+	err := g.Enter(1000)
+	if err == nil || !strings.Contains(err.Error(), "3 connections of uid 1000") {
+		t.Fatalf("fourth place of uid 1000: %v, want the limit named", err)
+	}
+	if err := g.Enter(0); err != nil {
+		t.Fatalf("uid 0 beside uid 1000's full share: %v", err)
+	}
+	g.Leave(1000)
+	if err := g.Enter(1000); err != nil {
+		t.Fatalf("a place given back: %v", err)
+	}
+	if !g.Linger() || !g.Linger() || g.Linger() {
+		t.Fatal("want exactly 2 lingering refusals")
+	}
+	g.EndLinger()
+	if !g.Linger() {
+		t.Fatal("an ended linger is not given back")
+	}
+
+	for _, tc := range []struct{ nofile, reserve, uids, per, linger int }{
+		{256, 104, 1, 38, 8},     // ulimit -n 256: 76 of 152 spare descriptors to peers
+		{256, 104, 2, 19, 8},     // an allowed uid halves each uid's share
+		{100, 104, 1, 1, 0},      // nothing spare: one handshake, no lingering
+		{1 << 20, 104, 1, 64, 8}, // a large limit: the fixed caps
+	} {
+		l := Limits(tc.nofile, tc.reserve, tc.uids)
+		if l.PerUID != tc.per || l.Linger != tc.linger {
+			t.Errorf("Limits(%d, %d, %d) = %+v, want per uid %d, linger %d", tc.nofile, tc.reserve, tc.uids, l, tc.per, tc.linger)
+		}
+		if spent := l.PerUID*tc.uids + l.Linger; tc.nofile > tc.reserve && spent > tc.nofile-tc.reserve {
+			t.Errorf("Limits(%d, %d, %d) spends %d of the %d spare", tc.nofile, tc.reserve, tc.uids, spent, tc.nofile-tc.reserve)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -110,6 +111,10 @@ func cmdServe(args []string) int {
 	}
 	srv := newNodeServer(log, f, cfg, src, streams)
 	srv.secret = nodewire.TakeSecret()
+	if err := srv.guard(); err != nil {
+		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
+		return exitFailure
+	}
 	code = srv.run(ln, sigc)
 	src.logStats()
 	return code
@@ -202,6 +207,9 @@ type nodeServer struct {
 	streams []sampler.Stream // by local rank
 	pool    *feed.Pool       // the readers of every ring
 	secret  []byte           // the node's secret (nodewire.TakeSecret)
+	next    string           // where the ranks meet should this process die (nodewire.NextName)
+	gate    *nodewire.Gate   // descriptors for peers that are not ranks (yet)
+	refused atomic.Int64     // connections refused, for the log
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -215,6 +223,27 @@ func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, src *ru
 	return &nodeServer{log: log, flags: f, cfg: cfg, src: src, streams: streams,
 		sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
 		changed: make(chan struct{}, 1)}
+}
+
+// guard draws the name of the next node loader's socket and shares the descriptors this
+// process may open (RLIMIT_NOFILE) between its ranks and peers that are not ranks yet: the
+// reserve covers, per local rank, its connection and ring (memfd, a duplicate, a ring handed
+// back to join), per reader the chunk files it may hold open, and the process's own.
+func (s *nodeServer) guard() error {
+	next, err := nodewire.NextName()
+	if err != nil {
+		return err
+	}
+	nofile, err := nodewire.OpenFiles()
+	if err != nil {
+		return err
+	}
+	reserve := 64 + 4*len(s.streams) + 16*s.flags.readers
+	limits := nodewire.Limits(nofile, reserve, 1+len(s.flags.allowUID))
+	s.next, s.gate = next, nodewire.NewGate(limits)
+	s.log.Debug().Int("nofile", nofile).Int("reserve", reserve).Int("handshakes_per_uid", limits.PerUID).
+		Int("lingering_refusals", limits.Linger).Msg("descriptor shares")
+	return nil
 }
 
 // stream returns the stream of global rank, if this node serves it.
@@ -347,7 +376,7 @@ func (s *nodeServer) accept(ln acceptor) {
 			s.log.Info().Msg("accept recovered")
 			backoff = 0
 		}
-		go s.serveConn(c)
+		s.admit(c)
 	}
 }
 

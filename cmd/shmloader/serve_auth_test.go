@@ -32,7 +32,8 @@ func TestAcceptBacksOff(t *testing.T) {
 		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ENFILE)},
 		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
 	}, conn: a}
-	srv := &nodeServer{log: zerolog.Nop(), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1)}
+	srv := &nodeServer{log: zerolog.Nop(), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1),
+		gate: nodewire.NewGate(nodewire.GateLimits{PerUID: 1})}
 	done := make(chan struct{})
 	t0 := time.Now()
 	go func() { srv.accept(fl); close(done) }()
@@ -148,6 +149,12 @@ func TestServeHandshake(t *testing.T) {
 	// although another silent connection is still open.
 	rawDial(t, socket, p)
 	rank := dialKeyed(t, socket, []byte("the-job-secret"))
+	if !strings.HasPrefix(rank.next, "gobatch-node-") || len(rank.next) != len("gobatch-node-")+32 {
+		t.Fatalf("the welcome's next name %q: want gobatch-node- and 32 hex digits", rank.next)
+	}
+	if again := dialKeyed(t, socket, []byte("the-job-secret")); again.next != rank.next {
+		t.Fatalf("two welcomes of one node loader name %q and %q: want one next name", rank.next, again.next)
+	}
 	rr := openRank(t, rank, 0, 1, sha, -1)
 	got, err := rr.read(-1, 1)
 	if err != nil || len(got) != 3 {
@@ -250,4 +257,53 @@ func TestServeJoin(t *testing.T) {
 	nc.close()
 	second.cmd.Process.Signal(syscall.SIGTERM)
 	second.expectExit(t, exitOK, 10*time.Second)
+}
+
+// TestServeHandshakePlacesPerUID: under a descriptor limit of 110 (readers 2, one rank: a
+// reserve of 100), the node loader gives peers of its uid 2 handshake places; a third silent
+// connection is answered with the limit and closed, and a rank still gets its ring once one
+// place is free: a flood of connections cannot take the descriptors a ring needs.
+func TestServeHandshakePlacesPerUID(t *testing.T) {
+	cfg := writeConfig(t, "c.toml", allDTypes(2, 3, ""))
+	sha := fileSHA(t, cfg)
+	socket := socketName(t)
+	cmd := exec.Command("sh", "-c", `ulimit -n 110 && exec "$0" "$@"`, binPath, "serve", "--config", cfg, "--socket", socket,
+		"--local-world-size", "1", "--readers", "2", "--log-level", "debug")
+	p := startCmd(t, cmd)
+	silent := []*net.UnixConn{rawDial(t, socket, p), rawDial(t, socket, p)}
+	third := rawDial(t, socket, p)
+	third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, nodewire.MaxMessage)
+	n, err := third.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "2 connections of uid") {
+		t.Fatalf("third silent connection: %q %v, want the per-uid limit named", buf[:n], err)
+	}
+	if n, err := third.Read(buf); n != 0 || (err != nil && !errors.Is(err, io.EOF) && !isReset(err)) {
+		t.Fatalf("after the refusal: %q %v, want the connection closed", buf[:n], err)
+	}
+	silent[0].Close()
+	var rank *nodeClient
+	deadline := time.Now().Add(5 * time.Second)
+	for rank == nil {
+		nc, err := dialNodeErr(socket, 0)
+		switch {
+		case err == nil:
+			rank = nc
+		case time.Now().After(deadline):
+			t.Fatalf("no handshake place after one silent connection closed: %v", err)
+		default:
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	defer rank.close()
+	rr := openRank(t, rank, 0, 1, sha, -1)
+	if got, err := rr.read(-1, 1); err != nil || len(got) != 3 {
+		t.Fatalf("rank 0 beside a silent connection: %v %v", got, err)
+	}
+	rr.c.Close()
+	rank.close()
+	p.expectExit(t, exitOK, 2*time.Second)
+	if log := p.stderr.String(); !strings.Contains(log, `"handshakes_per_uid":2`) {
+		t.Fatalf("log does not state the shares:\n%s", log)
+	}
 }

@@ -34,15 +34,55 @@ type rankSession struct {
 	died atomic.Bool // on_rank_death applied
 }
 
-// serveConn answers the requests of one connection until it ends, then ends its rank's
-// session: a ring still open then (its consumer neither closed it nor took every batch)
-// means the rank's process died. The connection first passes the checks of package nodewire;
-// until its first good request it is not a rank's: it is dropped after helloTimeout, and after
-// the refusal of a first request that is not one (unreadable, or without the node's proof),
-// so that a peer without the secret gets one answer and no more of the node loader's time.
-func (s *nodeServer) serveConn(c *net.UnixConn) {
+// admit decides, in the accept loop, what a new connection may cost: a peer that Admit
+// refuses (another user) or whose uid has no handshake place left (nodewire.Gate) is answered
+// and closed here, kept open for its hello only while the gate lets refusals linger; any
+// other gets a goroutine (serveConn) and holds its place until it proves the secret or ends.
+func (s *nodeServer) admit(c *net.UnixConn) {
+	cred, err := nodewire.Admit(c, s.flags.allowUID)
+	if err == nil {
+		if err = s.gate.Enter(cred.Uid); err == nil {
+			go s.serveConn(c, cred)
+			return
+		}
+	}
+	if n := s.refused.Add(1); n&(n-1) == 0 { // a flood logs 1, 2, 4, 8, ... lines
+		ev := s.log.Warn().Err(err).Int64("refused_so_far", n)
+		if cred != nil {
+			ev = ev.Int32("pid", cred.Pid).Uint32("uid", cred.Uid)
+		}
+		ev.Msg("connection refused")
+	}
+	if !s.gate.Linger() {
+		nodewire.Refuse(c, err, false)
+		c.Close()
+		return
+	}
+	go func() {
+		defer s.gate.EndLinger()
+		defer c.Close()
+		nodewire.Refuse(c, err, true)
+	}()
+}
+
+// serveConn answers the requests of one admitted connection until it ends, then ends its
+// rank's session: a ring still open then (its consumer neither closed it nor took every
+// batch) means the rank's process died. Until its first good request the connection is not a
+// rank's and holds its uid's handshake place: it is dropped after helloTimeout, and after the
+// refusal of a first request that is not one (unreadable, or without the node's proof), so
+// that a peer without the secret gets one answer and no more of the node loader's time.
+func (s *nodeServer) serveConn(c *net.UnixConn, cred *unix.Ucred) {
 	defer c.Close()
-	auth, pid, ok := s.handshake(c)
+	gated := true
+	leave := func() {
+		if gated {
+			gated = false
+			s.gate.Leave(cred.Uid)
+		}
+	}
+	defer leave()
+	pid := int(cred.Pid)
+	auth, ok := s.handshake(c, pid)
 	if !ok {
 		return
 	}
@@ -76,6 +116,7 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 			sess, reply, fd = s.request(c, sess, req)
 			if joined && sess != nil {
 				c.SetReadDeadline(time.Time{}) // a rank's now: it keeps its connection for its life
+				leave()
 			}
 		}
 		if req.FD >= 0 { // not taken by a join
@@ -97,27 +138,17 @@ func (s *nodeServer) serveConn(c *net.UnixConn) {
 	s.endSession(sess)
 }
 
-// handshake admits the peer's uid and answers its hello (package nodewire), under the
-// connection's helloTimeout; it returns the state that checks the first request's proof and
-// the peer's pid as the kernel gives it.
-func (s *nodeServer) handshake(c *net.UnixConn) (*nodewire.Auth, int, bool) {
-	cred, err := nodewire.Admit(c, s.flags.allowUID)
-	if err != nil {
-		ev := s.log.Warn().Err(err)
-		if cred != nil {
-			ev = ev.Int32("pid", cred.Pid).Uint32("uid", cred.Uid)
-		}
-		ev.Msg("connection refused")
-		nodewire.Refuse(c, err)
-		return nil, 0, false
-	}
+// handshake answers the admitted peer's hello (package nodewire) under the connection's
+// helloTimeout, telling it where the ranks meet should this node loader die; it returns the
+// state that checks the first request's proof.
+func (s *nodeServer) handshake(c *net.UnixConn, pid int) (*nodewire.Auth, bool) {
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	auth, err := nodewire.Greet(c, s.secret)
+	auth, err := nodewire.Greet(c, s.secret, s.next)
 	if err != nil {
-		s.log.Debug().Err(err).Int32("pid", cred.Pid).Msg("connection dropped in its handshake")
-		return nil, 0, false
+		s.log.Debug().Err(err).Int("pid", pid).Msg("connection dropped in its handshake")
+		return nil, false
 	}
-	return auth, int(cred.Pid), true
+	return auth, true
 }
 
 // request checks one request and opens the rank's ring. It returns the connection's session

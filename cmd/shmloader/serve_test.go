@@ -76,6 +76,7 @@ func nodeHelper(v string) int {
 type nodeClient struct {
 	c    *net.UnixConn
 	auth *nodewire.Auth
+	next string // the welcome's name for the next node loader's socket
 }
 
 func dialNodeErr(name string, d time.Duration) (*nodeClient, error) {
@@ -115,6 +116,7 @@ func (nc *nodeClient) hello() error {
 	if err := json.Unmarshal(buf[:n], &w); err != nil {
 		return fmt.Errorf("welcome %q: %v", buf[:n], err)
 	}
+	nc.next = w.Next
 	return nc.auth.Verify(w)
 }
 
