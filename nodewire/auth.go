@@ -40,6 +40,9 @@ type Welcome struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// ErrBusy marks a refusal that passes: the peer may try again (a [Gate] had no place for it).
+var ErrBusy = errors.New("busy")
+
 // ErrNotAuthenticated refuses a request of a connection that has not proved the secret.
 var ErrNotAuthenticated = errors.New("refused: the request does not prove the node's secret (GOBATCH_NODE_SECRET): not a rank of this job")
 
@@ -188,11 +191,13 @@ func Admit(c *net.UnixConn, allowed []int) (*unix.Ucred, error) {
 // that writes to a closed connection gets EPIPE instead of reading why.
 func Refuse(c *net.UnixConn, why error, linger bool) {
 	c.SetWriteDeadline(time.Now().Add(refusedLinger))
-	Send(c, Reply{Error: why.Error(), ServerPID: os.Getpid()}, -1)
-	if linger {
-		c.SetReadDeadline(time.Now().Add(refusedLinger))
-		c.Read(make([]byte, MaxMessage))
+	Send(c, Reply{Error: why.Error(), Busy: errors.Is(why, ErrBusy), ServerPID: os.Getpid()}, -1)
+	wait := time.Now() // without linger, take only a hello already sent: closing on an unread
+	if linger {        // message resets the connection, and the peer may lose the reply with it
+		wait = wait.Add(refusedLinger)
 	}
+	c.SetReadDeadline(wait)
+	c.Read(make([]byte, MaxMessage))
 }
 
 // NextName draws the socket name a server's ranks restart it at should it die: random, and

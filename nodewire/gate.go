@@ -44,13 +44,13 @@ func NewGate(l GateLimits) *Gate {
 	return &Gate{perUID: max(l.PerUID, 1), maxLinger: max(l.Linger, 0), pending: map[uint32]int{}}
 }
 
-// Enter takes a handshake place for a peer of uid, or returns an error saying why there is none
-// (the caller answers it and closes the connection). Leave gives it back.
+// Enter takes a handshake place for a peer of uid, or returns an error saying why there is none,
+// wrapping ErrBusy (the caller answers it and closes the connection). Leave gives it back.
 func (g *Gate) Enter(uid uint32) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending[uid] >= g.perUID {
-		return fmt.Errorf("refused: %d connections of uid %d are already in their handshake (the node loader's limit per uid); try again", g.perUID, uid)
+		return fmt.Errorf("refused (%w): %d connections of uid %d are already in their handshake (the node loader's limit per uid); try again", ErrBusy, g.perUID, uid)
 	}
 	g.pending[uid]++
 	return nil

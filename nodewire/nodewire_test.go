@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -218,7 +219,7 @@ func TestGateSharesAndLimits(t *testing.T) {
 		}
 	}
 	err := g.Enter(1000)
-	if err == nil || !strings.Contains(err.Error(), "3 connections of uid 1000") {
+	if err == nil || !strings.Contains(err.Error(), "3 connections of uid 1000") || !errors.Is(err, ErrBusy) {
 		t.Fatalf("fourth place of uid 1000: %v, want the limit named", err)
 	}
 	if err := g.Enter(0); err != nil {

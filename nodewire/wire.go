@@ -32,13 +32,15 @@ type Request struct {
 }
 
 // Reply answers a request: the ring (its memfd is the message's one descriptor), or an
-// error; Usage marks an error of the request or the configuration (Python: ConfigError).
+// error; Usage marks an error of the request or the configuration (Python: ConfigError). A
+// connection refused before its hello ([Refuse]) gets one too.
 type Reply struct {
 	Rank      uint64 `json:"rank"`
 	Memfd     string `json:"memfd,omitempty"` // the memfd's name (/proc/PID/fd/N shows it): the Loader checks it is its rank's
 	ServerPID int    `json:"server_pid"`
 	Error     string `json:"error,omitempty"`
 	Usage     bool   `json:"usage,omitempty"`
+	Busy      bool   `json:"busy,omitempty"` // a refusal that passes (ErrBusy): try again
 }
 
 // OOBSpace is the control buffer ReadMsg needs for the one descriptor a message may carry.

@@ -16,7 +16,8 @@ hand (``shmloader serve --socket NAME``) is used when the Loader is given that n
 (``node="NAME"`` or ``GOBATCH_NODE=NAME``). The connection stays open for the Loader's life
 (epochs and resumes ask for a new ring on it); the node loader exits when every local rank
 has come and gone; when it is killed, the ranks restart it and each hands it its ring to join
-(``NodeRings``). The rule that maps a node's local ranks to global ranks lives in the node
+(``NodeRings``), meeting at the socket name it drew for its successor (its welcome's
+``next``: random, told only to this uid's peers, so another user cannot hold it). The rule that maps a node's local ranks to global ranks lives in the node
 loader (``sampler.NodeStreams``); a Loader only says which global rank it is (torchrun's
 ``RANK``) and passes ``GROUP_RANK`` and ``LOCAL_WORLD_SIZE`` to the node loader it starts.
 """
@@ -29,6 +30,7 @@ import hmac
 import json
 import mmap
 import os
+import re
 import signal
 import socket
 import struct
@@ -66,6 +68,8 @@ SECRET_ENV = "GOBATCH_NODE_SECRET"
 # whose environment names that uid here.
 UID_ENV = "GOBATCH_NODE_UID"
 _NONCE_BYTES = 32
+# A successor's socket name as a node loader draws it (nodewire.NextName).
+_NEXT_NAME = re.compile(r"gobatch-node-[0-9a-f]{32}")
 
 
 def _job_parts(env: Mapping[str, str]) -> List[str]:
@@ -172,18 +176,41 @@ class _Gone(Exception):
     """The node loader closed the connection before it replied."""
 
 
+class _Busy(Exception):
+    """The node loader had no handshake place for this connection (a flood of this uid's
+    connections): it said so, and to try again."""
+
+
 class _GoneError(LoaderError):
     """The Loader's error for _Gone: the node loader may have died (NodeRings.open asks)."""
+
+
+def _last_words(sock: socket.socket) -> "tuple[bytes, List[int]]":
+    """What the node loader said before it closed the connection (a refusal), or nothing. A
+    close with this rank's message unread resets the connection: the reset is reported once
+    (the error that brought the caller here), and the reply queued before it can still be read."""
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, _MAX_REPLY, 1, socket.MSG_DONTWAIT)
+    except OSError:
+        return b"", []
+    return msg, fds
 
 
 class NodeSession:
     """A rank's connection to its node loader (starting it when this rank is the first)."""
 
-    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float, connect: bool = True) -> None:
+    def __init__(self, spec: NodeSpec, command: Command, *, start_timeout: float, connect: bool = True,
+                 at: Optional[str] = None) -> None:
         """Connects to the node loader of ``spec``, or starts it with ``command`` (``shmloader
         serve`` with the command's options, and the rank flags and the socket); with
-        ``connect`` False, :meth:`connect` does."""
+        ``connect`` False, :meth:`connect` does. ``at``: the socket name to meet it at instead
+        of the spec's (a restart's: the name the dead node loader gave for its successor)."""
         self.spec = spec
+        self.socket = at or spec.socket
+        #: The name the node loader reached gave for its successor's socket (its welcome's
+        #: ``next``): random and told only to peers of this uid, so that another user, who can
+        #: read every abstract socket name in /proc/net/unix, cannot hold it while it restarts.
+        self.next_socket: Optional[str] = None
         self._command = command
         self._sha = hashlib.sha256(command.config_bytes()).hexdigest()
         # With the file, these make the rank's stream: the node loader refuses a rank whose
@@ -206,20 +233,27 @@ class NodeSession:
 
     @property
     def _addr(self) -> str:
-        return "\0" + self.spec.socket
+        return "\0" + self.socket
 
     def _rendezvous(self, deadline: float) -> socket.socket:
         """A checked connection to the node loader (``_hello``): connect to a listening one, else
         become the starter by binding the name (the kernel lets one bind win), else retry. A
         node loader another rank started that fails at start-up closes the connection without
         a word: this rank then starts one itself and reports its error. One that was killed
-        may still take connections while it is torn down: a few tries more."""
+        may still take connections while it is torn down: a few tries more. One that has no
+        handshake place for this connection (this uid's connections flood it) says so: tries
+        again until the deadline."""
         retries = _GONE_RETRIES
         while True:
             s = self._connect(deadline)
             try:
                 self._hello(s, deadline)
                 return s
+            except _Busy as e:
+                s.close()
+                if time.monotonic() >= deadline:
+                    raise LoaderError(f"node loader socket {self.socket!r}: {e}", stderr=self.stderr_tail()) from None
+                time.sleep(0.02)
             except _Gone:
                 s.close()
                 if self.child is not None or self.spec.by_hand or retries == 0:
@@ -242,8 +276,8 @@ class NodeSession:
                 s.close()
             if self.spec.by_hand:
                 if time.monotonic() >= deadline:
-                    raise LoaderError(f"no node loader listens on socket {self.spec.socket!r} (start it with "
-                                      f"`shmloader serve --socket {self.spec.socket} ...`, or leave node unset)")
+                    raise LoaderError(f"no node loader listens on socket {self.socket!r} (start it with "
+                                      f"`shmloader serve --socket {self.socket} ...`, or leave node unset)")
             else:
                 listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
                 try:
@@ -251,7 +285,7 @@ class NodeSession:
                 except OSError as e:
                     listener.close()
                     if e.errno != errno.EADDRINUSE:
-                        raise LoaderError(f"node loader socket {self.spec.socket!r}: {e}") from None
+                        raise LoaderError(f"node loader socket {self.socket!r}: {e}") from None
                 else:
                     try:
                         listener.listen(256)
@@ -260,7 +294,7 @@ class NodeSession:
                         listener.close()  # the child holds it now
                     continue  # connect to it
             if time.monotonic() >= deadline:
-                raise LoaderError(f"could not reach the node loader on socket {self.spec.socket!r} "
+                raise LoaderError(f"could not reach the node loader on socket {self.socket!r} "
                                   f"within {self._timeout:g} s")
             time.sleep(0.01)
 
@@ -270,7 +304,7 @@ class NodeSession:
         secret (an HMAC over both sides' nonces: the Go package nodewire); this rank's
         proof goes with its first request."""
         pid, uid, _ = peer_cred(sock)
-        where = f"node loader socket {self.spec.socket!r}"
+        where = f"node loader socket {self.socket!r}"
         if uid != os.getuid() and str(uid) != os.environ.get(UID_ENV, "").strip():
             raise LoaderError(f"{where}: the process listening there (pid {pid}) runs as uid {uid}, not this "
                               f"rank's uid {os.getuid()}: another user holds the name; refusing it (set "
@@ -288,12 +322,17 @@ class NodeSession:
             raise LoaderError(f"{where}: the process listening there (pid {pid}, uid {uid}) is not a node loader: "
                               f"it answered {msg[:120]!r}") from None
         if welcome.get("error"):
+            if welcome.get("busy"):
+                raise _Busy(welcome["error"])
             raise LoaderError(f"{where}: {welcome['error']}", stderr=self.stderr_tail())
         if len(theirs) != _NONCE_BYTES or not hmac.compare_digest(proof, _proof(self._secret, b"serve", mine, theirs)):
             raise LoaderError(f"{where}: the process listening there (pid {welcome.get('server_pid', pid)}, uid {uid}) "
                               f"does not prove this job's secret: a squatter, or another job's node loader; refusing it")
         self.server_pid = welcome.get("server_pid", self.server_pid)
         self._auth = _proof(self._secret, b"rank", mine, theirs).hex()
+        nxt = welcome.get("next")
+        if isinstance(nxt, str) and _NEXT_NAME.fullmatch(nxt):
+            self.next_socket = nxt
 
     def _start_server(self, listener: socket.socket) -> None:
         """Starts ``shmloader serve`` on the bound socket, with no parent-death tie: it serves the
@@ -316,7 +355,7 @@ class NodeSession:
         pid = self.server_pid
         if pid is None and self.child is not None:
             pid = self.child.pid  # this rank started it, and it has not replied yet
-        return f"node loader pid {'?' if pid is None else pid} (socket {self.spec.socket}), rank {self.spec.rank}"
+        return f"node loader pid {'?' if pid is None else pid} (socket {self.socket}), rank {self.spec.rank}"
 
     def open_ring(self, *, start: Optional[int], epoch: Optional[int], timeout: float) -> int:
         """Asks for this rank's ring (from stream batch ``start``, of ``epoch``) and returns its
@@ -358,10 +397,7 @@ class NodeSession:
             sent = socket.send_fds(sock, [data], list(fds)) if fds else sock.send(data)
         except OSError as e:
             if e.errno in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
-                try:  # it may have said why before it closed (a refusal)
-                    msg, fds, _, _ = socket.recv_fds(sock, _MAX_REPLY, 1, socket.MSG_DONTWAIT)
-                except OSError:
-                    msg, fds = b"", []
+                msg, fds = _last_words(sock)
                 if msg:
                     return msg, fds
                 raise _Gone() from None
@@ -378,9 +414,9 @@ class NodeSession:
                     raise LoaderError(f"{self.label}: no ring within {self._timeout:g} s", stderr=self.stderr_tail())
                 continue
             except OSError as e:
-                msg, fds = b"", []
                 if e.errno != errno.ECONNRESET:
                     raise LoaderError(f"{self.label}: {e}") from None
+                msg, fds = _last_words(sock)
             finally:
                 sock.settimeout(None)
             if msg:
@@ -467,8 +503,8 @@ class NodeRings:
     Loader's own child is (``_supervise.Supervisor``, the same ``restarts`` budget, backoff and
     warnings): when it dies while a ring is read, each rank finds it dead (its child's exit
     status for the rank that started it; the ring's dead producer for the others), meets the
-    others again at the same socket name, where the kernel's bind elects the rank that starts
-    the new one, and hands it its ring to join (``NodeSession.join_ring``): the new node loader
+    others again at the socket name the dead one drew for its successor, where the kernel's
+    bind elects the rank that starts the new one, and hands it its ring to join (``NodeSession.join_ring``): the new node loader
     takes over the batches the dead one held and carries on at the ring's position, so each
     rank's stream goes on exactly once and in order. A node loader started by hand, or
     ``restarts=0``, is not restarted."""
@@ -491,6 +527,7 @@ class NodeRings:
         self._watch: Optional[DeathWatch] = None  # wakes the consumer when the node loader dies
         self._base = 0  # the open ring's control mapping (gb_base), for the watch's wakes
         self._restarts_before = 0  # node loaders restarted while earlier rings were open
+        self._at: Optional[str] = None  # where the next node loader is met (None: the spec's name)
 
     @property
     def restart_count(self) -> int:
@@ -516,7 +553,7 @@ class NodeRings:
         opening: Optional[Supervisor] = None  # restarts of node loaders that died while the ring was asked for
         while True:
             if self.session is None or self.session.closed:
-                self.session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout, connect=False)
+                self.session = self._new_session(connect=False)
             session = self.session
             try:
                 if session.closed:
@@ -560,6 +597,15 @@ class NodeRings:
                 ring._close_ring()
             raise
 
+    def _new_session(self, connect: bool = True) -> NodeSession:
+        """A session at the name where this rank meets its node loader: the spec's, or, once a
+        node loader was reached, the name it drew for its successor (every rank it greeted got
+        the same one, and no other user has it, so no squatter can hold it during a restart)."""
+        old = self.session
+        if old is not None and old.next_socket:
+            self._at = old.next_socket
+        return NodeSession(self._spec, self._command, start_timeout=self._start_timeout, connect=connect, at=self._at)
+
     def _died(self, session: NodeSession) -> "Optional[tuple[int, Optional[int]]]":
         """(pid, exit status or None when it was not this rank's child) of the session's node
         loader if it was killed (waiting up to a second for a dying one to be gone); None when it
@@ -583,7 +629,7 @@ class NodeRings:
     def _meet(self) -> int:
         """The opening Supervisor's spawn: a new session (starting the node loader when this
         rank wins the bind); returns the node loader's pid."""
-        self.session = session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
+        self.session = session = self._new_session()
         pid = session.server_pid if session.server_pid is not None else session.child.pid if session.child else None
         assert pid is not None
         return pid
@@ -627,7 +673,7 @@ class NodeRings:
         old = self.session
         if old is not None:
             old.close()
-        self.session = session = NodeSession(self._spec, self._command, start_timeout=self._start_timeout)
+        self.session = session = self._new_session()
         session.join_ring(self._ring_fd, epoch=self._epoch, timeout=self._start_timeout)
         assert session.server_pid is not None
         return session.server_pid
@@ -646,7 +692,7 @@ class NodeRings:
         session = self.session
         assert session is not None
         how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else "died"
-        cause = f"the node loader pid {pid} (socket {self._spec.socket}) {how}"
+        cause = f"the node loader pid {pid} (socket {session.socket}) {how}"
         try:
             sup.restart(pid, code, cause=cause)
         except LoaderError as e:
