@@ -13,9 +13,10 @@ import (
 	"github.com/gobatch/gobatch/readers/zarr"
 )
 
-// OpenDeadline bounds the opening of a store (its metadata, and a remote store's coordinates):
-// a store that has not answered by then (a hung network mount) fails naming the store, as a
-// chunk read past chunk_deadline_s does, instead of hanging the plan or the Loader's start.
+// OpenDeadline bounds the opening of a store (its metadata, and a remote store's coordinates)
+// and each read of a whole coordinate array: a store that has not answered by then (a hung
+// network mount) fails naming the store, as a chunk read past chunk_deadline_s does, instead
+// of hanging the plan or the Loader's start.
 var OpenDeadline = 2 * time.Minute
 
 // OpenZarr opens the Zarr store at path (a directory, a zip archive or a URL, opened by
@@ -117,7 +118,7 @@ func (d *zarrDataset) Array(name string) (Array, error) {
 		a.SetCache(d.coords)
 	}
 	cf := a.CF()
-	z := &zarrArray{a: a, cf: cf.Params(), coords: d.coords}
+	z := &zarrArray{a: a, cf: cf.Params(), coords: d.coords, store: d.String()}
 	if masks := z.cf.Masks; len(masks) > 1 {
 		return nil, fmt.Errorf("%s/%s: %d distinct _FillValue/missing_value values %v; the sampler supports one", d.path, name, len(masks), masks)
 	}
@@ -131,6 +132,15 @@ type zarrArray struct {
 	a      *zarr.Array
 	cf     zarr.CFParams
 	coords *coordCache // the store's coordinates read ahead (nil: none)
+	store  string      // the store, as messages name it
+}
+
+// whole reads the whole array with read, within OpenDeadline: a local store's files can hang
+// (a network mount) as a remote store's objects can, and these reads are part of opening.
+func whole[T any](z *zarrArray, read func() (T, error)) (T, error) {
+	return withDeadline(OpenDeadline, read, func() error {
+		return fmt.Errorf("read %s/%s: no answer within %v (a hung mount or a server that never answers?)", z.store, z.a.Path, OpenDeadline)
+	})
 }
 
 func (z *zarrArray) Shape() []int   { return z.a.Shape }
@@ -222,7 +232,17 @@ func (z *zarrArray) all() (start, stop []int) {
 	return make([]int, len(z.a.Shape)), z.a.Shape
 }
 
-func (z *zarrArray) Int64s() ([]int64, error) {
+func (z *zarrArray) Int64s() ([]int64, error) { return whole(z, z.readInt64s) }
+
+func (z *zarrArray) Float64s() ([]float64, error) { return whole(z, z.readFloat64s) }
+
+func (z *zarrArray) Strings() ([]string, error) { return whole(z, z.readStrings) }
+
+func (z *zarrArray) Times() ([]int64, error) { return whole(z, z.readTimes) }
+
+func (z *zarrArray) Durations() ([]int64, error) { return whole(z, z.readDurations) }
+
+func (z *zarrArray) readInt64s() ([]int64, error) {
 	out := make([]int64, z.a.Len())
 	start, stop := z.all()
 	if len(out) == 0 {
@@ -232,7 +252,7 @@ func (z *zarrArray) Int64s() ([]int64, error) {
 	return out, err
 }
 
-func (z *zarrArray) Float64s() ([]float64, error) {
+func (z *zarrArray) readFloat64s() ([]float64, error) {
 	out := make([]float64, z.a.Len())
 	start, stop := z.all()
 	if len(out) == 0 {
@@ -242,14 +262,14 @@ func (z *zarrArray) Float64s() ([]float64, error) {
 	return out, err
 }
 
-func (z *zarrArray) Strings() ([]string, error) {
+func (z *zarrArray) readStrings() ([]string, error) {
 	if v, ok := z.coords.strings(z.a.Path); ok {
 		return slices.Clone(v), nil
 	}
 	return z.a.ReadStrings()
 }
 
-func (z *zarrArray) Times() ([]int64, error) {
+func (z *zarrArray) readTimes() ([]int64, error) {
 	ns, err := z.a.ReadTimes()
 	if err != nil {
 		return nil, err
@@ -257,7 +277,7 @@ func (z *zarrArray) Times() ([]int64, error) {
 	return nanosToSeconds(ns, "time")
 }
 
-func (z *zarrArray) Durations() ([]int64, error) {
+func (z *zarrArray) readDurations() ([]int64, error) {
 	ns, err := z.a.ReadDurations()
 	if err != nil {
 		return nil, err

@@ -51,6 +51,7 @@ pytestmark = pytest.mark.timeout(max(600, 20 * REPS))
 TIME_S = 10.0
 RSS_MB = 400.0
 FIRST_BATCH_S = 10.0
+_rss: Dict[str, float] = {}  # worst peak RSS of each case's runs, MiB
 
 
 # ---- stores and configurations ----
@@ -86,7 +87,8 @@ def _check(name: str, run: Tuple[int, str, float, float], *wants: str) -> None:
         assert want in err, f"{name}: {want!r} not in {err[-2000:]!r}"
     assert seconds < TIME_S, f"{name}: {seconds:.1f} s"
     assert rss < RSS_MB, f"{name}: peak RSS {rss:.0f} MiB"
-    record(f"hostile: {name}", seconds, f"refused naming it (peak RSS {rss:.0f} MiB)")
+    _rss[name] = max(_rss.get(name, 0.0), rss)
+    record(f"hostile: {name}", seconds, f"refused naming it (worst peak RSS {_rss[name]:.0f} MiB)")
 
 
 def _write_store(path: Path) -> None:
@@ -132,7 +134,8 @@ def test_hostile_metadata_plan(tmp_path: Path, how: str, why: str) -> None:
         root.mkdir()
         store, key = _hostile_metadata(root, how)
         cfg = _store_config(root, store.name)
-        _check(f"plan of a store whose {key} is {how}", _bounded(["plan", "--config", str(cfg)]), key, why)
+        what = {"fifo": "a FIFO", "dev-zero": "a link to /dev/zero", "sparse-zmetadata": "2 GiB (sparse)"}[how]
+        _check(f"plan: {key} is {what}", _bounded(["plan", "--config", str(cfg)]), key, why)
 
 
 @pytest.mark.parametrize("how,why", [("directory", "a directory"), ("sparse-1TiB", "more than a value may have")])
@@ -152,7 +155,8 @@ def test_hostile_chunk_run(tmp_path: Path, shm: Path, how: str, why: str) -> Non
                     f.truncate(1 << 40)
         cfg = _store_config(root, "sat.zarr")
         run = _bounded(["run", "--config", str(cfg), "--ring", f"hostile-{os.getpid()}-{rep}"])
-        _check(f"run over chunk keys that are {how}", run, "key data/", why)
+        what = {"directory": "directories", "sparse-1TiB": "1 TiB files (sparse)"}[how]
+        _check(f"run: chunk keys are {what}", run, "key data/", why)
     assert list(shm.iterdir()) == []
 
 
@@ -167,7 +171,7 @@ def test_yaml_merges_bounded(tmp_path: Path) -> None:
         run = _bounded(["plan", "--config", str(path), "--batch-size", "2"])
         code, err, _, _ = run
         assert any(f"merges.yaml:{first + i}" in err for i in range(8)), err[-2000:]
-        _check("plan of a YAML of 8 merges of 60,000 keys", run, "more than 1048576 values and merged keys")
+        _check("plan: YAML of 8 merges of 60,000 keys", run, "more than 1048576 values and merged keys")
 
 
 # ---- neighbours ----
@@ -203,6 +207,7 @@ def test_squatter_during_restarts(shm, monkeypatch) -> None:
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "placeholder")
     monkeypatch.delenv("GOBATCH_NODE_SECRET", raising=False)
     rng = random.Random(20261206)
+    worst_gap = 0.0
     for _ in range(REPS):
         squatter = as_nobody(SQUATTER.replace("sys.argv[1]", "120"))
         try:
@@ -213,8 +218,9 @@ def test_squatter_during_restarts(shm, monkeypatch) -> None:
         finally:
             stop(squatter)
         assert base in taken, f"the squatter never held the dead node loader's name {base}: {taken}"
-        record("node loader restarted beside a squatter of another uid", replaced,
-               f"streams exactly once, in order (the squatter held {len(taken)} names, worst wait {1000 * gap:.0f} ms);")
+        worst_gap = max(worst_gap, gap)
+        record("node loader killed beside a squatter of another uid", replaced,
+               f"streams exactly once, in order (worst wait for a batch {1000 * worst_gap:.0f} ms); death -> replacement")
 
 
 def _taken(squatter: "subprocess.Popen[str]", base: str, wait_s: float = 2.0) -> List[str]:
@@ -304,7 +310,7 @@ def test_stranger_flood_while_ranks_read(tmp_path: Path, shm, monkeypatch) -> No
             stop(flood)
         assert not any(str(k).startswith("error") for k in out), out
         assert out[0] == list(range(batches)) and out[1] == list(range(batches)), "a rank's stream is not exactly once"
-        assert report["connected"] + report["failed"] == 1000 and report["refused"] > 0, report
+        assert report["connected"] == 1000 and report["refused"] == 1000, report
         assert out["first1"] < FIRST_BATCH_S, f"rank 1's first batch after {out['first1']:.1f} s"
         record("1,000 connections of another uid, nofile 256", out["first1"],
-               f"both ranks exactly once ({report['connected']} held, {report['refused']} answered); rank 1's first batch")
+               "both ranks exactly once, every connection refused; rank 1's first batch")
