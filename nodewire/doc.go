@@ -5,14 +5,19 @@
 //
 // Peers: the server admits a peer whose uid (SO_PEERCRED) is its own or an allowed one
 // ([Admit]), answering another with an error ([Refuse]); an abstract socket has no file
-// permissions, so this is the only gate against other users.
+// permissions, so this is the only gate against other users. A [Gate] bounds the descriptors
+// spent on peers that are not ranks yet (handshakes per uid, lingering refusals), with a
+// reserve for the ranks ([Limits]).
+//
+// Restarts: a server's welcome names the socket its ranks restart it at should it die
+// ([NextName]: random, told only to admitted peers), so no other user can hold that name.
 //
 // Handshake: both ends prove that they know the node's secret ([SecretEnv], taken once by
 // [TakeSecret]) by an HMAC-SHA256 over two fresh nonces, so the secret never crosses the
 // socket ([Auth]; the server's side is [Greet] and [Auth.Check]):
 //
 //	rank   -> server  {"hello": Nr}                                   (Hello)
-//	server -> rank    {"nonce": Ns, "proof": HMAC(K, "serve" Nr Ns)}  (Welcome)
+//	server -> rank    {"nonce": Ns, "proof": HMAC(K, "serve" Nr Ns), "next": NAME}  (Welcome)
 //	rank   -> server  its first request, "auth": HMAC(K, "rank" Nr Ns)
 //
 // Requests and replies: a [Request] asks for a rank's ring, a [Reply] answers it; either may
