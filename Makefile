@@ -55,22 +55,33 @@ pyinstall: venv sysdeps
 	$(VPY) -m pip install -q --no-build-isolation --force-reinstall --no-deps ./python
 
 # The platform wheel a user without Go, a C compiler or PROJ installs (README "Install"):
-# dist/gobatch-<version>-py3-none-manylinux_<glibc>_x86_64.whl. pip builds the package as
-# pyinstall does, with PROJ's proj.db and proj.ini copied in (GOBATCH_BUNDLE_PROJ_DATA,
-# python/setup.py); `auditwheel repair` then copies libproj and the libraries it needs into
-# gobatch.libs/, points shmloader's RPATH there ($ORIGIN-relative) and picks the manylinux tag
-# the symbols allow; `auditwheel show` prints what the wheel needs from the system. Rebuilt
-# when a tracked source of the package changes.
+# dist/gobatch-<version>-py3-none-manylinux_<glibc>_x86_64.whl. It needs Go, gcc, PROJ
+# (sysdeps) and a small build venv of its own (python/requirements-build.txt, in
+# build/venv-wheel), never the development venv. pip builds the package as pyinstall does,
+# with PROJ's proj.db and proj.ini copied in (GOBATCH_BUNDLE_PROJ_DATA, python/setup.py);
+# `auditwheel repair` then copies libproj and the libraries it needs into gobatch.libs/, points
+# shmloader's RPATH there ($ORIGIN-relative) and picks the manylinux tag the symbols allow;
+# `auditwheel show` prints what the wheel needs from the system. Rebuilt when a tracked source
+# of the package changes.
+BVENV := build/venv-wheel
+BVPY := $(BVENV)/bin/python
 WHEEL_SRC := $(shell git ls-files go.mod go.sum '*.go' pybind python/gobatch python/setup.py python/pyproject.toml 2>/dev/null)
 wheel: dist/.wheel-stamp
 
-dist/.wheel-stamp: $(WHEEL_SRC) $(VENV)/.stamp | sysdeps
+$(BVENV)/.stamp: python/requirements-build.txt
+	rm -rf $(BVENV)
+	$(PY) -m venv $(BVENV)
+	$(BVPY) -m pip install -q --upgrade pip
+	$(BVPY) -m pip install -q -r python/requirements-build.txt
+	touch $@
+
+dist/.wheel-stamp: $(WHEEL_SRC) $(BVENV)/.stamp | sysdeps
 	rm -rf python/build build/wheel dist/gobatch-*.whl
 	GOBATCH_BUNDLE_PROJ_DATA=$$(pkg-config --variable=datadir proj) \
-	  $(VPY) -m pip wheel -q --no-deps --no-build-isolation -w build/wheel ./python
+	  $(BVPY) -m pip wheel -q --no-deps --no-build-isolation -w build/wheel ./python
 	rm -f python/gobatch/_data/proj/proj.db python/gobatch/_data/proj/proj.ini
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m auditwheel repair -w dist build/wheel/gobatch-*.whl
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m auditwheel show dist/gobatch-*.whl
+	PATH=$(CURDIR)/$(BVENV)/bin:$$PATH $(BVPY) -m auditwheel repair -w dist build/wheel/gobatch-*.whl
+	PATH=$(CURDIR)/$(BVENV)/bin:$$PATH $(BVPY) -m auditwheel show dist/gobatch-*.whl
 	@ls -l dist/gobatch-*.whl
 	touch $@
 
