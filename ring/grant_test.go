@@ -109,15 +109,9 @@ func TestAllSlotsHeldThenGoesOn(t *testing.T) {
 	defer cancel()
 	go produce(ctx, p, 2, 0)
 	held := readKeeping(t, ctx, c, 0, 3, func(uint64) bool { return true })
-	t0 := time.Now()
-	_, err := c.Next(ctx)
+	_, err := c.Next(ctx) // a Next that waited would end in ctx's error, not ErrSlotsHeld
 	if !errors.Is(err, ErrSlotsHeld) || !strings.Contains(err.Error(), "batches 0 in slot 0, 1 in slot 1, 2 in slot 2") {
 		t.Fatalf("Next with every slot held = %v, want ErrSlotsHeld naming batches 0, 1 and 2", err)
-	}
-	// A Next that waited would wait for a release that never comes (until ctx's 30 s); 1 s
-	// leaves room for a loaded machine under -race.
-	if d := time.Since(t0); d > time.Second {
-		t.Fatalf("Next with every slot held took %v: it must not wait", d)
 	}
 	c.Release(held[1]) // the middle one: batch 3 gets slot 1
 	s, err := c.Next(ctx)

@@ -28,16 +28,13 @@ func TestAttachNamedRefusesUnsafeFilesAtOnce(t *testing.T) {
 		cases["real"] = "owned by uid"
 	}
 	for name, want := range cases {
+		// A wait (for the file to become a ring) would end in ctx's error, not a refusal.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		t0 := time.Now()
 		_, _, err := AttachNamed(ctx, name, false)
 		cancel()
 		var re *shm.RefusedError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), shm.Path(name)) {
 			t.Errorf("AttachNamed(%s) = %v, want a *shm.RefusedError naming %s and %q", name, err, shm.Path(name), want)
-		}
-		if d := time.Since(t0); d > time.Second {
-			t.Errorf("AttachNamed(%s) took %v to refuse: it waited", name, d)
 		}
 	}
 	if !canChown {

@@ -272,16 +272,12 @@ func TestOpenWaitsForReady(t *testing.T) {
 	// Dead creator: refused at once, with or without magic.
 	pid, st := deadProcess(t)
 	*r.u32(offCreatorPID), *r.u64(offCreatorStarttime) = pid, st
-	t0 := time.Now()
 	if _, err := Open(mem); err == nil || !strings.Contains(err.Error(), "crashed during creation") {
 		t.Errorf("Open with a dead creator = %v", err)
 	}
 	*r.u64(offMagic) = 0
 	if _, err := Open(mem); err == nil || !strings.Contains(err.Error(), "never written and creator pid") {
 		t.Errorf("Open with magic 0 and a dead creator = %v", err)
-	}
-	if time.Since(t0) > 2*time.Second {
-		t.Errorf("refusals took %v", time.Since(t0))
 	}
 }
 

@@ -250,9 +250,7 @@ func TestProducerKilled(t *testing.T) {
 	if !errors.As(err, &de) || int(de.PID) != ch.cmd.Process.Pid || de.Batch != 3 {
 		t.Fatalf("Next after SIGKILL of the producer = %v", err)
 	}
-	if d > 2*time.Second { // ~0.1-0.2 s: the 100 ms wait slice, plus scheduling on a busy machine
-		t.Errorf("death noticed after %v", d)
-	}
+	// How soon (about the 100 ms wait slice) is measured by the fault trials (make faults).
 	t.Logf("producer death noticed %v after SIGKILL: %v", d, err)
 }
 
@@ -288,9 +286,7 @@ func TestConsumerKilled(t *testing.T) {
 	if !errors.Is(err, ErrConsumerGone) {
 		t.Fatalf("Claim after SIGKILL of the consumer = %v", err)
 	}
-	if d > 2*time.Second {
-		t.Errorf("consumer death noticed after %v", d)
-	}
+	t.Logf("consumer death noticed %v after SIGKILL", d) // how soon: the fault trials (make faults)
 	if err := <-watch; !errors.Is(err, ErrConsumerGone) {
 		t.Errorf("Watch = %v", err)
 	}

@@ -242,14 +242,12 @@ func TestTruncatedStream(t *testing.T) {
 		}
 		c.Release(s)
 	}
-	t0 := time.Now()
-	_, err := c.Next(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a wait ends in ctx's error
+	defer cancel()
+	_, err := c.Next(ctx)
 	var te *TruncatedError
 	if !errors.As(err, &te) || te.Batch != 2 || !strings.Contains(err.Error(), "all producers finished before batch 2") {
 		t.Fatalf("Next after all producers are done = %v", err)
-	}
-	if d := time.Since(t0); d > 2*time.Second { // ~0.1 s; slack for a busy machine
-		t.Errorf("took %v", d)
 	}
 }
 
@@ -274,8 +272,9 @@ func TestErrorRecord(t *testing.T) {
 		t.Fatalf("ready batch: %v", err)
 	}
 	c.Release(s)
-	t0 := time.Now()
-	_, err = c.Next(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a wait ends in ctx's error
+	defer cancel()
+	_, err = c.Next(ctx)
 	var pe *ProducerError
 	if !errors.As(err, &pe) {
 		t.Fatalf("Next = %v, want a *ProducerError", err)
@@ -283,9 +282,6 @@ func TestErrorRecord(t *testing.T) {
 	if pe.Producer != p2.Entry()+1 || !strings.HasPrefix(pe.Text, "reading chunk x/0.0.1: é") || len(pe.Text) > MaxErrorText ||
 		!strings.HasSuffix(pe.Text, "é") {
 		t.Errorf("error record: producer %d, %d bytes: %.60q", pe.Producer, len(pe.Text), pe.Text)
-	}
-	if time.Since(t0) > 2*time.Second {
-		t.Errorf("error took %v to arrive", time.Since(t0))
 	}
 	st := r.Stats()
 	for _, e := range st.Producers {
@@ -382,12 +378,8 @@ func TestContextBoundsWaits(t *testing.T) {
 	c, _ := r.NewConsumer()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	t0 := time.Now()
-	if _, err := c.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Next(ctx); !errors.Is(err, context.DeadlineExceeded) { // a Next deaf to ctx never returns
 		t.Errorf("Next on an empty ring = %v", err)
-	}
-	if d := time.Since(t0); d > time.Second {
-		t.Errorf("Next took %v past a 50 ms deadline", d)
 	}
 	w, _ := p.Claim(context.Background())
 	w.Publish()
@@ -559,63 +551,83 @@ func TestAbandon(t *testing.T) {
 	}
 }
 
-// TestWakeUpIsPrompt: a sleeping consumer is woken by the publish (FUTEX_WAKE), and a
-// producer sleeping on a full ring by the release, well before the 100 ms wait slice ends.
-// Without the wake-up both delays would be close to 100 ms.
-func TestWakeUpIsPrompt(t *testing.T) {
+// TestSleepersAreWokenByTheirWake: a consumer waiting for a batch sleeps on the slot's futex and
+// a producer waiting on a full ring on its batch's grant word, each counted among that word's
+// waiters (which is what makes the publish and the release issue FUTEX_WAKE), and the publish
+// and the release end their sleep. How soon they wake is benchmarks' business (ring_bench.py); it is logged here.
+func TestSleepersAreWokenByTheirWake(t *testing.T) {
 	_, r := newMemfdRing(t, streamLayout(1, 0, 1))
 	p, _ := r.NewProducer(1)
 	c, _ := r.NewConsumer()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a sleep nothing wakes ends in ctx's error
+	defer cancel()
+	asleep := func(who string, waiters *uint32) {
+		t.Helper()
+		for atomic.LoadUint32(waiters) == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the %s never slept on the slot's futex", who)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	var consumerDelay, producerDelay []time.Duration
 	for k := 0; k < 15; k++ {
-		published := make(chan time.Time, 1)
+		got := make(chan error, 1)
 		go func() {
-			time.Sleep(5 * time.Millisecond) // the consumer is asleep by now
-			w, err := p.Claim(ctx)
-			if err != nil {
-				published <- time.Time{}
-				return
+			s, err := c.Next(ctx)
+			if err == nil {
+				c.Release(s)
 			}
-			at := time.Now()
-			w.Publish()
-			published <- at
+			got <- err
 		}()
+		asleep("consumer", r.slotWaiters(0))
+		w, err := p.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		w.Publish()
+		if err := <-got; err != nil {
+			t.Fatalf("round %d: the consumer's Next = %v", k, err)
+		}
+		consumerDelay = append(consumerDelay, time.Since(at))
+
+		// Fill the single slot again so that the producer sleeps in Claim.
+		w, err = p.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Publish()
+		claimed := make(chan error, 1)
+		go func() {
+			w, err := p.Claim(ctx) // waits for the release below
+			if err == nil {
+				w.Publish()
+			}
+			claimed <- err
+		}()
+		asleep("producer", r.grantWaiters(0)) // its batch's grant word (PROTOCOL.md 3.2)
 		s, err := c.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		consumerDelay = append(consumerDelay, time.Since(<-published))
-
-		// Now fill the single slot again so that the producer sleeps in Claim.
-		claimed := make(chan time.Time, 1)
-		c.Release(s)
-		w, _ := p.Claim(ctx)
-		w.Publish()
-		go func() {
-			w, err := p.Claim(ctx) // waits for the release below
-			claimed <- time.Now()
-			if err == nil {
-				w.Publish()
-			}
-		}()
-		time.Sleep(5 * time.Millisecond)
-		s, _ = c.Next(ctx)
 		released := time.Now()
 		c.Release(s)
-		producerDelay = append(producerDelay, (<-claimed).Sub(released))
-		s, _ = c.Next(ctx)
+		if err := <-claimed; err != nil {
+			t.Fatalf("round %d: the producer's Claim = %v", k, err)
+		}
+		producerDelay = append(producerDelay, time.Since(released))
+		s, err = c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		c.Release(s)
 	}
 	slices.Sort(consumerDelay)
 	slices.Sort(producerDelay)
-	mc, mp := consumerDelay[len(consumerDelay)/2], producerDelay[len(producerDelay)/2]
-	t.Logf("median wake-up: consumer %v, producer %v", mc, mp)
-	if mc > 60*time.Millisecond || mp > 60*time.Millisecond { // ~0.01-0.02 ms; ~95 ms without the wake
-		t.Errorf("median wake-up delays consumer %v producer %v: the futex wake-up is not working", mc, mp)
-	}
+	t.Logf("median wake-up: consumer %v, producer %v", consumerDelay[len(consumerDelay)/2], producerDelay[len(producerDelay)/2])
 	for i := uint64(0); i < r.slots; i++ {
-		if n := *r.slotWaiters(i); n != 0 {
+		if n := atomic.LoadUint32(r.slotWaiters(i)); n != 0 {
 			t.Errorf("slot %d: waiters %d after all waits ended", i, n)
 		}
 	}

@@ -50,9 +50,9 @@ func TestRunJoin(t *testing.T) {
 	if len(owners) != 2 || owners[0] == 0 || owners[1] == 0 {
 		t.Fatalf("batches per producer entry: %v, want both producers to contribute", owners)
 	}
-	joiner.expectExit(t, exitOK, 5*time.Second)
+	joiner.expectExit(t, exitOK)
 	c.Close()
-	creator.expectExit(t, exitOK, 5*time.Second)
+	creator.expectExit(t, exitOK)
 	noSegment(t, name)
 }
 
@@ -69,16 +69,16 @@ func TestRunJoinMismatch(t *testing.T) {
 	} {
 		other := writeConfig(t, "other.toml", tc.text)
 		j := start(t, "run", "--config", other, "--ring", name, "--join")
-		j.expectExit(t, exitUsage, 5*time.Second)
+		j.expectExit(t, exitUsage)
 		if !strings.Contains(j.stderr.String(), tc.want) {
 			t.Errorf("stderr lacks %q:\n%s", tc.want, j.stderr.String())
 		}
 	}
 	j := start(t, "run", "--config", cfg, "--ring", "no-such-ring", "--join")
-	j.expectExit(t, exitFailure, 5*time.Second)
+	j.expectExit(t, exitFailure)
 	// A second creator of the same name is refused and leaves the first one's segment alone.
 	dup := start(t, "run", "--config", cfg, "--ring", name)
-	dup.expectExit(t, exitFailure, 5*time.Second)
+	dup.expectExit(t, exitFailure)
 	if !strings.Contains(dup.stderr.String(), "shmloader gc") {
 		t.Errorf("stderr: %s", dup.stderr.String())
 	}
@@ -86,7 +86,7 @@ func TestRunJoinMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	creator.cmd.Process.Signal(syscall.SIGTERM)
-	creator.expectExit(t, exitOK, 5*time.Second)
+	creator.expectExit(t, exitOK)
 	noSegment(t, name)
 }
 
@@ -98,7 +98,7 @@ func TestStatAndGC(t *testing.T) {
 	pd := start(t, "run", "--config", cfg, "--ring", dead)
 	attach(t, dead, pd)
 	pd.cmd.Process.Kill() // leaves its segment behind, creator dead
-	pd.wait(t, 5*time.Second)
+	pd.wait(t)
 
 	// Consume in the background so that the live ring moves; stop before the mapping goes.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -175,7 +175,7 @@ func TestStatAndGC(t *testing.T) {
 	}
 
 	pl.cmd.Process.Signal(syscall.SIGTERM)
-	pl.expectExit(t, exitOK, 5*time.Second)
+	pl.expectExit(t, exitOK)
 	noSegment(t, live)
 }
 
@@ -307,7 +307,7 @@ func TestRunMemfdParentThreadExits(t *testing.T) {
 		c.Release(s)
 	}
 	c.Close()
-	p.expectExit(t, exitOK, 5*time.Second)
+	p.expectExit(t, exitOK)
 }
 
 // A ring larger than shared memory is refused before anything is reserved.
@@ -315,7 +315,7 @@ func TestRunTooLarge(t *testing.T) {
 	cfg := writeConfig(t, "big.toml", "[batch]\nsize = 64\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [1024, 1024, 256]\ndtype = \"float64\"\n")
 	name := ringName(t)
 	p := start(t, "run", "--config", cfg, "--ring", name)
-	p.expectExit(t, exitFailure, 5*time.Second)
+	p.expectExit(t, exitFailure)
 	if !strings.Contains(p.stderr.String(), "the ring needs 549757911040 bytes") {
 		t.Fatalf("stderr: %s", p.stderr.String())
 	}
@@ -357,7 +357,7 @@ func TestStatLive(t *testing.T) {
 	st.Process.Signal(os.Interrupt)
 	for range lines {
 	}
-	sp.expectExit(t, exitOK, 5*time.Second)
+	sp.expectExit(t, exitOK)
 
 	st = exec.Command(binPath, "stat", name, "--interval", "50ms")
 	if pipe, err = st.StdoutPipe(); err != nil {
@@ -370,9 +370,9 @@ func TestStatLive(t *testing.T) {
 		t.Fatalf("first line %q: %v", first, err)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.expectExit(t, exitOK, 5*time.Second)
+	p.expectExit(t, exitOK)
 	io.Copy(io.Discard, rd)
-	sp.expectExit(t, exitOK, 5*time.Second)
+	sp.expectExit(t, exitOK)
 	if !strings.Contains(sp.stderr.String(), "is gone") {
 		t.Fatalf("stderr:\n%s", sp.stderr.String())
 	}
@@ -381,7 +381,7 @@ func TestStatLive(t *testing.T) {
 func TestRunBadMemfd(t *testing.T) {
 	cfg := writeConfig(t, "c.toml", allDTypes(2, 3, ""))
 	p := start(t, "run", "--config", cfg, "--memfd", "99")
-	p.expectExit(t, exitFailure, 5*time.Second)
+	p.expectExit(t, exitFailure)
 	if !strings.Contains(p.stderr.String(), "--memfd 99") || !strings.Contains(p.stderr.String(), "inherited") {
 		t.Fatalf("stderr: %s", p.stderr.String())
 	}
@@ -394,7 +394,7 @@ func TestRunBadMemfd(t *testing.T) {
 	cmd := exec.Command(binPath, "run", "--config", cfg, "--memfd", "3")
 	cmd.ExtraFiles = []*os.File{r}
 	p = startCmd(t, cmd)
-	p.expectExit(t, exitFailure, 5*time.Second)
+	p.expectExit(t, exitFailure)
 	if !strings.Contains(p.stderr.String(), "not a regular file or memfd") {
 		t.Fatalf("stderr: %s", p.stderr.String())
 	}

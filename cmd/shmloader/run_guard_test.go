@@ -52,7 +52,7 @@ dtype = "float32"
 			if tc.failpoint != "" {
 				cmd.Process.Signal(syscall.SIGCONT)
 			}
-			if code := p.wait(t, 5*time.Second); code != exitFailure {
+			if code := p.wait(t); code != exitFailure {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFailure, p.stderr.String())
 			}
 			got := p.stderr.String()

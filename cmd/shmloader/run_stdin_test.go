@@ -4,7 +4,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // `run --config -` reads a JSON document from stdin (gobatch.Loader passes its dict this way,
@@ -22,7 +21,7 @@ func TestRunConfigFromStdin(t *testing.T) {
 			t.Fatalf("read batches %v", seqs)
 		}
 		c.Close()
-		p.expectExit(t, exitOK, 5*time.Second)
+		p.expectExit(t, exitOK)
 		noSegment(t, name)
 	})
 	for _, tc := range []struct{ name, doc, want string }{
@@ -42,7 +41,7 @@ func TestRunConfigFromStdin(t *testing.T) {
 			cmd := exec.Command(binPath, args...)
 			cmd.Stdin = strings.NewReader(tc.doc)
 			p := startCmd(t, cmd)
-			p.expectExit(t, exitUsage, 5*time.Second)
+			p.expectExit(t, exitUsage)
 			if !strings.Contains(p.stderr.String(), tc.want) {
 				t.Fatalf("stderr lacks %q:\n%s", tc.want, p.stderr.String())
 			}

@@ -204,12 +204,13 @@ type nodeServer struct {
 	flags   serveFlags
 	cfg     *config.Config
 	src     *runSource
-	streams []sampler.Stream // by local rank
-	pool    *feed.Pool       // the readers of every ring
-	secret  []byte           // the node's secret (nodewire.TakeSecret)
-	next    string           // where the ranks meet should this process die (nodewire.NextName)
-	gate    *nodewire.Gate   // descriptors for peers that are not ranks (yet)
-	refused atomic.Int64     // connections refused, for the log
+	streams []sampler.Stream    // by local rank
+	pool    *feed.Pool          // the readers of every ring
+	secret  []byte              // the node's secret (nodewire.TakeSecret)
+	next    string              // where the ranks meet should this process die (nodewire.NextName)
+	gate    *nodewire.Gate      // descriptors for peers that are not ranks (yet)
+	refused atomic.Int64        // connections refused, for the log
+	sleep   func(time.Duration) // accept's backoff (nil: time.Sleep; a test records it)
 
 	mu       sync.Mutex
 	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
@@ -369,7 +370,11 @@ func (s *nodeServer) accept(ln acceptor) {
 			} else {
 				backoff = min(2*backoff, acceptBackoffMax)
 			}
-			time.Sleep(backoff)
+			if s.sleep != nil {
+				s.sleep(backoff)
+			} else {
+				time.Sleep(backoff)
+			}
 			continue
 		}
 		if backoff != 0 {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,10 +33,10 @@ func TestAcceptBacksOff(t *testing.T) {
 		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ENFILE)},
 		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
 	}, conn: a}
+	var waits []time.Duration // accept's backoffs, recorded instead of slept
 	srv := &nodeServer{log: zerolog.Nop(), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1),
-		gate: nodewire.NewGate(nodewire.GateLimits{PerUID: 1})}
+		gate: nodewire.NewGate(nodewire.GateLimits{PerUID: 1}), sleep: func(d time.Duration) { waits = append(waits, d) }}
 	done := make(chan struct{})
-	t0 := time.Now()
 	go func() { srv.accept(fl); close(done) }()
 	select {
 	case <-done:
@@ -56,9 +57,10 @@ func TestAcceptBacksOff(t *testing.T) {
 	fl.mu.Lock()
 	calls := fl.calls
 	fl.mu.Unlock()
-	// 3 failures, the connection, the close; waits of 5 + 10 + 20 ms between.
-	if calls != 5 || time.Since(t0) < 35*time.Millisecond {
-		t.Fatalf("%d accepts in %v, want 5 with backoffs of at least 35 ms in all", calls, time.Since(t0))
+	// 3 failures, the connection, the close; waits of 5, 10 and 20 ms between.
+	want := []time.Duration{acceptBackoffFirst, 2 * acceptBackoffFirst, 4 * acceptBackoffFirst}
+	if calls != 5 || !slices.Equal(waits, want) {
+		t.Fatalf("%d accepts with waits %v, want 5 with waits %v", calls, waits, want)
 	}
 }
 
@@ -113,7 +115,8 @@ func TestServeHandshake(t *testing.T) {
 	cfg := writeConfig(t, "c.toml", allDTypes(2, 3, ""))
 	sha := fileSHA(t, cfg)
 	socket := socketName(t)
-	cmd := exec.Command(binPath, "serve", "--config", cfg, "--socket", socket, "--local-world-size", "1", "--readers", "2")
+	cmd := exec.Command(binPath, "serve", "--config", cfg, "--socket", socket, "--local-world-size", "1", "--readers", "2",
+		"--log-level", "debug")
 	cmd.Env = append(os.Environ(), nodewire.SecretEnv+"=the-job-secret")
 	p := startCmd(t, cmd)
 
@@ -136,13 +139,9 @@ func TestServeHandshake(t *testing.T) {
 
 	// A silent connection: dropped after helloTimeout.
 	silent := rawDial(t, socket, p)
-	t0 := time.Now()
-	silent.SetReadDeadline(time.Now().Add(helloTimeout + 5*time.Second))
+	silent.SetReadDeadline(time.Now().Add(helloTimeout + time.Minute)) // a hang detector
 	if _, err := silent.Read(make([]byte, 16)); !errors.Is(err, io.EOF) && err != nil && !isReset(err) {
 		t.Fatalf("silent connection: %v, want it closed by the node loader", err)
-	}
-	if d := time.Since(t0); d > helloTimeout+2*time.Second {
-		t.Fatalf("silent connection dropped after %v, want about %v", d, helloTimeout)
 	}
 
 	// A rank that knows the secret reads its stream, and the node loader exits when it leaves,
@@ -162,7 +161,12 @@ func TestServeHandshake(t *testing.T) {
 	}
 	rr.c.Close()
 	rank.close()
-	p.expectExit(t, exitOK, 2*time.Second) // well before the silent one's helloTimeout
+	p.expectExit(t, exitOK)
+	// With the second silent connection still in its handshake: only the first one's ran out
+	// of time (a wait for the second would have logged it too).
+	if n := strings.Count(p.stderr.String(), "i/o timeout"); n != 1 {
+		t.Fatalf("%d handshakes ran out of time, want the first silent connection's only; stderr:\n%s", n, p.stderr.String())
+	}
 }
 
 // rawDial connects to socket, once p listens, and says nothing.
@@ -256,7 +260,7 @@ func TestServeJoin(t *testing.T) {
 	rr.c.Close()
 	nc.close()
 	second.cmd.Process.Signal(syscall.SIGTERM)
-	second.expectExit(t, exitOK, 10*time.Second)
+	second.expectExit(t, exitOK)
 }
 
 // TestServeHandshakePlacesPerUID: under a descriptor limit of 110 (readers 2, one rank: a
@@ -302,7 +306,7 @@ func TestServeHandshakePlacesPerUID(t *testing.T) {
 	}
 	rr.c.Close()
 	rank.close()
-	p.expectExit(t, exitOK, 2*time.Second)
+	p.expectExit(t, exitOK)
 	if log := p.stderr.String(); !strings.Contains(log, `"handshakes_per_uid":2`) {
 		t.Fatalf("log does not state the shares:\n%s", log)
 	}

@@ -339,7 +339,7 @@ func TestServeRanks(t *testing.T) {
 				}
 			}
 			for _, p := range procs {
-				p.expectExit(t, exitOK, 10*time.Second)
+				p.expectExit(t, exitOK)
 			}
 		})
 	}
@@ -371,7 +371,7 @@ func TestServeResume(t *testing.T) {
 	r1.c.Close()
 	nc0.close()
 	nc1.close()
-	p.expectExit(t, exitOK, 10*time.Second)
+	p.expectExit(t, exitOK)
 }
 
 // TestServeRefuses: requests the node loader must refuse, each with an error naming why.
@@ -409,7 +409,7 @@ func TestServeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.expectExit(t, exitOK, 10*time.Second)
+	p.expectExit(t, exitOK)
 }
 
 // TestServeRankDeath: a rank killed with its ring open. With on_rank_death = "continue" the
@@ -468,7 +468,7 @@ func TestServeRankDeath(t *testing.T) {
 			for _, nc := range conns {
 				nc.close()
 			}
-			p.expectExit(t, want, 10*time.Second)
+			p.expectExit(t, want)
 		})
 	}
 }

@@ -31,6 +31,8 @@ const (
 type Config struct {
 	// Delay is waited before each request is handled.
 	Delay time.Duration
+	// Sleep waits the Delay (nil: time.Sleep; a test records it instead).
+	Sleep func(time.Duration)
 	// Every503, EveryReset, EveryMidBody: every n-th request (counting from 1; 0: never) gets
 	// that fault, the first rule that matches winning.
 	Every503, EveryReset, EveryMidBody uint64
@@ -140,7 +142,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for m := p.maxIn.Load(); in > m && !p.maxIn.CompareAndSwap(m, in); m = p.maxIn.Load() {
 	}
 	if p.cfg.Delay > 0 {
-		time.Sleep(p.cfg.Delay)
+		if p.cfg.Sleep != nil {
+			p.cfg.Sleep(p.cfg.Delay)
+		} else {
+			time.Sleep(p.cfg.Delay)
+		}
 	}
 	switch p.action(n, r) {
 	case Unavailable:

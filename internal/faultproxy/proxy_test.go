@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,19 @@ func TestFaults(t *testing.T) {
 		io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	p, err := Start("127.0.0.1:0", srv.URL, Config{Delay: 20 * time.Millisecond, Every503: 2, EveryReset: 3, EveryMidBody: 5})
+	var mu sync.Mutex
+	var delays []time.Duration // the proxy's waits, recorded instead of slept
+	var hold chan struct{}     // when set, each wait lasts until it is closed
+	sleep := func(d time.Duration) {
+		mu.Lock()
+		delays = append(delays, d)
+		h := hold
+		mu.Unlock()
+		if h != nil {
+			<-h
+		}
+	}
+	p, err := Start("127.0.0.1:0", srv.URL, Config{Delay: 20 * time.Millisecond, Sleep: sleep, Every503: 2, EveryReset: 3, EveryMidBody: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +50,14 @@ func TestFaults(t *testing.T) {
 		return resp.StatusCode, len(b), err
 	}
 	// Requests 1..5: forward, 503, reset, 503, mid-body reset.
-	t0 := time.Now()
 	if code, n, err := get(); err != nil || code != 200 || n != len(body) {
 		t.Fatalf("request 1: %d, %d bytes, %v", code, n, err)
 	}
-	if time.Since(t0) < 20*time.Millisecond {
-		t.Fatal("no delay")
+	mu.Lock()
+	if !slices.Equal(delays, []time.Duration{20 * time.Millisecond}) {
+		t.Fatalf("waits before request 1: %v, want its delay of 20ms", delays)
 	}
+	mu.Unlock()
 	if code, _, err := get(); err != nil || code != 503 {
 		t.Fatalf("request 2: %d, %v; want 503", code, err)
 	}
@@ -58,24 +72,24 @@ func TestFaults(t *testing.T) {
 	if st.Requests != 5 || st.Faults != 4 || st.Forwarded != 2 || st.Bytes != uint64(len(body)) {
 		t.Fatalf("stats %+v", st)
 	}
-	// Concurrent requests are counted in flight, while they are and no longer once answered.
+	// Concurrent requests are counted in flight while they are (held in their delay until all
+	// four are), and no longer once answered.
+	mu.Lock()
+	hold = make(chan struct{})
+	mu.Unlock()
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() { get() })
 	}
-	seen := int64(0)
-	for deadline := time.Now().Add(time.Second); seen < 1 && time.Now().Before(deadline); {
-		seen = max(seen, p.Stats().InFlight)
+	for p.Stats().InFlight < 4 { // an event wait: the test's timeout catches a request never counted
+		time.Sleep(time.Millisecond)
 	}
+	close(hold)
 	wg.Wait()
-	if m := p.Stats().MaxInFlight; m < 2 {
-		t.Fatalf("at most %d in flight of 4 concurrent requests delayed 20 ms", m)
+	if m := p.Stats().MaxInFlight; m != 4 {
+		t.Fatalf("at most %d in flight of 4 concurrent requests held together", m)
 	}
-	after := p.Stats().InFlight // a handler may return just after its client has read the answer
-	for deadline := time.Now().Add(time.Second); after != 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		after = p.Stats().InFlight
-	}
-	if seen < 1 || after != 0 {
-		t.Fatalf("in flight: %d seen during 4 concurrent requests delayed 20 ms, %d after; want >= 1, then 0", seen, after)
+	for p.Stats().InFlight != 0 { // a handler may return just after its client has read the answer
+		time.Sleep(time.Millisecond)
 	}
 }
