@@ -85,7 +85,7 @@ dist/.wheel-stamp: $(WHEEL_SRC) $(BVENV)/.stamp | sysdeps
 	@ls -l dist/gobatch-*.whl
 	touch $@
 
-# numpy as a local wheel, for python/tests/test_wheel.py's offline install (downloaded once).
+# numpy as a local wheel, for python/tests/loader/test_wheel.py's offline install (downloaded once).
 WHEELHOUSE := build/wheelhouse
 wheelhouse: $(WHEELHOUSE)/.stamp
 
@@ -107,8 +107,8 @@ py-test: tools
 # without the race detector (make test runs them with it), and the Python tests of the ring,
 # the leases, the Loader and the configurations (CHECK_PY), which start no fault trial, object
 # store server, training run or ocf-data-sampler reference. make test runs everything.
-CHECK_PY ?= tests/test_ring_protocol.py tests/test_leases.py tests/test_loader.py tests/test_layouts.py \
-	tests/test_plan.py tests/test_newcomer_errors.py tests/test_ocf_config.py
+CHECK_PY ?= tests/ring/test_ring_protocol.py tests/ring/test_leases.py tests/loader/test_loader.py tests/sampler/test_layouts.py \
+	tests/loader/test_plan.py tests/loader/test_newcomer_errors.py tests/ocf/test_ocf_config.py
 check: build pyinstall
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
@@ -117,7 +117,7 @@ check: build pyinstall
 # Fault trials (docs/PROTOCOL.md 1.1, 3.5.1, appendix A): processes stopped at exact protocol
 # states through GOBATCH_FAILPOINT, named rings squatted, followed and truncated, FAULT_REPS times
 # each. tools/faultns.py runs every trial (each Go fault test, each test id of
-# python/tests/test_faults_*.py) in its own mount namespace with a private /dev/shm, bounded by
+# python/tests/faults/test_faults_*.py) in its own mount namespace with a private /dev/shm, bounded by
 # FAULT_TIMEOUT seconds; prints one FAULT line per trial with its count and worst latency (for
 # producer deaths, 3.7: the takeover or restart and the longest wait for a batch, every batch
 # checked exactly once and in order), and a FAULTNS line with each trial's verdict. Issue 21's
@@ -125,14 +125,14 @@ check: build pyinstall
 # `make faults FAULT_REPS=2 FAULT_STREAM=20000`.
 FAULT_REPS ?= 20
 FAULT_TIMEOUT ?= 600
-# Length of the long-stream trial (tests/test_faults_stream.py: producers killed repeatedly, every
+# Length of the long-stream trial (tests/faults/test_faults_stream.py: producers killed repeatedly, every
 # batch checked); the issue's 10^6 here, CI's short form fewer.
 FAULT_STREAM ?= 1000000
 faults: build pyinstall
 	set -o pipefail; GOBATCH_FAULT_REPS=$(FAULT_REPS) timeout 900 $(PY) tools/faultns.py --timeout $(FAULT_TIMEOUT) \
 	  go ./ring/ 'Fault|Failpoint' | grep -E '^(FAULT|--- FAIL|FAIL|panic)|_test.go'
 	GOBATCH_FAULT_REPS=$(FAULT_REPS) GOBATCH_FAULT_STREAM=$(FAULT_STREAM) timeout 1800 $(PY) tools/faultns.py --timeout $(FAULT_TIMEOUT) \
-	  pytest $(CURDIR)/$(VPY) $$(cd python && ls tests/test_faults_*.py)
+	  pytest $(CURDIR)/$(VPY) $$(cd python && ls tests/faults/test_faults_*.py)
 
 demo: build pyinstall
 	$(VPY) benchmarks/demo.py

@@ -57,7 +57,7 @@ func cmdInspect(args []string) int {
 	return exitOK
 }
 
-// storeReport is `inspect --json` output (the schema is in python/tests/test_zarr_inspect.py).
+// storeReport is `inspect --json` output (the schema is in python/tests/zarr/test_zarr_inspect.py).
 type storeReport struct {
 	Store        string       `json:"store"`
 	ZarrFormat   int          `json:"zarr_format"`

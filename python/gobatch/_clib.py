@@ -14,7 +14,7 @@ from typing import Optional
 from ._protocol import COUNTER_NAME_BYTES, LAYOUT_VERSION, MAX_COUNTER_SOURCES, MAX_DIMS, TENSOR_NAME_BYTES
 from .errors import GobatchError
 
-# Return codes of gobatch.h (tests/test_protocol_sync.py holds them to the header's enum).
+# Return codes of gobatch.h (tests/ring/test_protocol_sync.py holds them to the header's enum).
 OK = 0
 TIMEOUT = -1
 END = -2

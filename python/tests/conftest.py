@@ -10,9 +10,15 @@ from typing import Iterator
 
 import pytest
 
+# The tests live in a folder per part of gobatch they test (ring/, loader/, node/, sampler/,
+# zarr/, ocf/, faults/); the helper modules they share (synthetic, fakering, ...) here. Test
+# modules also borrow each other's fixtures and references across folders (``from
+# test_sampler_loader import preset``): every folder is on the path, and the module names stay
+# unique across them.
 TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))  # test helper modules (fakering, ...)
+for _d in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))]:
+    if str(_d) not in sys.path:
+        sys.path.insert(0, str(_d))
 
 
 @pytest.fixture

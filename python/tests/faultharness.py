@@ -1,4 +1,4 @@
-"""What every fault trial file (tests/test_faults_*.py) shares: the repetition count, the FAULT
+"""What every fault trial file (tests/faults/test_faults_*.py) shares: the repetition count, the FAULT
 line of a finished trial, and the trial's ring directory.
 
 ``make faults`` runs each trial through tools/faultns.py, in a mount namespace of its own with

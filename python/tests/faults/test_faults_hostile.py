@@ -56,27 +56,43 @@ _rss: Dict[str, float] = {}  # worst peak RSS of each case's runs, MiB
 
 # ---- stores and configurations ----
 
+def _hwm_mib(pid: int) -> float:
+    """The process's peak resident size so far (VmHWM, of its own image since exec), MiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def _bounded(args: List[str], timeout: float = 60.0) -> Tuple[int, str, float, float]:
-    """Runs shmloader with args; returns (exit status, stderr, seconds, peak RSS in MiB). A run
-    past timeout is killed and fails the trial: a hang is the fault here."""
+    """Runs shmloader with args; returns (exit status, stderr, seconds, peak RSS in MiB, from
+    VmHWM read every 2 ms: wait4's ru_maxrss would count this test process's own size, which
+    a fork and exec carry into it). A run past timeout is killed and fails the trial: a hang
+    is the fault here."""
     t0 = time.monotonic()
     p = subprocess.Popen([gobatch.shmloader_path(), *args], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err: List[bytes] = []
     reader = threading.Thread(target=lambda: err.append(p.stderr.read() if p.stderr else b""), daemon=True)
     reader.start()
+    peak = 0.0
     while True:
-        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        peak = max(peak, _hwm_mib(p.pid))  # before the reap: the zombie has no memory left
+        pid, status, _ = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() - t0 > timeout:
             p.kill()
             os.wait4(p.pid, 0)
             raise AssertionError(f"shmloader {' '.join(args)} still running after {timeout:g} s")
-        time.sleep(0.005)
+        time.sleep(0.002)
     p.returncode = os.waitstatus_to_exitcode(status)
     reader.join(5)
-    return p.returncode, b"".join(err).decode(errors="replace"), time.monotonic() - t0, usage.ru_maxrss / 1024
+    return p.returncode, b"".join(err).decode(errors="replace"), time.monotonic() - t0, peak
 
 
 def _check(name: str, run: Tuple[int, str, float, float], *wants: str) -> None:

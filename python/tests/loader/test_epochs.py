@@ -44,7 +44,7 @@ from synthetic import config as synthetic_config
 from synthetic import run_shmloader, wait_for, write_config
 from test_sampler_loader import check_examples, preset, source
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SIZE = 8
 
 pytestmark = pytest.mark.timeout(180)

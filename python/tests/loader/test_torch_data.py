@@ -151,7 +151,7 @@ def test_numpy_users_do_not_import_torch():
             "l = gobatch.Loader(config({'y': ((2,), 'int64')}, batches=2)); next(l); l.close(); "
             "print('torch' in sys.modules, type(l).__mro__[1].__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=str(__import__("pathlib").Path(__file__).parent))
+                         cwd=str(__import__("pathlib").Path(__file__).parents[1]))  # the helper modules
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "object"]
 

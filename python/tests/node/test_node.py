@@ -309,12 +309,10 @@ def test_node_loader_death_says_it_is_not_supervised(tmp_path: Path, job: str) -
             check_batch(next(iter(L)), cfg, 0)
             serve.kill()
             serve.wait()
-            t0 = time.monotonic()
             with pytest.raises(gobatch.LoaderError, match=rf"pid {serve.pid} died; the node loader \(shmloader serve\) "
                                r"is not supervised: it is not restarted when it dies"):
                 for _ in range(1000):
                     next(L)
-            assert time.monotonic() - t0 < 2.0
     finally:
         if serve.poll() is None:
             serve.kill()

@@ -79,9 +79,9 @@ def read_stream(path: Path, cfg: dict, name: str, rank: int = 0, world: int = 1)
 
 
 def serve_by_hand(path: Path, name: str, stderr: object = subprocess.PIPE, prefix: str = "",
-                  verbose: bool = False) -> "subprocess.Popen[bytes]":
+                  log_level: str = "") -> "subprocess.Popen[bytes]":
     args = [gobatch.shmloader_path(), "serve", "--config", str(path), "--socket", name, "--local-world-size", "1"]
-    args += ["-v"] if verbose else []
+    args += ["--log-level", log_level] if log_level else []
     if prefix:
         return subprocess.Popen(["bash", "-c", f'{prefix}; exec "$@"', "serve", *args], stdin=subprocess.DEVNULL,
                                 stderr=stderr)  # type: ignore[arg-type]
@@ -166,11 +166,9 @@ def test_foreign_uid_squatter_is_refused_at_once() -> None:
     squatter = as_nobody(SQUATTER.replace("NAME", repr(name)))
     try:
         assert squatter.stdout is not None and squatter.stdout.readline() == "ready\n"
-        t0 = time.monotonic()
         with pytest.raises(gobatch.LoaderError, match=rf"socket '{name}': the process listening there \(pid \d+\) "
-                           r"runs as uid 65534, not this rank's uid 0"):
-            gobatch.Loader(cfg, rank=0, world_size=2, node=True, local_world_size=2, node_rank=0, start_timeout=30)
-        assert time.monotonic() - t0 < 2.0
+                           r"runs as uid 65534, not this rank's uid 0"):  # at once: the start timeout outlasts the test's
+            gobatch.Loader(cfg, rank=0, world_size=2, node=True, local_world_size=2, node_rank=0, start_timeout=600)
     finally:
         stop(squatter)
 
@@ -187,11 +185,9 @@ def test_same_uid_node_loader_without_the_secret(tmp_path: Path, monkeypatch: py
                               "--world-size", "2"], stderr=subprocess.PIPE)
     try:
         wait_for(lambda: _listening(name), 10, "the squatter to listen")
-        t0 = time.monotonic()
         with pytest.raises(gobatch.LoaderError, match=rf"socket '{name}': the process listening there "
-                           rf"\(pid {squatter.pid}, uid 0\) does not prove this job's secret"):
-            gobatch.Loader(path, rank=0, world_size=2, node=True, local_world_size=2, node_rank=0, start_timeout=30)
-        assert time.monotonic() - t0 < 2.0
+                           rf"\(pid {squatter.pid}, uid 0\) does not prove this job's secret"):  # at once, as above
+            gobatch.Loader(path, rank=0, world_size=2, node=True, local_world_size=2, node_rank=0, start_timeout=600)
 
         monkeypatch.setenv("GOBATCH_NODE_SECRET", uuid.uuid4().hex)
         other = node_spec(True, rank=0, world_size=2, local_world_size=2, node_rank=0).socket  # type: ignore[union-attr]
@@ -221,15 +217,15 @@ def test_connection_flood_and_a_silent_connection(tmp_path: Path, job: str) -> N
     256``: it gives them at most its per-uid share of handshake places (the rest are answered
     with the limit and closed) and never runs out of descriptors; once they are closed its rank
     reads the whole stream, and a connection that never says hello, open while the rank reads,
-    does not keep it alive: it exits 0 well within that connection's hello timeout (5 s) after
-    the rank left. (Another user's flood, 1000 connections while ranks read:
+    does not keep it alive: it exits 0 after the rank left with that connection still in its
+    handshake (its log shows no handshake that ran out of time). (Another user's flood, 1000 connections while ranks read:
     test_faults_hostile.py.)"""
     cfg = synthetic_config({"x": ((3,), "int64")}, size=2, batches=6)
     path = write_config(tmp_path / "c.json", cfg)
     name = f"gobatch-test-{job}"
     log = tmp_path / "serve.log"
     with open(log, "wb") as f:
-        serve = serve_by_hand(path, name, stderr=f, prefix="ulimit -n 256", verbose=True)
+        serve = serve_by_hand(path, name, stderr=f, prefix="ulimit -n 256", log_level="debug")
     flood: List[socket.socket] = []
     try:
         wait_for(lambda: _listening(name), 10, "the node loader to listen")
@@ -254,9 +250,7 @@ def test_connection_flood_and_a_silent_connection(tmp_path: Path, job: str) -> N
         silent.connect("\0" + name)
         flood.append(silent)
         assert read_stream(path, cfg, name) == list(range(6))
-        t0 = time.monotonic()
-        assert serve.wait(timeout=10) == 0
-        assert time.monotonic() - t0 < 3.0, "the silent connection kept the node loader alive"
+        assert serve.wait(timeout=30) == 0
     finally:
         for s in flood:
             s.close()
@@ -264,6 +258,8 @@ def test_connection_flood_and_a_silent_connection(tmp_path: Path, job: str) -> N
     text = log.read_bytes()
     assert b"too many open files" not in text, text[-2000:]
     assert b"connection refused" in text, text[-2000:]
+    # It exited with the silent connection open: no handshake of it ran out of time first.
+    assert b"i/o timeout" not in text, text[-2000:]
     assert process_gone(serve.pid)
 
 

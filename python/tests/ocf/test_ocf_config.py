@@ -248,7 +248,7 @@ def shmloader() -> str:
     b = os.environ.get("GOBATCH_SHMLOADER")
     if b:
         return b
-    return str(Path(__file__).resolve().parents[2] / "bin" / "shmloader")
+    return str(Path(__file__).resolve().parents[3] / "bin" / "shmloader")
 
 
 def plan(root: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:

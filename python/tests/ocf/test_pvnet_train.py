@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(600)
 pytest.importorskip("pvnet", reason="pvnet 5.3 is not installed (python/requirements-dev.txt)")
 torch = pytest.importorskip("torch")
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pvnet_train.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pvnet_train.py"
 BATCH = 4
 
 _REF_SCRIPT = """

@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 from gobatch import _clib, _protocol
 
-HEADER = Path(__file__).resolve().parents[2] / "pybind" / "gobatch.h"
+HEADER = Path(__file__).resolve().parents[3] / "pybind" / "gobatch.h"
 CLIB = Path(_clib.__file__)
 
 

@@ -15,6 +15,7 @@ import gobatch
 from gobatch import LoaderError, RingError
 from gobatch._ring import Ring
 from fakering import FakeRing, starttime
+from synthetic import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,27 +104,36 @@ def test_release_frees_slot_on_next_lap_and_close_releases(memfd):
         next(r)
 
 
-def test_futex_wakeup_is_prompt(memfd):
-    """A blocked consumer is woken by the publish (FUTEX_WAKE), not by its 100 ms poll."""
+def _wchan(tid: int) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def test_consumer_sleeps_on_the_futex_the_publish_wakes(memfd):
+    """A blocked consumer sleeps in FUTEX_WAIT (the kernel's wait channel says so), where the
+    publish's FUTEX_WAKE ends its wait, rather than polling; it then takes the batch. How soon
+    is measured by benchmarks/ring_bench.py, not asserted here."""
     fr = FakeRing(memfd, SPEC, slots=2)
     with Ring(memfd, label="fake") as r:
-        lat = []
         for j in range(10):
-            t_pub = []
+            got: list = []
+            tid: list = []
 
-            def pub(j: int = j) -> None:
-                time.sleep(0.03)
-                t_pub.append(time.monotonic())
-                fr.publish(j)
+            def take() -> None:
+                tid.append(threading.get_native_id())
+                got.append(next(r))
 
-            th = threading.Thread(target=pub)
+            th = threading.Thread(target=take)
             th.start()
-            b = next(r)
-            lat.append(time.monotonic() - t_pub[0])
-            th.join()
-            assert int(b["y"][0]) == j
-        assert sorted(lat)[5] < 0.02, lat
-        assert r.stats()["consumer_wait_s"] > 0.2
+            wait_for(lambda: bool(tid) and "futex" in _wchan(tid[0]), 30, "the consumer to sleep on the futex")
+            assert not got
+            fr.publish(j)
+            th.join(60)
+            assert not th.is_alive() and int(got[0]["y"][0]) == j
+        assert r.stats()["consumer_wait_s"] > 0
 
 
 def test_heartbeat_advances_while_waiting(memfd):
@@ -141,10 +151,8 @@ def test_error_record_is_raised_after_ready_batches(memfd):
     with Ring(memfd, label="fake") as r:
         b = next(r)  # published before the failure: delivered first
         assert int(b["y"][0]) == 0
-        t0 = time.monotonic()
-        with pytest.raises(LoaderError, match="crc mismatch") as ei:
+        with pytest.raises(LoaderError, match="crc mismatch") as ei:  # no producer: a wait would not end
             next(r)
-        assert time.monotonic() - t0 < 0.5
         assert not isinstance(ei.value, RingError)
         with pytest.raises(LoaderError, match="crc mismatch"):
             next(r)  # stays failed
@@ -155,10 +163,8 @@ def test_dead_producer_is_detected(memfd):
     pid, st = dead_process()
     fr.register_producer(0, pid, st)
     with Ring(memfd, label="fake") as r:
-        t0 = time.monotonic()
-        with pytest.raises(LoaderError, match=f"producer pid {pid} died"):
+        with pytest.raises(LoaderError, match=f"producer pid {pid} died"):  # how soon: make faults
             next(r)
-        assert time.monotonic() - t0 < 0.5
 
 
 def test_reused_pid_counts_as_dead(memfd):
@@ -228,18 +234,14 @@ def test_dead_attached_consumer_refused_naming_it(memfd):
     fr = FakeRing(memfd, SPEC)
     pid, st = dead_process()
     fr.set(consumer_state=2, consumer_pid=pid, consumer_starttime=st)
-    t0 = time.monotonic()
     with pytest.raises(RingError, match=f"the ring's consumer pid {pid} died after attaching"):
-        Ring(memfd, label="fake", timeout=5)
-    assert time.monotonic() - t0 < 1.0
+        Ring(memfd, label="fake", timeout=600)  # refused at once: a wait would outlast the test's timeout
 
 
 def test_not_ready_times_out(memfd):
     FakeRing(memfd, SPEC, ready=False)
-    t0 = time.monotonic()
     with pytest.raises(RingError, match="not ready"):
         Ring(memfd, label="fake", timeout=0.3)
-    assert 0.25 < time.monotonic() - t0 < 1.5
 
 
 def test_creator_died_during_creation(memfd):

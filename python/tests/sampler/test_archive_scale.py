@@ -30,7 +30,7 @@ import gobatch
 
 pytestmark = pytest.mark.timeout(180)
 
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
+TOOLS = Path(__file__).resolve().parents[3] / "tools"
 
 EPOCH = "minutes since 2021-01-01"
 N_TIME = 48

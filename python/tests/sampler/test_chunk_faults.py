@@ -131,11 +131,9 @@ def test_fifo_chunk_is_refused_not_waited_on(tmp_path: Path) -> None:
         chunk = tmp_path / "sat.zarr" / "data" / f"{t}.0.0"
         chunk.unlink()
         os.mkfifo(chunk)
-    start = time.monotonic()
-    with pytest.raises(gobatch.LoaderError) as e:
+    with pytest.raises(gobatch.LoaderError) as e:  # a FIFO read would never end: a hang fails the test's timeout
         with gobatch.Loader(config(source()), framework="numpy", data_root=str(tmp_path)) as loader:
             next(iter(loader))
-    assert time.monotonic() - start < 30
     msg = str(e.value)
     for want in ("source[0] (", str(tmp_path / "sat.zarr"), "key data/", "a FIFO", "not a regular file"):
         assert want in msg, msg

@@ -31,7 +31,7 @@ import gobatch
 from test_layouts import write
 from geostationary import GEOS, area
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GUIDE = REPO / "docs" / "DATA.md"
 PRESET = REPO / "presets" / "nowcast.toml"
 

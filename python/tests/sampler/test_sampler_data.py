@@ -22,7 +22,7 @@ import zarr
 
 from nowcast_ref import NowcastReference
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GEN = REPO / "tools" / "gen_nowcast.py"
 EPOCH_S = 1609459200  # 2021-01-01T00:00:00Z
 

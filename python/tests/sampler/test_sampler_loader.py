@@ -32,7 +32,7 @@ import pytest
 import gobatch
 from nowcast_ref import NowcastReference, generated_nowcast
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PRESET = REPO / "presets" / "nowcast.toml"
 NAMES = ("satellite", "nwp", "pv", "t0", "x", "y", "pv_system")
 SHAPES = {"satellite": (32, 19, 12, 32, 32), "nwp": (32, 4, 10, 8, 8), "pv": (32, 19, 16), "t0": (32,),
