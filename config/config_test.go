@@ -488,8 +488,9 @@ func TestReadHashesWhatItRead(t *testing.T) {
 // and any other flag is refused (a node loader compares ranks' options this way).
 func TestOverridesArgsRoundTrip(t *testing.T) {
 	seed := uint64(7)
-	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", T0Start: "2024-01-01", T0End: "2024-02-01"}
-	back, err := ParseArgs([]string{"--t0-end", "2024-02-01", "--order", "epochs", "--seed", "7", "--batch-size", "32", "--t0-start", "2024-01-01"})
+	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", T0Start: "2024-01-01", T0End: "2024-02-01", Slots: 3, SegmentSteps: 48}
+	back, err := ParseArgs([]string{"--t0-end", "2024-02-01", "--segment-steps", "48", "--order", "epochs", "--seed", "7", "--batch-size", "32",
+		"--slots", "3", "--t0-start", "2024-01-01"})
 	if err != nil {
 		t.Fatal(err)
 	}

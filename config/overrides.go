@@ -7,9 +7,10 @@ import (
 	"strconv"
 )
 
-// Overrides are gobatch's own [batch] and [ring] options given outside the file: shmloader's
-// flags (--batch-size, --seed, --order, --t0-start, --t0-end, --slots) and gobatch.Loader's
-// keywords of the same names. They replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
+// Overrides are gobatch's own [batch] and [ring] options, and the anchor source's
+// segment_steps, given outside the file: shmloader's flags (--batch-size, --seed, --order,
+// --t0-start, --t0-end, --slots, --segment-steps) and gobatch.Loader's keywords of the same
+// names (Spell). They replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
 // loadable by ocf-data-sampler, which refuses unknown keys), so for one --batch-size is
 // required.
 type Overrides struct {
@@ -19,6 +20,9 @@ type Overrides struct {
 	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
 	T0End     string  // "": the file's batch.t0_end
 	Slots     int     // 0: the file's ring.slots
+	// SegmentSteps: 0: the anchor source's segment_steps (locality sampling's and the epochs'
+	// block shuffle's time steps per segment).
+	SegmentSteps int
 }
 
 // AddFlags registers the overrides' flags on fs.
@@ -36,6 +40,7 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
 	fs.IntVar(&o.Slots, "slots", 0, "batches the ring holds at once (replaces the file's ring.slots)")
+	fs.IntVar(&o.SegmentSteps, "segment-steps", 0, "anchor time steps per segment of locality sampling and of the epochs' block shuffle (replaces the anchor source's segment_steps)")
 }
 
 // Args is the overrides as the flags that give them, in a fixed order: the canonical form two
@@ -59,6 +64,9 @@ func (o Overrides) Args() []string {
 	}
 	if o.Slots != 0 {
 		a = append(a, "--slots", strconv.Itoa(o.Slots))
+	}
+	if o.SegmentSteps != 0 {
+		a = append(a, "--segment-steps", strconv.Itoa(o.SegmentSteps))
 	}
 	return a
 }
@@ -106,4 +114,53 @@ func (o Overrides) apply(raw map[string]any) {
 	if o.Slots != 0 {
 		set("ring", "slots", int64(o.Slots))
 	}
+	if o.SegmentSteps != 0 {
+		for _, src := range sourceTables(raw) {
+			if anchor, _ := src["anchor"].(bool); anchor {
+				src["segment_steps"] = int64(o.SegmentSteps)
+			}
+		}
+	}
+}
+
+// sourceTables returns the decoded file's [[source]] tables.
+func sourceTables(raw map[string]any) []map[string]any {
+	var out []map[string]any
+	switch list := raw["source"].(type) {
+	case []map[string]any:
+		out = list
+	case []any:
+		for _, v := range list {
+			if t, ok := v.(map[string]any); ok {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// spellings: how a setting is given through each interface: gobatch.Loader's keyword,
+// shmloader's flag, and the key of a TOML (or JSON) configuration. An ocf-data-sampler YAML
+// holds none of gobatch's own settings (ocf-data-sampler refuses unknown keys): its users give
+// them as keywords or flags.
+var spellings = map[string][3]string{
+	"batch_size":    {"batch_size=", "--batch-size", "[batch] size"},
+	"seed":          {"seed=", "--seed", "[batch] seed"},
+	"order":         {"order=", "--order", "[batch] order"},
+	"t0_start":      {"t0_start=", "--t0-start", "[batch] t0_start"},
+	"t0_end":        {"t0_end=", "--t0-end", "[batch] t0_end"},
+	"slots":         {"slots=", "--slots", "[ring] slots"},
+	"cache_mb":      {"cache_mb=", "--cache-mb", "the anchor source's cache_mb"},
+	"segment_steps": {"segment_steps=", "--segment-steps", "the anchor source's segment_steps"},
+}
+
+// Spell names setting the way each interface spells it, for messages that tell a user to
+// change it: "slots (slots=, --slots, [ring] slots)". A setting without other spellings is
+// returned as it is.
+func Spell(setting string) string {
+	s, ok := spellings[setting]
+	if !ok {
+		return setting
+	}
+	return fmt.Sprintf("%s (%s, %s, %s)", setting, s[0], s[1], s[2])
 }

@@ -102,7 +102,8 @@ func ringShare(bytes int64) string {
 		return ""
 	}
 	return fmt.Sprintf("the ring takes %.2f GB of shared memory, %.0f%% of the %.2f GB of memory available: "+
-		"lower batch_size or the ring's slots (slots=, --slots, [ring] slots)", float64(bytes)/1e9, 100*float64(bytes)/float64(avail), float64(avail)/1e9)
+		"lower %s or the ring's %s", float64(bytes)/1e9, 100*float64(bytes)/float64(avail), float64(avail)/1e9,
+		config.Spell("batch_size"), config.Spell("slots"))
 }
 
 // layoutFrom is the layout of the configured stream from batch start: the slots, the batches

@@ -3,6 +3,8 @@ package sampler
 import (
 	"sort"
 	"sync"
+
+	"github.com/gobatch/gobatch/config"
 )
 
 // Locality mode, for data larger than the cache. The anchor's time axis is cut into segments
@@ -41,8 +43,9 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 	}
 	if r < 1 {
 		return nil, j.cfg.Errorf(a.Field+".cache_mb",
-			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit with 10%% headroom; expected cache_mb >= %.0f or a smaller segment_steps",
-			budget>>20, l.steps, float64(l.segBytes)/(1<<20), float64(2*l.segBytes)/(1<<20)/0.9+1)
+			"%d MB is too small for locality sampling: one segment of %d time steps needs %.0f MB of decoded chunks, and two must fit with 10%% headroom; expected %s >= %.0f or a smaller %s",
+			budget>>20, l.steps, float64(l.segBytes)/(1<<20), config.Spell("cache_mb"), float64(2*l.segBytes)/(1<<20)/0.9+1,
+			config.Spell("segment_steps"))
 	}
 	l.resident = min(r, len(l.segs))
 	return l, nil

@@ -104,8 +104,10 @@ func TestAutoModeAndTooSmallCache(t *testing.T) {
 	// held as such) too big.
 	ds := newMemNowcast(memParams{T: 600, P: 64, S: 23, satChunkT: 12, satChunkP: 32})
 	_, err = NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 16})
-	if err == nil || !strings.Contains(err.Error(), "too small for locality sampling") {
-		t.Fatalf("tiny cache: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "too small for locality sampling") ||
+		!strings.Contains(err.Error(), "cache_mb (cache_mb=, --cache-mb, the anchor source's cache_mb) >= ") ||
+		!strings.Contains(err.Error(), "a smaller segment_steps (segment_steps=, --segment-steps, ") {
+		t.Fatalf("tiny cache: %v; want the limit and both settings named for every interface", err)
 	}
 	t.Log(err)
 

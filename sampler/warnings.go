@@ -24,8 +24,8 @@ func (j *Job) Warnings() []string {
 	if j.cfg.Batch.Order != config.OrderEpochs && j.sites != nil { // drawn centres make new samples
 		if n := j.sampleCount(); n > 0 && uint64(j.size) > n {
 			out = append(out, fmt.Sprintf("batch_size %d is more than the %d samples of the sample space: the stream draws them "+
-				"with replacement, so every batch repeats examples; a batch_size of at most %d draws each at most once a batch, "+
-				"and order = \"epochs\" visits each once an epoch", j.size, n, n))
+				"with replacement, so every batch repeats examples; a %s of at most %d draws each at most once a batch, "+
+				"and %s \"epochs\" visits each once an epoch", j.size, n, config.Spell("batch_size"), n, config.Spell("order")))
 		}
 	}
 	return out

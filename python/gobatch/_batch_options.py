@@ -1,6 +1,6 @@
 """gobatch's own batch options given as keywords (``gobatch.Loader`` and ``gobatch.plan``), passed
-to shmloader as flags. They replace the configuration file's ``[batch]`` values (and ``slots``
-its ``[ring] slots``); an
+to shmloader as flags. They replace the configuration file's ``[batch]`` values (``slots`` its
+``[ring] slots``, ``cache_mb`` and ``segment_steps`` the anchor source's keys); an
 ocf-data-sampler YAML file cannot hold them (ocf-data-sampler refuses unknown keys), so for one
 ``batch_size`` is required (docs/OCF.md)."""
 
@@ -30,12 +30,14 @@ def batch_flags(
     t0_end: Optional[TimeLike] = None,
     cache_mb: Optional[int] = None,
     slots: Optional[int] = None,
+    segment_steps: Optional[int] = None,
 ) -> List[str]:
     """The shmloader flags for the given options (None: the file's value). Raises ValueError
     for a value of the wrong type or range; shmloader checks the rest, naming the option."""
     flags: List[str] = []
     for name, value, flag, low in (("batch_size", batch_size, "--batch-size", 1), ("seed", seed, "--seed", 0),
-                                   ("cache_mb", cache_mb, "--cache-mb", 1), ("slots", slots, "--slots", 1)):
+                                   ("cache_mb", cache_mb, "--cache-mb", 1), ("slots", slots, "--slots", 1),
+                                   ("segment_steps", segment_steps, "--segment-steps", 1)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -105,6 +105,9 @@ class Loader:
             values and the cache budget (``--batch-size`` ...); a YAML file needs batch_size.
         slots: batches the ring holds at once, replacing the file's ``[ring] slots``
             (``--slots``; default 4, at least 2): raise it to keep more batches lent at once.
+        segment_steps: anchor time steps per segment of locality sampling and of the epochs'
+            block shuffle, replacing the anchor source's ``segment_steps`` (``--segment-steps``;
+            fewer steps fit a smaller cache, more mix less; docs/DATA.md).
         framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
@@ -206,7 +209,7 @@ class Loader:
         node_rank: Optional[int] = None,
         batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
-        slots: Optional[int] = None, pin_memory: bool = False,
+        slots: Optional[int] = None, segment_steps: Optional[int] = None, pin_memory: bool = False,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -227,7 +230,7 @@ class Loader:
         command = Command(shmloader_path(shmloader), config_path, config_json, readers,
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
-                          tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots)))
+                          tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps)))
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]

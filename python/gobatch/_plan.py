@@ -25,6 +25,7 @@ def plan(
     timeout: float = 120.0,
     batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
     t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, slots: Optional[int] = None,
+    segment_steps: Optional[int] = None,
 ) -> Dict[str, Any]:
     """What a configuration would do, without starting a ring or decoding a chunk.
 
@@ -39,8 +40,8 @@ def plan(
     ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
 
     ``batch_size``, ``order``, ``seed``, ``t0_start``, ``t0_end`` replace the file's ``[batch]``
-    values and ``slots`` its ``[ring] slots``, as for :class:`Loader` (an ocf-data-sampler YAML
-    file needs ``batch_size``).
+    values, ``slots`` its ``[ring] slots`` and ``cache_mb``, ``segment_steps`` the anchor
+    source's keys, as for :class:`Loader` (an ocf-data-sampler YAML file needs ``batch_size``).
 
     Raises :class:`ConfigError` naming the field when the configuration or its stores are
     refused, :class:`LoaderError` when shmloader fails otherwise.
@@ -50,7 +51,7 @@ def plan(
     cmd += ["--config", config_path]
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
-    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots)
+    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps)
     try:
         p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, env=_native.child_env(cmd[0], None))
     except subprocess.TimeoutExpired:

@@ -266,7 +266,8 @@ def test_loader_warns_of_left_out_sites_and_a_batch_larger_than_the_pairs(root: 
     texts = [str(w.message) for w in rec]
     assert all(w.filename == __file__ and w.lineno == line for w in rec), [(w.filename, w.lineno) for w in rec]
     assert any(f"1 of the {len(SITE_IDS)} systems of generation are left out as locations (ids {EDGE_ID})" in t for t in texts), texts
-    assert any(f"batch_size {pairs + 1} is more than the {pairs} samples" in t for t in texts), texts
+    assert any(f"batch_size {pairs + 1} is more than the {pairs} samples" in t
+               and "batch_size (batch_size=, --batch-size, [batch] size) of at most" in t for t in texts), texts
 
 
 def test_no_site_left_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

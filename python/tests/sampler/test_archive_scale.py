@@ -133,6 +133,14 @@ def test_auto_with_a_tiny_cache_runs_and_says_why(root: Path) -> None:
     # Asked for by name, locality with that cache is refused, naming the key.
     with pytest.raises(gobatch.ConfigError, match=r"source\[0\]\.cache_mb.*too small for locality sampling"):
         take(config(big, 32, 32, cache_mb=16, segment_steps=96, sampling="locality"), root, 1)
+    # The segments are set by keyword too (segment_steps=, --segment-steps), and the refusal
+    # names both settings as each interface spells them; segments of 12 steps fit the cache.
+    with pytest.raises(gobatch.ConfigError, match=r"expected cache_mb \(cache_mb=, --cache-mb, the anchor source's cache_mb\) "
+                       r">= \d+ or a smaller segment_steps \(segment_steps=, --segment-steps, "):
+        gobatch.plan(config(big, 32, 32, cache_mb=16, sampling="locality"), data_root=str(root), segment_steps=96)
+    small = gobatch.plan(config(big, 32, 32, cache_mb=16, segment_steps=96, sampling="locality"), data_root=str(root),
+                         segment_steps=12)
+    assert small["mode"] == "locality" and small["mixing"]["segment_steps"] == 12, small["mixing"]
 
 
 # ------------------------------------------------------------------ a simulated archive
