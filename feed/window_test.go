@@ -9,6 +9,7 @@ import (
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/sampler/rules"
+	"github.com/gobatch/gobatch/shm"
 )
 
 const oneSource = "[batch]\nsize = 2\nbatches = %d\n[ring]\nslots = 2\n[[source]]\nname = \"x\"\nkind = \"synthetic\"\nshape = [3]\ndtype = \"int32\"\n"
@@ -131,5 +132,24 @@ func TestWindowDescription(t *testing.T) {
 	huge.view = sampler.View{rules.ViewStrings(make([]string, ring.MaxDescription/2), "k")}
 	if _, err := (Window{}).Layout(cfg, huge); err == nil || !strings.Contains(err.Error(), "more than the ring's 16384") {
 		t.Errorf("a view too large for the ring: %v", err)
+	}
+}
+
+// TestRingShareWarns: a ring of more than a quarter of the memory available is a warning that
+// names the settings that shrink it as each interface spells them; a smaller one is not.
+func TestRingShareWarns(t *testing.T) {
+	avail, ok := shm.MemAvailable()
+	if !ok {
+		t.Skip("no MemAvailable in /proc/meminfo")
+	}
+	s := ringShare(avail / 2)
+	for _, want := range []string{"of shared memory", "% of the", "batch_size (batch_size=, --batch-size, [batch] size)",
+		"slots (slots=, --slots, [ring] slots)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("a ring of half the memory available: %q, want %q in it", s, want)
+		}
+	}
+	if s := ringShare(avail / 8); s != "" {
+		t.Errorf("a ring of an eighth of the memory available: %q, want no warning", s)
 	}
 }

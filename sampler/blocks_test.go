@@ -65,6 +65,7 @@ func TestBlockEpochsEverySampleOnce(t *testing.T) {
 		cacheMB int64
 	}{{"pixels", bigPixels, "", 2}, {"sites", bigSites, `locations = "pv"`, 1}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // independent jobs, each long under -race
 			ref := blockJob(t, c.p, c.extra, c.cacheMB, Stream{})
 			if ref.epochs.blocks == nil || ref.DataBytes() < 5*(c.cacheMB<<20) {
 				t.Fatalf("%d bytes of data against %d MB of cache, block shuffle %v", ref.DataBytes(), c.cacheMB, ref.epochs.blocks != nil)
@@ -165,6 +166,7 @@ func spearmanOf(vals []int64) float64 {
 }
 
 func TestBlockEpochsMixAndKeepLocality(t *testing.T) {
+	t.Parallel() // a job of its own, long under -race
 	j := blockJob(t, bigPixels, "", 2, Stream{})
 	B := j.epochs.global
 	got := fillInOrder(t, j, Stream{}, 0, B)

@@ -12,6 +12,7 @@ import (
 // by the next load at once), fills the same batches as a reader with the usual pin limit.
 // Without the flush before a release, the queued piece would read another chunk's block.
 func TestGatherPiecesOutliveNoPin(t *testing.T) {
+	t.Parallel() // jobs of its own, long under -race
 	sc := storedCases["int16"]
 	want := fillRange(t, storedJob(t, sc, false, false, false), 0, 6, 1)
 	j := storedJob(t, sc, false, false, false)

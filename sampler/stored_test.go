@@ -123,6 +123,7 @@ func TestStoredSameBatches(t *testing.T) {
 	for name, sc := range storedCases {
 		for _, v := range []struct{ chLast, norm bool }{{false, false}, {false, true}, {true, true}} {
 			t.Run(fmt.Sprintf("%s/channel-last=%v/norm=%v", name, v.chLast, v.norm), func(t *testing.T) {
+				t.Parallel() // independent jobs: the slowest test under -race, on every core
 				got := fillRange(t, storedJob(t, sc, v.chLast, v.norm, false), 0, 4, 2)
 				want := fillRange(t, storedJob(t, sc, v.chLast, v.norm, true), 0, 4, 2)
 				for b := range want {
