@@ -8,7 +8,7 @@ import (
 )
 
 // The site features' values are compared with ocf-data-sampler in features' tests and in
-// python/tests/test_ocf_values.py; here: where they go (the tensors, each row its own t0) and
+// python/tests/ocf/test_ocf_values.py; here: where they go (the tensors, each row its own t0) and
 // what is refused, naming the key.
 
 func TestSiteFeaturesTensorsAndRows(t *testing.T) {
