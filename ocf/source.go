@@ -17,7 +17,10 @@ type Source struct {
 	Anchor bool   `key:"anchor"`
 	Rules  string `key:"rules"`
 
-	Store    string `key:"store"`
+	// Store is a path (string) or, for a satellite or NWP given several zarr_paths, the list of
+	// them ([]string), which the sampler reads as one store along time, as ocf-data-sampler
+	// concatenates them.
+	Store    any    `key:"store"`
 	Variable string `key:"variable"`
 
 	Resolution int64 `key:"time_resolution_minutes,always"`

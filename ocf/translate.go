@@ -2,9 +2,11 @@ package ocf
 
 import (
 	"fmt"
-	"github.com/gobatch/gobatch/config"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/gobatch/gobatch/config"
 )
 
 // Read reads and validates an ocf-data-sampler configuration, as load_yaml_configuration
@@ -110,9 +112,9 @@ var nwpCRS = map[string]string{
 // Translate turns a validated configuration into gobatch sources (docs/OCF.md says what is
 // translated and what is not yet matched), typed, with where each field comes from; Raw gives
 // them the shape package config reads. It refuses what gobatch cannot run at all, as Problems
-// naming the key: no satellite (gobatch's examples are centred on an anchor grid), a list of
-// several zarr_paths, an odd or zero crop (ocf-data-sampler itself fails on every sample with
-// an odd one).
+// naming the key: no satellite (gobatch's examples are centred on an anchor grid), an odd or
+// zero crop (ocf-data-sampler itself fails on every sample with an odd one). Several
+// zarr_paths of a satellite or NWP are one store read along time (sampler/concat.go).
 func Translate(cfg *Config, lines func(field string) int) ([]*Source, []Problem) {
 	t := &translator{lines: lines}
 	var sources []*Source
@@ -186,12 +188,14 @@ func (t *translator) nwpDropout(s *Source, d Dropout, path string) {
 
 func (t *translator) grid(s *Source, g Grid, path string, accum []string) {
 	s.Section = path
-	if len(g.ZarrPaths) != 1 {
-		t.bad(path+".zarr_path", "%d paths; gobatch reads one store per source (ocf-data-sampler concatenates several along time)", len(g.ZarrPaths))
-	} else {
+	switch len(g.ZarrPaths) {
+	case 0:
+	case 1:
 		s.Store = g.ZarrPaths[0]
-		s.from(&s.Store, path+".zarr_path")
+	default:
+		s.Store = slices.Clone(g.ZarrPaths) // read as one along time, in this order
 	}
+	s.from(&s.Store, path+".zarr_path")
 	t.window(s, g.Window, path)
 	for _, k := range []struct {
 		key string

@@ -61,8 +61,9 @@ type Job struct {
 	layout rules.Layout // rules.Layout()
 
 	srcs   []dataSource
-	stores []string // the store each source reads, as opened
-	nt     bool     // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
+	stores []string         // the store each source reads, as opened
+	joined []*concatDataset // sources' lists of stores read as one (their warnings)
+	nt     bool             // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
 	anchor *gridSource
 	points []*pointSource
 	sites  *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
@@ -119,6 +120,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	if err := j.openSources(specs, anchor, o); err != nil {
 		return nil, err
 	}
+	j.joined = o.joined
 	if err := j.measureData(); err != nil {
 		return nil, err
 	}
@@ -191,10 +193,11 @@ func chooseRules(cfg *config.Config, specs []*Spec, anchor *Spec) (rules.Rules, 
 
 // opener opens each store once, however many sources read it.
 type opener struct {
-	cfg  *config.Config
-	opt  Options
-	open map[string]Dataset // by resolved path
-	errs map[string]error   // stores that failed to open, by resolved path
+	cfg    *config.Config
+	opt    Options
+	open   map[string]Dataset // by resolved path
+	errs   map[string]error   // stores that failed to open, by resolved path
+	joined []*concatDataset   // the lists of stores read as one
 }
 
 // openAll opens every store the sources name, all at once: opening a store in object
@@ -204,8 +207,10 @@ type opener struct {
 func (o *opener) openAll(specs []*Spec) {
 	var paths []string
 	for _, sp := range specs {
-		if p := objstore.Join(o.opt.DataRoot, sp.Store); !slices.Contains(paths, p) {
-			paths = append(paths, p)
+		for _, st := range sp.Stores {
+			if p := objstore.Join(o.opt.DataRoot, st); !slices.Contains(paths, p) {
+				paths = append(paths, p)
+			}
 		}
 	}
 	ds, errs := make([]Dataset, len(paths)), make([]error, len(paths))
@@ -220,18 +225,64 @@ func (o *opener) openAll(specs []*Spec) {
 	}
 }
 
+// dataset is the source's store, or its stores read as one along its time axis (concat.go).
 func (o *opener) dataset(sp *Spec) (Dataset, error) {
-	p := objstore.Join(o.opt.DataRoot, sp.Store)
-	d, ok := o.open[p]
-	err := o.errs[p]
-	if !ok { // not among openAll's specs
-		d, err = o.opt.Open(p)
-		o.open[p] = d
+	parts := make([]Dataset, len(sp.Stores))
+	for i, st := range sp.Stores {
+		p := objstore.Join(o.opt.DataRoot, st)
+		d, ok := o.open[p]
+		err := o.errs[p]
+		if !ok { // not among openAll's specs
+			d, err = o.opt.Open(p)
+			o.open[p] = d
+		}
+		if err != nil {
+			return nil, o.cfg.Errorf(sp.Field+".store", "%v", err)
+		}
+		parts[i] = d
 	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	dim, err := timeDimension(o.cfg, sp, parts[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := concatenate(parts, dim)
 	if err != nil {
 		return nil, o.cfg.Errorf(sp.Field+".store", "%v", err)
 	}
+	o.joined = append(o.joined, d)
 	return d, nil
+}
+
+// timeDimension is the name in the store ds of the source's time axis (an NWP's init_time),
+// along which a list of stores is read as one.
+func timeDimension(cfg *config.Config, sp *Spec, ds Dataset) (string, error) {
+	name := sp.Variable
+	if name == "" {
+		var err error
+		if name, err = onlyDataArray(ds); err != nil {
+			return "", cfg.Errorf(sp.Field+".variable", "missing, and %v", err)
+		}
+	}
+	arr, err := ds.Array(name)
+	if err != nil {
+		return "", cfg.Errorf(sp.Field+".variable", "%v", err)
+	}
+	m, err := mapStoreDims(cfg, sp, ds, arr)
+	if err != nil {
+		return "", err
+	}
+	ax := axisTime
+	if sp.Role == RoleNWP {
+		ax = axisInit
+	}
+	p := m.perm[m.axis(ax)]
+	if p < 0 {
+		return "", cfg.Errorf(sp.Field+".store", "%s/%s has no %s dimension to read its %d stores along", ds, name, ax, len(sp.Stores))
+	}
+	return arr.Dims()[p], nil
 }
 
 // openSources opens the anchor first (the others are placed on its grid), then every source

@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
@@ -60,10 +61,11 @@ type Spec struct {
 	Name  string // tensor name (set by the job)
 	Field string // "source[2]", for messages
 
-	Store    string // path relative to the data root
-	Variable string // the data array in the store
-	Role     string // RoleGrid, RoleNWP or RolePoints
-	Anchor   bool   // the locations are drawn from this source's grid (RoleGrid)
+	Store    string   // path relative to the data root (the first of Stores)
+	Stores   []string // the store, or several read as one along time (concat.go)
+	Variable string   // the data array in the store
+	Role     string   // RoleGrid, RoleNWP or RolePoints
+	Anchor   bool     // the locations are drawn from this source's grid (RoleGrid)
 	// Dims maps a canonical axis (time, channel, y, x, init_time, step, id) to the store's
 	// dimension name, for names the accepted spellings do not cover (key dims).
 	Dims map[string]string
@@ -243,6 +245,35 @@ func (d *specDecoder) mustString(key, what string) string {
 	return v
 }
 
+// stores reads the key store: a path, or a list of paths read as one store along time
+// (concat.go), each non-empty and none twice.
+func (d *specDecoder) stores() []string {
+	const what = "a path to a Zarr store, relative to the data root, or a list of them"
+	if v, ok := d.t.Raw("store"); ok {
+		if _, list := v.([]any); list {
+			paths := d.t.Strings("store")
+			switch {
+			case len(paths) == 0:
+				d.bad("store", "an empty list; expected %s", what)
+			case len(paths) != len(v.([]any)):
+				d.ok = false // an element that is not a string, recorded
+			}
+			for i, p := range paths {
+				if p == "" {
+					d.bad("store", "element %d is empty; expected %s", i, what)
+				} else if slices.Contains(paths[:i], p) {
+					d.bad("store", "%q is listed twice", p)
+				}
+			}
+			return paths
+		}
+	}
+	if p := d.mustString("store", what); p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
 func (d *specDecoder) mustInt(key string, min, max int64) int64 {
 	v, good := d.t.MustInt(key, min, max)
 	if !good {
@@ -254,7 +285,10 @@ func (d *specDecoder) mustInt(key string, min, max int64) int64 {
 // storeAndRole reads where the data is and what role it plays.
 func (d *specDecoder) storeAndRole() {
 	s, t := d.s, d.t
-	s.Store = d.mustString("store", "a path to a Zarr store, relative to the data root")
+	s.Stores = d.stores()
+	if len(s.Stores) > 0 {
+		s.Store = s.Stores[0]
+	}
 	s.Variable = t.String("variable", "") // "": the store's only data array (stores.go)
 	s.Role = t.String("role", RoleGrid)
 	switch s.Role {

@@ -9,8 +9,9 @@ import (
 
 // Warnings implements Source: what a user would want to know before the first batch, each a
 // sentence the trainer's side shows once (PROTOCOL.md 2.9, "warnings"): the locations the job
-// leaves out (how many, which, and why), and a site-anchored batch larger than the sample
-// space in stream order (every batch then repeats examples).
+// leaves out (how many, which, and why), coordinates that differ between the stores of a
+// source read as one (the first store's are used), and a site-anchored batch larger than the
+// sample space in stream order (every batch then repeats examples).
 func (j *Job) Warnings() []string {
 	var out []string
 	if s := j.sites; s != nil && len(s.left) > 0 {
@@ -20,6 +21,9 @@ func (j *Job) Warnings() []string {
 		}
 		out = append(out, fmt.Sprintf("%d of the %d systems of %s are left out as locations (%s): %s",
 			len(s.left), len(s.left)+s.n(), s.src.s.Name, idList(s.left, 20), why))
+	}
+	for _, d := range j.joined {
+		out = append(out, d.Warnings()...)
 	}
 	if j.cfg.Batch.Order != config.OrderEpochs && j.sites != nil { // drawn centres make new samples
 		if n := j.sampleCount(); n > 0 && uint64(j.size) > n {
