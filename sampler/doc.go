@@ -15,7 +15,8 @@
 //	store, variable                 the store (relative to the data root; or a URL, s3://,
 //	                                gs://, https://, readers/objstore) and its data array
 //	                                (default: the store's only data array, the one not named
-//	                                as a dimension or in a CF coordinates attribute)
+//	                                as a dimension or in a CF coordinates attribute); store
+//	                                may be a list of stores read as one along time (concat.go)
 //	role                            "grid" (output [T, C, H, W]; default), "nwp" ([S, C, H, W])
 //	                                or "points" ([T, K]); see Dimensions below
 //	dims                            a table from a canonical axis to the store's dimension name,

@@ -9,7 +9,7 @@ text: its subject is the YAML text itself (lines, scalars, tags).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
@@ -49,7 +49,7 @@ def norm(**channels: Tuple[float, ...]) -> Section:
     return out
 
 
-def _grid(zarr_path: str, w: Section, height: int, width: int, channels: Sequence[str], constants: Section,
+def _grid(zarr_path: Union[str, List[str]], w: Section, height: int, width: int, channels: Sequence[str], constants: Section,
           extra: Section) -> Section:
     s: Section = {"zarr_path": zarr_path, **w, "image_size_pixels_height": height, "image_size_pixels_width": width}
     s.update(extra)  # dropout keys, dropout_value, accum_channels, max_staleness_minutes
@@ -58,7 +58,8 @@ def _grid(zarr_path: str, w: Section, height: int, width: int, channels: Sequenc
     return s
 
 
-def satellite(channels: Sequence[str], constants: Section, *, height: int, width: int, zarr_path: str = "sat.zarr",
+def satellite(channels: Sequence[str], constants: Section, *, height: int, width: int,
+              zarr_path: Union[str, List[str]] = "sat.zarr",
               res: int = 5, start: int = -30, end: int = 0, **extra: Any) -> Section:
     """The ``satellite`` section (extra: dropout_timedeltas_minutes, dropout_fraction,
     dropout_value)."""
@@ -66,7 +67,7 @@ def satellite(channels: Sequence[str], constants: Section, *, height: int, width
 
 
 def nwp(provider: str, channels: Sequence[str], constants: Section, *, height: int, width: int,
-        zarr_path: Optional[str] = None, res: int = 60, start: int = -60, end: int = 120, **extra: Any) -> Section:
+        zarr_path: Union[None, str, List[str]] = None, res: int = 60, start: int = -60, end: int = 120, **extra: Any) -> Section:
     """One provider key of the ``nwp`` section (zarr_path default ``<provider>.zarr``; extra:
     accum_channels, dropout keys, dropout_value, max_staleness_minutes)."""
     s = _grid(zarr_path or f"{provider}.zarr", window(res, start, end), height, width, channels, constants, extra)

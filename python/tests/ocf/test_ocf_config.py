@@ -288,8 +288,10 @@ GOBATCH_REFUSES = {
                  "odd-crop.yaml:31: input_data.satellite.image_size_pixels_width: 9; gobatch needs an even crop"),
     "no-satellite": ("\n".join(BASE.splitlines()[:24] + BASE.splitlines()[35:]) + "\n",
                      "no-satellite.yaml:4: input_data.satellite: missing; gobatch centres its examples"),
-    "two-zarr-paths": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),
-                       "two-zarr-paths.yaml:26: input_data.satellite.zarr_path: 2 paths; gobatch reads one store per source"),
+    # Several zarr_paths are one store read along time (docs/OCF.md); the same one twice would
+    # repeat every time, which ocf-data-sampler's loader refuses as it opens the stores.
+    "zarr-path-twice": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),
+                        'zarr-path-twice.yaml:26: input_data.satellite.zarr_path: "sat.zarr" is listed twice'),
     # ocf-data-sampler's NWP selection fails on every sample with a list or a zero timedelta.
     "nwp-dropout-list": (append_to(16, "      dropout_timedeltas_minutes: [-180]\n      dropout_fraction: [1.0]"),
                          "nwp-dropout-list.yaml:18: input_data.nwp.ukv.dropout_fraction: a list; an NWP takes one number"),

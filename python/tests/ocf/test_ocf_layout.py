@@ -35,15 +35,16 @@ B = 4
 SITE_IDS = [1, 2, 3, 4, 5]
 EDGE_ID = 5  # two pixels from the satellite's northern edge: its 6-row crop does not fit
 
-def layout_config(sat_height: int = 6) -> str:
+def layout_config(sat_height: int = 6, sat_paths: Any = "sat.zarr", ukv_paths: Any = "ukv.zarr") -> str:
     """The layout tests' configuration: two NWPs of other crops than the satellite's."""
     unit = (0.0, 1.0)
     return cfg.config(
         "layout", "ocf-data-sampler's batch layout",
         generation=cfg.generation(end=60),
-        nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6),
+        nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6, zarr_path=ukv_paths),
              "ecmwf": cfg.nwp("ecmwf", ["t2m"], cfg.norm(t2m=unit), height=6, width=4)},
-        satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=unit, VIS006=unit), height=sat_height, width=10))
+        satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=unit, VIS006=unit), height=sat_height, width=10,
+                                zarr_path=sat_paths))
 
 
 CONFIG = layout_config()
@@ -156,7 +157,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def take_batches(root: Path, monkeypatch: pytest.MonkeyPatch, n: int, framework: str = "numpy") -> List[Dict[str, Any]]:
+def take_batches(root: Path, monkeypatch: pytest.MonkeyPatch, n: int, framework: str = "numpy",
+                 config: str = "pvnet.yaml") -> List[Dict[str, Any]]:
     """The first n batches, copied (nested as delivered)."""
     import gobatch
 
@@ -169,7 +171,7 @@ def take_batches(root: Path, monkeypatch: pytest.MonkeyPatch, n: int, framework:
 
     monkeypatch.chdir(root)
     out = []
-    with gobatch.Loader("pvnet.yaml", batch_size=B, seed=5, framework=framework) as loader:
+    with gobatch.Loader(config, batch_size=B, seed=5, framework=framework) as loader:
         for k, batch in enumerate(loader):
             out.append(copy(dict(batch)))
             if k + 1 == n:
@@ -182,12 +184,17 @@ EXTRA = {"x", "y", "generation_capacity", "generation_system", "generation_capac
 
 
 def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    batches = take_batches(root, monkeypatch, 6)
+    assert_batches_are_ocf_samples(root, take_batches(root, monkeypatch, 6), "pvnet.yaml")
+
+
+def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], config: str) -> None:
+    """Every row of batches equals ocf-data-sampler's get_sample of its (t0, location) under
+    config, in keys, nesting, shapes, dtypes and values."""
     rows = [(b, e) for b in batches for e in range(B)]
     pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
     assert len({p[1] for p in pairs}) >= 3 and len({p[0] for p in pairs}) >= 3, pairs  # several sites and t0s
     assert EDGE_ID not in {p[1] for p in pairs}
-    ref = ocf_reference(root, "pvnet.yaml", pairs, raises=[EDGE_ID])
+    ref = ocf_reference(root, config, pairs, raises=[EDGE_ID])
     assert "not available" in ref["raised"][str(EDGE_ID)], ref["raised"]  # ocf cannot sample the edge site
 
     first = decode({"dict": {k: v for k, v in ref["samples"][0].items()}})
@@ -230,6 +237,63 @@ def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyP
                 np.testing.assert_array_equal(got, exp, err_msg=f"nwp.{key}.{tkey} {at}")
         # the satellite's values show that the crop is ocf's: x and y both increase
         assert np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
+
+
+def split_store(root: Path, name: str, dim: str, cuts: List[int], chunks: Dict[str, int]) -> List[str]:
+    """Cuts store name along dim at cuts into stores name-0.zarr, name-1.zarr, ..., each chunked
+    by chunks (a dimension left out: one chunk); returns their names, in time order."""
+    ds = xr.open_zarr(root / name).load()
+    bounds = [0, *cuts, ds.sizes[dim]]
+    names = []
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        part = ds.isel({dim: slice(lo, hi)})
+        for v in part.variables.values():
+            v.encoding = {}
+        var = next(iter(part.data_vars))
+        encoding = {var: {"chunks": tuple(chunks.get(d, part.sizes[d]) for d in part[var].dims)}}
+        out = f"{name.removesuffix('.zarr')}-{i}.zarr"
+        part.to_zarr(root / out, mode="w", zarr_format=2, consolidated=True, encoding=encoding)
+        names.append(out)
+    return names
+
+
+def test_several_zarr_paths_are_one_store_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A satellite given as three zarr_paths (cut at a chunk boundary and inside a chunk) and a
+    UKV as two, each store chunked along time: ocf-data-sampler concatenates them along time
+    (satellite: time; NWP: init_time) and gobatch reads them as one store; every row equals
+    ocf's sample of the same pair, and the batches are bit for bit those of the uncut stores."""
+    sat = split_store(root, "sat.zarr", "time", [24, 43], {"variable": 1, "time": 6})
+    ukv = split_store(root, "ukv.zarr", "init_time", [2], {"init_time": 1})
+    (root / "several.yaml").write_text(layout_config(sat_paths=sat, ukv_paths=ukv))
+    several = take_batches(root, monkeypatch, 6, config="several.yaml")
+    assert_batches_are_ocf_samples(root, several, "several.yaml")
+    whole = take_batches(root, monkeypatch, 6)
+
+    def same(a: Any, b: Any, at: str) -> None:
+        if isinstance(a, dict):
+            assert set(a) == set(b), at
+            for k in a:
+                same(a[k], b[k], f"{at}.{k}")
+        elif isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg=at)
+        else:
+            assert a == b, at
+
+    for k, (a, b) in enumerate(zip(several, whole)):
+        same(a, b, f"batch {k}")
+
+
+def test_several_zarr_paths_out_of_order_are_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores listed out of time order are refused at plan, naming the field and both stores,
+    as ocf-data-sampler refuses their concatenation (times not increasing)."""
+    import gobatch
+
+    sat = split_store(root, "sat.zarr", "time", [30], {"variable": 1, "time": 6})
+    (root / "swapped.yaml").write_text(layout_config(sat_paths=sat[::-1]))
+    monkeypatch.chdir(root)
+    with pytest.raises(gobatch.ConfigError, match=r"swapped\.yaml:\d+: input_data\.satellite\.zarr_path: .*sat-0\.zarr/time starts at "
+                       r".*not after .*where .*sat-1\.zarr/time ends"):
+        gobatch.plan("swapped.yaml", batch_size=B)
 
 
 def test_excluded_site_is_in_the_plan(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
