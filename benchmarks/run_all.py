@@ -133,6 +133,15 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "its figures are taken ('terminate called without an active exception', from a C++ library "
         "ocf-data-sampler loads); the trace that follows is that.",
     ),
+    "multistore": (
+        "Several zarr_paths per source against one store each: time to the first batch (issue 27)",
+        [PY, "benchmarks/multistore_bench.py", "--reps", "7"],
+        [PY, "benchmarks/multistore_bench.py", "--reps", "2"],
+        "an ocf-data-sampler YAML whose satellite is 7 stores, UKV 5 and ECMWF 4 (cut along time from "
+        "python/tests/ocf/test_ocf_layout.py's stores) against the same YAML over the uncut stores: "
+        "gobatch.Loader to its first batch in a new process, alternated, local disk (issue 27 asks for "
+        "within 1 s of one store's).",
+    ),
     "percore": (
         "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",
         [PY, "benchmarks/percore_bench.py", "--baseline-commit", "0d579d4"],
