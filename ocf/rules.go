@@ -29,6 +29,11 @@ func (ocfRules) DropoutFills(w rules.Window, cut int64) (from, to int) { return 
 
 func (ocfRules) FillQuotient(row []float32, fill float32) { NanToNum(row, fill) }
 
+// WindowT0: ocf-data-sampler's select_time_slice ceils t0 + interval_start (and the end) onto
+// the source's own resolution, so a t0 off a source's grid (sites every 5 minutes beside a
+// 15-minute satellite) takes the window that starts at the next step of the grid.
+func (ocfRules) WindowT0(t0, res int64) int64 { return CeilTo(t0, res) }
+
 // Layout: ocf-data-sampler's samples have (time, channel, x, y) with both coordinates
 // increasing, the generation of one location as (time,), t0 as float64 seconds, and the
 // satellite's times and coordinates and the generation's times and position beside the data.

@@ -189,3 +189,16 @@ func TestDropoutFills(t *testing.T) {
 		}
 	}
 }
+
+// WindowT0 is select_time_slice's ceil of t0 onto the source's resolution: a 5-minute t0
+// beside a 15-minute satellite takes the next quarter hour; times before 1970 too.
+func TestWindowT0CeilsOntoTheGrid(t *testing.T) {
+	for _, c := range []struct{ t0, res, want int64 }{
+		{1609459200, 900, 1609459200}, {1609459200 + 300, 900, 1609459200 + 900}, {1609459200 + 600, 900, 1609459200 + 900},
+		{-300, 900, 0}, {-900, 900, -900}, {-1200, 900, -900}, {1800, 1800, 1800},
+	} {
+		if got := Rules.WindowT0(c.t0, c.res); got != c.want {
+			t.Errorf("WindowT0(%d, %d) = %d, want %d", c.t0, c.res, got, c.want)
+		}
+	}
+}

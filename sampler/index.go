@@ -187,15 +187,35 @@ func (t *timeAxis) searchSteps(start, res int64, n int, at []int) (sp span, miss
 
 // place finds window w around t0 on the axis (see steps).
 func (t *timeAxis) place(w timeWindow, t0 int64, at []int) (span, int) {
-	return t.steps(t0+w.first*w.res, w.res, w.n, at)
+	return t.steps(w.from(t0)+w.first*w.res, w.res, w.n, at)
 }
 
 // timeWindow is a source's window relative to t0: n steps of res seconds starting at
-// t0 + first*res.
+// from(t0) + first*res.
 type timeWindow struct {
 	first int64 // interval_start / resolution (a whole number of steps, may be negative)
 	n     int   // (interval_end - interval_start) / resolution + 1
 	res   int64 // seconds
+	// align lays the window for a t0 (rules.Rules.WindowT0): t0 itself, or t0 rounded onto
+	// the source's time grid; nil: t0 itself.
+	align rules.Rules
+}
+
+// from is the time the window is laid from for t0 (rules.Rules.WindowT0).
+func (w timeWindow) from(t0 int64) int64 {
+	if w.align == nil {
+		return t0
+	}
+	return w.align.WindowT0(t0, w.res)
+}
+
+// cutFrom is a dropout cut-off (seconds after t0, or rules.NoDropout) relative to the time
+// the window is laid from, which DropoutFills counts from.
+func (w timeWindow) cutFrom(t0, cut int64) int64 {
+	if cut == rules.NoDropout {
+		return cut
+	}
+	return cut - (w.from(t0) - t0)
 }
 
 // seriesIndices places a time window on a regular time axis (timeAxis's fast path): the

@@ -122,10 +122,10 @@ func fmtSeconds(s int64) string {
 // public is the window as rule sets see it (rules.Window).
 func (w timeWindow) public() rules.Window { return rules.Window{First: w.first, N: w.n, Res: w.res} }
 
-// dropoutFills is the steps [from, to) of window w that source sp's dropout with cut-off cut
-// fills, by the job's rule set.
-func dropoutFills(sp *Spec, w timeWindow, cut int64) (from, to int) {
-	return sp.rules.DropoutFills(w.public(), cut)
+// dropoutFills is the steps [from, to) of window w for t0 that source sp's dropout with cut-off
+// cut (seconds after t0) fills, by the job's rule set.
+func dropoutFills(sp *Spec, w timeWindow, t0, cut int64) (from, to int) {
+	return sp.rules.DropoutFills(w.public(), w.cutFrom(t0, cut))
 }
 
 // ---- grid: (time, channel, y, x) ------------------------------------------------------------
@@ -169,7 +169,7 @@ func (g *gridSource) box(ex *example, bx *box4, at []int) bool {
 	}
 	*bx = box4{lead: -1, a0: sp.first, aStride: sp.stride, at: sp.at, na: g.win.n, b: g.chans,
 		h: g.s.Height, w: g.s.Width}
-	bx.nanFrom, bx.nanTo = dropoutFills(g.s, g.win, ex.cut[g.s.Index])
+	bx.nanFrom, bx.nanTo = dropoutFills(g.s, g.win, ex.t0, ex.cut[g.s.Index])
 	bx.y0, bx.x0 = g.cropStart(ex)
 	return true
 }
@@ -379,7 +379,7 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 	c := p.c
 	ct, cs := c.chunks[0], c.chunks[1]
 	lastKt := -1
-	from, to := dropoutFills(p.s, p.win, ex.cut[p.s.Index])
+	from, to := dropoutFills(p.s, p.win, ex.t0, ex.cut[p.s.Index])
 	for step := 0; step < p.win.n; step++ {
 		if step >= from && step < to {
 			continue // filled
@@ -403,7 +403,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	}
 	c := p.c
 	k := p.s.NearestK
-	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.cut[p.s.Index])
+	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.t0, ex.cut[p.s.Index])
 	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
 	cv := c.rowConv(0)

@@ -149,6 +149,7 @@ func (s *Spec) window() timeWindow {
 		first: s.IntervalStartMinutes / s.TimeResolutionMinutes,
 		n:     s.Steps(),
 		res:   s.TimeResolutionMinutes * 60,
+		align: s.rules,
 	}
 }
 

@@ -32,6 +32,8 @@ func (gobatch) DropoutFills(w Window, cut int64) (from, to int) { return w.Steps
 
 func (gobatch) SiteCrop() AxisCrop { return nil }
 
+func (gobatch) WindowT0(t0, _ int64) int64 { return t0 }
+
 func (gobatch) NWPTargets(NWP) (Targets, error) { return nil, nil }
 
 func (gobatch) Pairs(*SpaceInput) (PairSpace, error) { return nil, nil }

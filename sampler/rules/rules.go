@@ -20,6 +20,10 @@ type Rules interface {
 	// DropoutFills is the steps [from, to) of window w that a dropout with cut-off cut (seconds
 	// relative to t0, <= 0; NoDropout for none) fills.
 	DropoutFills(w Window, cut int64) (from, to int)
+	// WindowT0 is the time a time series' window is laid from for t0, on a source of time
+	// step res (seconds): t0 itself, so that a t0 off the source's time grid has no window;
+	// or t0 rounded onto the grid by the rule set's rule.
+	WindowT0(t0, res int64) int64
 	// SiteCrop is how a site-anchored job places its crops: nil on the anchor pixel nearest
 	// each site (the other sources where that pixel falls); else every gridded source's crop
 	// is cut around the site itself in the source's own coordinates, each axis's first index

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyproj
@@ -35,16 +35,17 @@ B = 4
 SITE_IDS = [1, 2, 3, 4, 5]
 EDGE_ID = 5  # two pixels from the satellite's northern edge: its 6-row crop does not fit
 
-def layout_config(sat_height: int = 6, sat_paths: Any = "sat.zarr", ukv_paths: Any = "ukv.zarr") -> str:
+def layout_config(sat_height: int = 6, sat_paths: Any = "sat.zarr", ukv_paths: Any = "ukv.zarr",
+                  gen: Optional[Dict[str, Any]] = None, sat_res: int = 5) -> str:
     """The layout tests' configuration: two NWPs of other crops than the satellite's."""
     unit = (0.0, 1.0)
     return cfg.config(
         "layout", "ocf-data-sampler's batch layout",
-        generation=cfg.generation(end=60),
+        generation=cfg.generation(**(gen or {"end": 60})),
         nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6, zarr_path=ukv_paths),
              "ecmwf": cfg.nwp("ecmwf", ["t2m"], cfg.norm(t2m=unit), height=6, width=4)},
         satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=unit, VIS006=unit), height=sat_height, width=10,
-                                zarr_path=sat_paths))
+                                zarr_path=sat_paths, res=sat_res))
 
 
 CONFIG = layout_config()
@@ -385,3 +386,30 @@ def test_cuda_batches_keep_the_nesting(root: Path, monkeypatch: pytest.MonkeyPat
         assert isinstance(batch["satellite_actual"], torch.Tensor) and isinstance(batch["nwp"]["ukv"]["nwp"], torch.Tensor)
         np.testing.assert_array_equal(batch["nwp"]["ecmwf"]["nwp"].numpy(), nb["nwp"]["ecmwf"]["nwp"])
         assert batch["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"] and batch["t0_idx"] == 2
+
+
+def test_t0s_off_the_satellite_grid_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sites every 5 minutes beside a 15-minute satellite (two thirds of the t0s off its grid):
+    ocf-data-sampler ceils t0 + interval_start onto each source's own resolution, and so does
+    gobatch under its rules; every row equals ocf's sample of the same pair, off-grid t0s
+    among them."""
+    sat = xr.open_zarr(root / "sat.zarr").load().isel(time=slice(0, None, 3))  # 15-minute steps
+    for v in sat.variables.values():
+        v.encoding = {}
+    sat.to_zarr(root / "sat15.zarr", mode="w", zarr_format=2, consolidated=True)
+    gen = xr.open_zarr(root / "gen.zarr").load()
+    times = T0 - np.timedelta64(2, "h") + np.arange(72) * np.timedelta64(5, "m")
+    rng = np.random.default_rng(11)
+    n = gen.sizes["location_id"]
+    xr.Dataset(
+        {"generation_mw": (("time_utc", "location_id"), rng.uniform(0, 5, (len(times), n)).astype(np.float32)),
+         "capacity_mwp": (("time_utc", "location_id"), rng.uniform(8, 12, (len(times), n)).astype(np.float32))},
+        coords={"time_utc": times, "location_id": gen["location_id"].values,
+                "longitude": ("location_id", gen["longitude"].values), "latitude": ("location_id", gen["latitude"].values)},
+    ).to_zarr(root / "gen5.zarr", mode="w", zarr_format=2, consolidated=True)
+    (root / "offgrid.yaml").write_text(layout_config(sat_paths="sat15.zarr", sat_res=15,
+                                                     gen={"zarr_path": "gen5.zarr", "res": 5, "start": -30, "end": 30}))
+    batches = take_batches(root, monkeypatch, 6, config="offgrid.yaml")
+    t0s = {float(t) for b in batches for t in b["t0"]}
+    assert any(t % 900 for t in t0s) and any(t % 900 == 0 for t in t0s), sorted(t0s)
+    assert_batches_are_ocf_samples(root, batches, "offgrid.yaml")

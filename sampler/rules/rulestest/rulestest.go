@@ -17,6 +17,7 @@ import (
 func Run(t *testing.T, r rules.Rules) {
 	t.Run("Registered", func(t *testing.T) { registered(t, r) })
 	t.Run("DropoutFills", func(t *testing.T) { dropoutFills(t, r) })
+	t.Run("WindowT0", func(t *testing.T) { windowT0(t, r) })
 	t.Run("FillQuotient", func(t *testing.T) { fillQuotient(t, r) })
 	t.Run("View", func(t *testing.T) { view(t, r) })
 	t.Run("SiteCrop", func(t *testing.T) { siteCrop(t, r) })
@@ -245,5 +246,20 @@ func pairs(t *testing.T, r rules.Rules) {
 	}
 	if common := space.CommonT0s(); common != nil && uint64(len(common)*len(in.Locations.Sites)) != space.N() {
 		t.Fatalf("%d common t0s times %d locations, but %d pairs", len(common), len(in.Locations.Sites), space.N())
+	}
+}
+
+// windowT0: a t0 on a source's grid lays its window from itself; one off the grid from itself
+// (no window) or from a time of the grid at most one step later, never earlier.
+func windowT0(t *testing.T, r rules.Rules) {
+	const res = 900
+	for _, t0 := range []int64{0, 900, -900, 1609459200, 1609459200 + 300, 1609459200 + 899, -300, 7} {
+		got := r.WindowT0(t0, res)
+		switch {
+		case t0%res == 0 && got != t0:
+			t.Errorf("WindowT0(%d, %d) = %d: a t0 on the grid must stay", t0, res, got)
+		case got != t0 && (got < t0 || got-t0 >= res || got%res != 0):
+			t.Errorf("WindowT0(%d, %d) = %d: want t0, or the grid's next time after it", t0, res, got)
+		}
 	}
 }
