@@ -59,10 +59,17 @@ type Batch struct {
 	Seed    uint64 // the stream is a pure function of (config, seed)
 	Batches uint64 // batches in the stream; 0 = unbounded
 	Order   string // OrderStream (default) or OrderEpochs
-	// T0Start and T0End (t0_start, t0_end: ISO 8601 times, both included) restrict the t0 of
-	// the examples, for train/validation splits; nil when absent.
-	T0Start, T0End *time.Time
+	// Periods restrict the t0 of the examples, for train/validation splits: a t0 in any of
+	// them ([batch] time_periods, as ocf-data-sampler's and PVNet's time_periods; or t0_start
+	// .. t0_end, one period); nil: every t0.
+	Periods []Period
+	// PeriodsKey is the key the periods come from: "time_periods", "t0_start" (with or without
+	// t0_end) or "t0_end"; "" without periods.
+	PeriodsKey string
 }
+
+// Period is a range of t0s (ISO 8601 times), both ends included; a nil end is open.
+type Period struct{ Start, End *time.Time }
 
 // Batch orders ([batch] order).
 const (
@@ -326,12 +333,7 @@ func build(top *Table) *Config {
 		}
 		cfg.Batch.Seed = uint64(b.Int("seed", 0, 0, math.MaxInt64))
 		cfg.Batch.Batches = uint64(b.Int("batches", 0, 0, math.MaxInt64))
-		cfg.Batch.T0Start = t0Bound(b, "t0_start")
-		cfg.Batch.T0End = t0Bound(b, "t0_end")
-		if s, e := cfg.Batch.T0Start, cfg.Batch.T0End; s != nil && e != nil && e.Before(*s) {
-			b.Errorf("t0_end", "%s is before t0_start (%s); expected t0_start <= t0_end (both included)",
-				e.Format(time.RFC3339), s.Format(time.RFC3339))
-		}
+		cfg.Batch.Periods, cfg.Batch.PeriodsKey = buildPeriods(b)
 		cfg.Batch.Order = buildOrder(b, cfg.Batch.Batches)
 		b.Done()
 	} else if !top.Has("batch") {
@@ -362,11 +364,76 @@ var t0Layouts = []string{
 
 // t0Bound reads an ISO 8601 time (a string, or a TOML date-time or date) at key; nil when the
 // key is absent or wrong (which is recorded).
+// buildPeriods reads [batch] time_periods (a list of [start, end] ISO 8601 times, "" for an
+// open end) or t0_start .. t0_end (one period), not both.
+func buildPeriods(b *Table) ([]Period, string) {
+	if b.Has("time_periods") && (b.Has("t0_start") || b.Has("t0_end")) {
+		b.Errorf("time_periods", "given with t0_start or t0_end; expected one of them (t0_start .. t0_end is one period)")
+		return nil, ""
+	}
+	if !b.Has("time_periods") {
+		p := Period{t0Bound(b, "t0_start"), t0Bound(b, "t0_end")}
+		if p.Start == nil && p.End == nil {
+			return nil, ""
+		}
+		if p.Start != nil && p.End != nil && p.End.Before(*p.Start) {
+			b.Errorf("t0_end", "%s is before t0_start (%s); expected t0_start <= t0_end (both included)",
+				p.End.Format(time.RFC3339), p.Start.Format(time.RFC3339))
+		}
+		if p.Start == nil {
+			return []Period{p}, "t0_end"
+		}
+		return []Period{p}, "t0_start"
+	}
+	const want = `a list of [start, end] pairs of ISO 8601 times ("" for an open end), such as [["2021-01-01", "2021-06-30"], ["2022-01-01", ""]]`
+	v, _ := b.get("time_periods")
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		b.Errorf("time_periods", "%s; expected %s", describe(v), want)
+		return nil, ""
+	}
+	out := make([]Period, 0, len(list))
+	for i, e := range list {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			b.Errorf("time_periods", "element %d is %s; expected %s", i, describe(e), want)
+			continue
+		}
+		var p Period
+		for k, dst := range []**time.Time{&p.Start, &p.End} {
+			if s, ok := pair[k].(string); ok && strings.TrimSpace(s) == "" {
+				continue // open
+			}
+			tm, msg := parseT0(pair[k])
+			if msg != "" {
+				b.Errorf("time_periods", "element %d: %s", i, msg)
+				continue
+			}
+			*dst = tm
+		}
+		if p.Start != nil && p.End != nil && p.End.Before(*p.Start) {
+			b.Errorf("time_periods", "element %d: %s is before %s; expected start <= end (both included)", i,
+				p.End.Format(time.RFC3339), p.Start.Format(time.RFC3339))
+		}
+		out = append(out, p)
+	}
+	return out, "time_periods"
+}
+
 func t0Bound(t *Table, key string) *time.Time {
 	v, ok := t.get(key)
 	if !ok {
 		return nil
 	}
+	tm, msg := parseT0(v)
+	if msg != "" {
+		t.Errorf(key, "%s", msg)
+	}
+	return tm
+}
+
+// parseT0 reads one t0 bound: an ISO 8601 string or a TOML date-time, as UTC; else why not.
+func parseT0(v any) (*time.Time, string) {
 	const want = `an ISO 8601 time such as "2021-06-01T00:00:00Z" or "2021-06-01"`
 	var tm time.Time
 	switch x := v.(type) {
@@ -374,8 +441,7 @@ func t0Bound(t *Table, key string) *time.Time {
 		// A TOML local date-time or date has a zone of offset 0: UTC, as for strings. A local
 		// time alone has year 0.
 		if x.Year() == 0 {
-			t.Errorf(key, "a time of day without a date; expected %s", want)
-			return nil
+			return nil, "a time of day without a date; expected " + want
 		}
 		tm = x
 	case string:
@@ -388,15 +454,13 @@ func t0Bound(t *Table, key string) *time.Time {
 			}
 		}
 		if !parsed {
-			t.Errorf(key, "%q is not an ISO 8601 time; expected %s", x, want)
-			return nil
+			return nil, fmt.Sprintf("%q is not an ISO 8601 time; expected %s", x, want)
 		}
 	default:
-		t.wrongType(key, want, v)
-		return nil
+		return nil, fmt.Sprintf("expected %s, got %s", want, describe(v))
 	}
 	tm = tm.UTC()
-	return &tm
+	return &tm, ""
 }
 
 // buildOrder reads [batch] order. An epochs stream is made of whole epochs, whose length the

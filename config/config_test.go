@@ -62,7 +62,7 @@ func TestParseGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Batch != (Batch{Size: 8, Seed: 7, Batches: 100, Order: OrderStream}) || cfg.Ring.Slots != 3 {
+			if !reflect.DeepEqual(cfg.Batch, Batch{Size: 8, Seed: 7, Batches: 100, Order: OrderStream}) || cfg.Ring.Slots != 3 {
 				t.Fatalf("batch/ring: %+v %+v", cfg.Batch, cfg.Ring)
 			}
 			if len(cfg.Sources) != 2 {
@@ -476,7 +476,7 @@ func TestReadHashesWhatItRead(t *testing.T) {
 	if fromFile.SHA256 != hex.EncodeToString(wantFile[:]) || fromStdin.SHA256 != hex.EncodeToString(wantStdin[:]) {
 		t.Errorf("sha256 %s and %s", fromFile.SHA256, fromStdin.SHA256)
 	}
-	if fromFile.File != path || fromStdin.File != StdinName || fromFile.Batch != fromStdin.Batch {
+	if fromFile.File != path || fromStdin.File != StdinName || !reflect.DeepEqual(fromFile.Batch, fromStdin.Batch) {
 		t.Errorf("files %q %q, batches %+v %+v", fromFile.File, fromStdin.File, fromFile.Batch, fromStdin.Batch)
 	}
 	if _, err := Read("-", strings.NewReader("{"), Overrides{}); err == nil || !strings.Contains(err.Error(), StdinName) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // Overrides are gobatch's own [batch] and [ring] options, and the anchor source's
@@ -19,7 +20,11 @@ type Overrides struct {
 	Order     string  // "": the file's batch.order
 	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
 	T0End     string  // "": the file's batch.t0_end
-	Slots     int     // 0: the file's ring.slots
+	// TimePeriods ("START/END", either side empty for an open end): the file's
+	// batch.time_periods. Any of T0Start, T0End and TimePeriods replaces the file's t0
+	// restriction as a whole.
+	TimePeriods []string
+	Slots       int // 0: the file's ring.slots
 	// SegmentSteps: 0: the anchor source's segment_steps (locality sampling's and the epochs'
 	// block shuffle's time steps per segment).
 	SegmentSteps int
@@ -39,6 +44,13 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
+	fs.Func("time-period", "a range `START/END` of t0s, ISO 8601, both included, either side empty for an open end (repeatable: a t0 in any; replaces the file's batch.time_periods, t0_start and t0_end)", func(v string) error {
+		if !strings.Contains(v, "/") {
+			return fmt.Errorf("%q: want START/END", v)
+		}
+		o.TimePeriods = append(o.TimePeriods, v)
+		return nil
+	})
 	fs.IntVar(&o.Slots, "slots", 0, "batches the ring holds at once (replaces the file's ring.slots)")
 	fs.IntVar(&o.SegmentSteps, "segment-steps", 0, "anchor time steps per segment of locality sampling and of the epochs' block shuffle (replaces the anchor source's segment_steps)")
 }
@@ -61,6 +73,9 @@ func (o Overrides) Args() []string {
 	}
 	if o.T0End != "" {
 		a = append(a, "--t0-end", o.T0End)
+	}
+	for _, p := range o.TimePeriods {
+		a = append(a, "--time-period", p)
 	}
 	if o.Slots != 0 {
 		a = append(a, "--slots", strconv.Itoa(o.Slots))
@@ -105,11 +120,26 @@ func (o Overrides) apply(raw map[string]any) {
 	if o.Order != "" {
 		set("batch", "order", o.Order)
 	}
+	if o.T0Start != "" || o.T0End != "" || len(o.TimePeriods) > 0 {
+		if b, ok := raw["batch"].(map[string]any); ok { // the file's restriction, replaced whole
+			delete(b, "t0_start")
+			delete(b, "t0_end")
+			delete(b, "time_periods")
+		}
+	}
 	if o.T0Start != "" {
 		set("batch", "t0_start", o.T0Start)
 	}
 	if o.T0End != "" {
 		set("batch", "t0_end", o.T0End)
+	}
+	if len(o.TimePeriods) > 0 {
+		list := make([]any, len(o.TimePeriods))
+		for i, p := range o.TimePeriods {
+			s, e, _ := strings.Cut(p, "/")
+			list[i] = []any{s, e}
+		}
+		set("batch", "time_periods", list)
 	}
 	if o.Slots != 0 {
 		set("ring", "slots", int64(o.Slots))
@@ -149,6 +179,7 @@ var spellings = map[string][3]string{
 	"order":         {"order=", "--order", "[batch] order"},
 	"t0_start":      {"t0_start=", "--t0-start", "[batch] t0_start"},
 	"t0_end":        {"t0_end=", "--t0-end", "[batch] t0_end"},
+	"time_periods":  {"time_periods=", "--time-period", "[batch] time_periods"},
 	"slots":         {"slots=", "--slots", "[ring] slots"},
 	"cache_mb":      {"cache_mb=", "--cache-mb", "the anchor source's cache_mb"},
 	"segment_steps": {"segment_steps=", "--segment-steps", "the anchor source's segment_steps"},

@@ -114,8 +114,12 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 		counts = append(counts, fmt.Sprintf("%s (%s) %d", n.Field, n.Name, len(ps)))
 		common = intersectPeriods(common, ps)
 	}
-	if r := in.T0Range; r != nil {
-		common = intersectPeriods(common, []period{{r[0], r[1]}})
+	if in.T0Periods != nil {
+		ps := make([]period, len(in.T0Periods))
+		for i, r := range in.T0Periods {
+			ps[i] = period{r[0], r[1]}
+		}
+		common = intersectPeriods(common, ps)
 	}
 	gen := in.Locations
 	gw := gen.Window
@@ -150,7 +154,7 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 		}
 		counts = append(counts, fmt.Sprintf("%s (%s) %d over its locations", gen.Field, gen.Name, genCount))
 		return nil, &rules.KeyError{Field: "source", Msg: fmt.Sprintf("no valid (t0, location) pair under rules = %q (%s mode, %d locations): the contiguous t0 periods (%s; a period needs a run of times longer than the window, without a gap) do not overlap%s on the generation's %d-minute grid",
-			RulesName, s.mode, len(locs), strings.Join(counts, ", "), in.T0RangeNote, gen.ResMin)}
+			RulesName, s.mode, len(locs), strings.Join(counts, ", "), in.T0PeriodsNote, gen.ResMin)}
 	}
 	return s, nil
 }

@@ -1,7 +1,9 @@
 package sampler
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -438,22 +440,23 @@ func (r Rejection) String() string {
 	return fmt.Sprintf("%s rejects %d: %s", who, r.Count, strings.Join(parts, "; "))
 }
 
-// t0Range is the anchor index range [lo, hi) inside [batch] t0_start .. t0_end.
-func (j *Job) t0Range() (lo, hi int) {
+// t0Ranges are the anchor index ranges [lo, hi) inside the t0 periods ([batch] time_periods,
+// or t0_start .. t0_end), ascending and apart; the whole axis without periods.
+func (j *Job) t0Ranges() [][2]int {
 	ts := j.anchor.times.vals
-	lo, hi = 0, len(ts)
-	if s := j.cfg.Batch.T0Start; s != nil {
-		v := s.Unix()
-		if s.Nanosecond() > 0 {
-			v++ // t0 are whole seconds: the first one at or after s
+	ps := j.t0Periods()
+	if ps == nil {
+		return [][2]int{{0, len(ts)}}
+	}
+	var out [][2]int
+	for _, p := range ps {
+		lo := sort.Search(len(ts), func(i int) bool { return ts[i] >= p[0] })
+		hi := sort.Search(len(ts), func(i int) bool { return ts[i] > p[1] })
+		if lo < hi {
+			out = append(out, [2]int{lo, hi})
 		}
-		lo = sort.Search(len(ts), func(i int) bool { return ts[i] >= v })
 	}
-	if e := j.cfg.Batch.T0End; e != nil {
-		v := e.Unix() // whole seconds at or before e
-		hi = sort.Search(len(ts), func(i int) bool { return ts[i] > v })
-	}
-	return lo, max(lo, hi)
+	return out
 }
 
 // findSampleSpace finds what examples are drawn from: a site-anchored job's rule set may have
@@ -469,42 +472,37 @@ func (j *Job) findSampleSpace() error {
 // source has every step of its window, and records what each source rejects (Rejections);
 // when no time is left, the error says which source rejected how many and why.
 func (j *Job) findCandidates() error {
-	lo, hi := j.t0Range()
+	ranges := j.t0Ranges()
 	j.rejections = make([]Rejection, len(j.srcs))
 	for si, s := range j.srcs {
 		j.rejections[si] = Rejection{Field: s.spec().Field, Name: s.spec().Name}
 	}
-	n := j.anchor.times.len()
-	if lo > 0 || hi < n {
-		r := Rejection{Field: "batch", Count: n - (hi - lo)}
-		if lo > 0 {
-			r.First = fmt.Sprintf("at t0 %s: before t0_start", fmtTime(j.anchor.times.value(0)))
-		} else {
-			r.First = fmt.Sprintf("at t0 %s: after t0_end", fmtTime(j.anchor.times.value(hi)))
-		}
+	n, in := j.anchor.times.len(), 0
+	for _, r := range ranges {
+		in += r[1] - r[0]
+	}
+	if in < n {
+		r := Rejection{Field: "batch", Count: n - in, First: fmt.Sprintf("at t0 %s: outside %s", fmtTime(j.anchor.times.value(j.firstOutside(ranges))), j.periodsName())}
 		j.rejections = append(j.rejections, r)
 	}
-	if lo == hi {
-		key := "batch.t0_start"
-		if lo == 0 {
-			key = "batch.t0_end"
-		}
-		return j.cfg.Errorf(key, "no anchor time is in t0_start .. t0_end (%s .. %s); the anchor's times are %s .. %s",
-			fmtBound(j.cfg.Batch.T0Start), fmtBound(j.cfg.Batch.T0End),
-			fmtTime(j.anchor.times.value(0)), fmtTime(j.anchor.times.last()))
+	if in == 0 {
+		return j.cfg.Errorf(j.periodsKey(), "no anchor time is %s; the anchor's times are %s .. %s",
+			strings.TrimPrefix(j.rangeNote(), " "), fmtTime(j.anchor.times.value(0)), fmtTime(j.anchor.times.last()))
 	}
-	for i := lo; i < hi; i++ {
-		t0 := j.anchor.times.value(i)
-		good := true
-		for si, s := range j.srcs {
-			if s.fits(t0) {
-				continue
+	for _, r := range ranges {
+		for i := r[0]; i < r[1]; i++ {
+			t0 := j.anchor.times.value(i)
+			good := true
+			for si, s := range j.srcs {
+				if s.fits(t0) {
+					continue
+				}
+				good = false
+				j.rejections[si].add(t0, s)
 			}
-			good = false
-			j.rejections[si].add(t0, s)
-		}
-		if good {
-			j.cands = append(j.cands, int32(i))
+			if good {
+				j.cands = append(j.cands, int32(i))
+			}
 		}
 	}
 	for si := range j.srcs {
@@ -521,12 +519,25 @@ func (j *Job) findCandidates() error {
 		}
 	}
 	within, of := "", ""
-	if lo > 0 || hi < n {
-		within, of = " within t0_start .. t0_end", fmt.Sprintf("; the anchor has %d", n)
+	if in < n {
+		within, of = j.rangeNote(), fmt.Sprintf("; the anchor has %d", n)
 	}
+	lo, hi := ranges[0][0], ranges[len(ranges)-1][1]
 	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s%s) has every source's window; %s",
-		hi-lo, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)), of,
+		in, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)), of,
 		strings.Join(parts, "; "))
+}
+
+// firstOutside is the first anchor index outside ranges (some is).
+func (j *Job) firstOutside(ranges [][2]int) int {
+	i := 0
+	for _, r := range ranges {
+		if i < r[0] {
+			return i
+		}
+		i = r[1]
+	}
+	return i
 }
 
 // Rejections lists, for every source in configuration order, the anchor times it rules out
@@ -539,6 +550,66 @@ func fmtBound(t *time.Time) string {
 		return "-"
 	}
 	return fmtTime(t.Unix())
+}
+
+// t0Periods are the t0 periods as whole seconds, both ends included (open ends at the int64
+// limits), sorted and merged where they overlap or touch; nil without periods.
+func (j *Job) t0Periods() [][2]int64 {
+	ps := j.cfg.Batch.Periods
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([][2]int64, 0, len(ps))
+	for _, p := range ps {
+		r := [2]int64{math.MinInt64, math.MaxInt64}
+		if s := p.Start; s != nil {
+			r[0] = s.Unix()
+			if s.Nanosecond() > 0 {
+				r[0]++ // t0 are whole seconds: the first one at or after s
+			}
+		}
+		if e := p.End; e != nil {
+			r[1] = e.Unix() // whole seconds at or before e
+		}
+		if r[0] <= r[1] {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	merged := out[:0]
+	for _, r := range out {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] || n > 0 && merged[n-1][1] != math.MaxInt64 && r[0] == merged[n-1][1]+1 {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
+}
+
+// periodsName names the t0 periods as the configuration gives them.
+func (j *Job) periodsName() string {
+	if j.cfg.Batch.PeriodsKey == "time_periods" {
+		return "time_periods"
+	}
+	return "t0_start .. t0_end"
+}
+
+// periodsKey is the configuration key of the t0 periods, for errors.
+func (j *Job) periodsKey() string { return "batch." + j.cfg.Batch.PeriodsKey }
+
+// rangeNote names the t0 periods when there are: " within t0_start .. t0_end (a .. b)" or
+// " within time_periods (a .. b, c .. d)".
+func (j *Job) rangeNote() string {
+	ps := j.cfg.Batch.Periods
+	if len(ps) == 0 {
+		return ""
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmtBound(p.Start) + " .. " + fmtBound(p.End)
+	}
+	return fmt.Sprintf(" within %s (%s)", j.periodsName(), strings.Join(parts, ", "))
 }
 
 // layTensors lists the batch's tensors: the data sources in configuration order, then t0, x,

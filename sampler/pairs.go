@@ -51,9 +51,9 @@ func (j *Job) spaceInput() *rules.SpaceInput {
 			IntervalStart: sp.IntervalStartMinutes * 60, FirstStep: n.steps.vals[0], MaxStaleness: n.maxStaleness(),
 			DropoutTimedelta: sp.DropoutTimedeltasMinutes})
 	}
-	if r, ok := j.t0Bounds(); ok {
-		in.T0Range = &[2]int64{r[0], r[1]}
-		in.T0RangeNote = j.rangeNote()
+	if ps := j.t0Periods(); ps != nil {
+		in.T0Periods = ps
+		in.T0PeriodsNote = j.rangeNote()
 	}
 	p := j.sites.src
 	in.Locations = rules.LocationSeries{
@@ -81,34 +81,6 @@ func anchorCandidates(times *timeAxis, t0s []int64) []int32 {
 // drawsPairs says whether examples are drawn from the rule set's pairs one by one (placePair):
 // with a rule set's sample space unless the pairs are the t0 candidates times the sites.
 func (j *Job) drawsPairs() bool { return j.space != nil && j.cands == nil }
-
-// rangeNote names [batch] t0_start .. t0_end when they are set.
-func (j *Job) rangeNote() string {
-	if j.cfg.Batch.T0Start == nil && j.cfg.Batch.T0End == nil {
-		return ""
-	}
-	return fmt.Sprintf(" within t0_start .. t0_end (%s .. %s)", fmtBound(j.cfg.Batch.T0Start), fmtBound(j.cfg.Batch.T0End))
-}
-
-// t0Bounds is [batch] t0_start .. t0_end as whole seconds (both included); false when neither
-// is set.
-func (j *Job) t0Bounds() ([2]int64, bool) {
-	b := j.cfg.Batch
-	if b.T0Start == nil && b.T0End == nil {
-		return [2]int64{}, false
-	}
-	p := [2]int64{math.MinInt64, math.MaxInt64}
-	if s := b.T0Start; s != nil {
-		p[0] = s.Unix()
-		if s.Nanosecond() > 0 {
-			p[0]++
-		}
-	}
-	if e := b.T0End; e != nil {
-		p[1] = e.Unix()
-	}
-	return p, true
-}
 
 // scanValues reads points source p's data array chunk by chunk, time chunks in order, and
 // calls valid(sys, t) for every value that is not NaN (for each system in ascending time) and

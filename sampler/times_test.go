@@ -497,7 +497,7 @@ func TestT0StartEnd(t *testing.T) {
 			outside++
 		}
 	}
-	if last := rs[len(rs)-1]; last.Field != "batch" || last.Count != outside || !strings.Contains(last.First, "before t0_start") {
+	if last := rs[len(rs)-1]; last.Field != "batch" || last.Count != outside || !strings.Contains(last.First, "outside t0_start .. t0_end") {
 		t.Errorf("range rejection %+v, want %d", last, outside)
 	}
 	buf := batchBuf(j)
@@ -515,6 +515,21 @@ func TestT0StartEnd(t *testing.T) {
 	}
 	if !seen[lo] || !seen[hi] {
 		t.Errorf("120 examples never drew the bounds (inclusive): %v", seen)
+	}
+	// Two periods (as ocf-data-sampler's time_periods): a t0 in either, none between them.
+	mid1, mid2 := times[all.cands[len(all.cands)/3]], times[all.cands[2*len(all.cands)/3]]
+	jp, _ := newGappyJob(t, fmt.Sprintf("time_periods = [[%q, %q], [%q, \"\"]]\n", iso(lo), iso(mid1), iso(mid2)))
+	var inEither []int32
+	for _, c := range all.cands {
+		if t0 := times[c]; t0 >= lo && t0 <= mid1 || t0 >= mid2 {
+			inEither = append(inEither, c)
+		}
+	}
+	if fmt.Sprint(jp.cands) != fmt.Sprint(inEither) {
+		t.Errorf("two periods: candidates %v, want %v", jp.cands, inEither)
+	}
+	if last := jp.Rejections()[len(jp.Rejections())-1]; last.Field != "batch" || !strings.Contains(last.First, "outside time_periods") {
+		t.Errorf("two periods: range rejection %+v", last)
 	}
 	// A TOML date-time works as well as a string.
 	toml := fmt.Sprintf("t0_start = %s\nt0_end = %s\n", iso(lo), iso(hi)[:19])
@@ -549,7 +564,9 @@ func TestT0RangeErrors(t *testing.T) {
 		batch string
 		want  []string
 	}{
-		{"t0_start = \"2030-01-01\"\n", []string{"batch.t0_start", "no anchor time is in t0_start .. t0_end", "2030-01-01T00:00"}},
+		{"t0_start = \"2030-01-01\"\n", []string{"batch.t0_start", "no anchor time is within t0_start .. t0_end (2030-01-01T00:00 .. -)"}},
+		{"time_periods = [[\"2030-01-01\", \"\"], [\"\", \"2020-01-01\"]]\n", []string{"batch.time_periods",
+			"no anchor time is within time_periods (2030-01-01T00:00 .. -, - .. 2020-01-01T00:00)"}},
 		{"t0_end = \"2020-12-31T23:00:00Z\"\n", []string{"batch.t0_end", "no anchor time"}},
 		{"t0_start = \"2021-01-01T00:00Z\"\nt0_end = \"2021-01-01T00:20Z\"\n", []string{"no valid t0", "within t0_start .. t0_end",
 			"source[0] (satellite) rejects 5: at t0 2021-01-01T00:00: the time window leaves the time coordinate", "source[1] (nwp) rejects 5"}},

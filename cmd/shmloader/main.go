@@ -11,10 +11,11 @@
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--batch-size N]
 //	    [--cache-mb N] [--data-root ROOT] [--epoch E] [--epochs N] [--join] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--order ORDER] [--rank N] [--readers N] [--seed N] [--segment-steps N]
-//	    [--slots N] [--start K] [--t0-end END] [--t0-start START] [-v] [--world-size N]
+//	    [--slots N] [--start K] [--t0-end END] [--t0-start START] [--time-period START/END] [-v]
+//	    [--world-size N]
 //	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--data-root ROOT] [--json]
 //	    [--order ORDER] [--rank N] [--seed N] [--segment-steps N] [--slots N] [--t0-end END]
-//	    [--t0-start START] [--world-size N]
+//	    [--t0-start START] [--time-period START/END] [--world-size N]
 //	shmloader stat NAME [--allow-uid UID] [--interval D] [--json] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--once] [-v]
 //	shmloader gc [--allow-uid UID] [--dry-run] [--grace D] [--json] [--log-format FORMAT]
@@ -26,7 +27,8 @@
 //	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
 //	    [--allow-uid UID] [--batch-size N] [--cache-mb N] [--data-root ROOT] [--linger D] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--node-rank G] [--of-rank R] [--order ORDER] [--readers N] [--seed N]
-//	    [--segment-steps N] [--slots N] [--t0-end END] [--t0-start START] [-v] [--world-size N]
+//	    [--segment-steps N] [--slots N] [--t0-end END] [--t0-start START] [--time-period START/END]
+//	    [-v] [--world-size N]
 //
 // run produces batches into a new ring (or, with --join, into an existing named one); plan
 // is its dry run (the sources' stores, dimensions, windows, t0 candidates, sampling mode, batch

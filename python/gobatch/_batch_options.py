@@ -7,7 +7,7 @@ ocf-data-sampler YAML file cannot hold them (ocf-data-sampler refuses unknown ke
 from __future__ import annotations
 
 import datetime
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 TimeLike = Union[str, datetime.datetime, datetime.date]
 
@@ -31,6 +31,7 @@ def batch_flags(
     cache_mb: Optional[int] = None,
     slots: Optional[int] = None,
     segment_steps: Optional[int] = None,
+    time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
 ) -> List[str]:
     """The shmloader flags for the given options (None: the file's value). Raises ValueError
     for a value of the wrong type or range; shmloader checks the rest, naming the option."""
@@ -51,4 +52,12 @@ def batch_flags(
         flags += ["--t0-start", _iso("t0_start", t0_start)]
     if t0_end is not None:
         flags += ["--t0-end", _iso("t0_end", t0_end)]
+    if time_periods is not None:
+        if isinstance(time_periods, (str, bytes)) or not time_periods:
+            raise ValueError(f"time_periods must be a non-empty list of (start, end) pairs, not {time_periods!r}")
+        for p in time_periods:
+            if isinstance(p, (str, bytes)) or len(p) != 2:
+                raise ValueError(f"time_periods: {p!r} is not a (start, end) pair (None for an open end)")
+            s, e = ("" if v is None else _iso("time_periods", v) for v in p)
+            flags += ["--time-period", f"{s}/{e}"]
     return flags

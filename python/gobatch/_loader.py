@@ -11,7 +11,7 @@ one."""
 from __future__ import annotations
 
 import os
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _caller, _ring
 from ._batch_options import TimeLike, batch_flags
@@ -108,6 +108,10 @@ class Loader:
         segment_steps: anchor time steps per segment of locality sampling and of the epochs'
             block shuffle, replacing the anchor source's ``segment_steps`` (``--segment-steps``;
             fewer steps fit a smaller cache, more mix less; docs/DATA.md).
+        time_periods: ranges of t0, ``[(start, end), ...]`` (ISO 8601 strings or datetimes, both
+            ends included, None for an open end), as ocf-data-sampler's and PVNet's
+            ``time_periods``: a t0 in any; replaces the file's ``time_periods`` and ``t0_start``
+            .. ``t0_end`` (``--time-period START/END``).
         framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
@@ -209,7 +213,8 @@ class Loader:
         node_rank: Optional[int] = None,
         batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
-        slots: Optional[int] = None, segment_steps: Optional[int] = None, pin_memory: bool = False,
+        slots: Optional[int] = None, segment_steps: Optional[int] = None,
+        time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None, pin_memory: bool = False,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -230,7 +235,8 @@ class Loader:
         command = Command(shmloader_path(shmloader), config_path, config_json, readers,
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
-                          tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps)))
+                          tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps,
+                                            time_periods)))
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]

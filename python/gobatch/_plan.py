@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import _native
 from ._batch_options import TimeLike, batch_flags
@@ -26,6 +26,7 @@ def plan(
     batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
     t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, slots: Optional[int] = None,
     segment_steps: Optional[int] = None,
+    time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
 ) -> Dict[str, Any]:
     """What a configuration would do, without starting a ring or decoding a chunk.
 
@@ -51,7 +52,7 @@ def plan(
     cmd += ["--config", config_path]
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
-    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps)
+    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps, time_periods)
     try:
         p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, env=_native.child_env(cmd[0], None))
     except subprocess.TimeoutExpired:

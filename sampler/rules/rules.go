@@ -143,11 +143,11 @@ func (e *KeyError) Error() string { return e.Field + ": " + e.Msg }
 // anchor, of every NWP source and of the locations source, and the range of t0s allowed. Times
 // are Unix seconds, ascending.
 type SpaceInput struct {
-	Anchor      Series
-	NWP         []NWPSeries
-	Locations   LocationSeries
-	T0Range     *[2]int64 // [batch] t0_start .. t0_end, both included; nil: none
-	T0RangeNote string    // " within t0_start .. t0_end (...)" for messages; "" without one
+	Anchor        Series
+	NWP           []NWPSeries
+	Locations     LocationSeries
+	T0Periods     [][2]int64 // the t0 periods ([batch] time_periods or t0_start .. t0_end), both ends included, ascending and apart; nil: none
+	T0PeriodsNote string     // " within time_periods (...)" for messages; "" without periods
 }
 
 // Series is one source's time coordinate and window.

@@ -260,6 +260,27 @@ def test_t0_range_restricts_like_time_periods(root: Path, monkeypatch: pytest.Mo
     assert len(set(got)) == len(got) and set(got) <= want and len(want) - len(got) < SIZE
 
 
+def test_time_periods_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two training periods (PVNet's example trains on two date ranges): the plan counts
+    exactly ocf-data-sampler's pairs with the same time_periods, and an epoch visits only
+    them. (ocf-data-sampler 1.0.24 fails on an open end, None, in per-location mode: its
+    get_time_periods_mask indexes a Series with -1; gobatch takes one.)"""
+    import gobatch
+
+    periods = [("2024-03-01T02:00", "2024-03-01T06:30"), ("2024-03-01T12:00", "2024-03-02T00:00")]
+    ref = ocf_space(root, "per_location.yaml", periods)
+    want = {tuple(p) for p in ref["pairs"]}
+    whole = ocf_space(root, "per_location.yaml")
+    assert 0 < len(want) < whole["len"]
+    monkeypatch.chdir(root)
+    assert gobatch.plan("per_location.yaml", batch_size=SIZE, time_periods=periods)["sample_space"]["pairs"] == ref["len"]
+    with pytest.raises(ValueError, match=r"is not a \(start, end\) pair"):
+        gobatch.plan("per_location.yaml", batch_size=SIZE, time_periods=[("2024-03-01",)])
+    n, got = epoch_pairs(root, "per_location.yaml", monkeypatch, time_periods=periods)
+    assert n == ref["len"] // SIZE
+    assert len(set(got)) == len(got) and set(got) <= want and len(want) - len(got) < SIZE
+
+
 @pytest.mark.parametrize("name", ["per_location", "complete", "complete_sites"])
 def test_plan_reports_the_sample_space(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     import gobatch
