@@ -153,8 +153,8 @@
 // steps timedelta64 or numbers with a units attribute (hours, minutes, seconds). Every time
 // axis must be strictly ascending (else the store, coordinate and index are named), but it may
 // have gaps and change its step: real archives miss images and runs. The t0 candidates are
-// the anchor's times, within [batch] t0_start .. t0_end (ISO 8601, both included; a train /
-// validation split) when given, at which every source has every step of its window at exactly
+// the anchor's times, within [batch] t0_start .. t0_end or any of [batch] time_periods (ISO
+// 8601, both ends included; a train / validation split) when given, at which every source has every step of its window at exactly
 // the expected time: grid and points t0 + interval_start .. t0 + interval_end every
 // time_resolution_minutes; NWP the latest run with init_time <= t0 - min_staleness_minutes
 // (and t0 - init_time <= max_staleness_minutes) whose lead steps floor((t0 + interval_start -
