@@ -22,6 +22,9 @@ type Source struct {
 	// concatenates them.
 	Store    any    `key:"store"`
 	Variable string `key:"variable"`
+	// VariablesAsChannels: a store of one data array per channel (GFS), stacked along a
+	// channel dimension as ocf-data-sampler's open_gfs does (sampler/stacked.go).
+	VariablesAsChannels bool `key:"variables_as_channels"`
 
 	Resolution int64 `key:"time_resolution_minutes,always"`
 	Start      int64 `key:"interval_start_minutes,always"`

@@ -276,6 +276,10 @@ func (t *translator) nwp(n *NWP) *Source {
 		s.CRS = crs
 		s.from(&s.CRS, path+".provider")
 	}
+	if strings.EqualFold(n.Provider, "gfs") { // one data array per channel: open_gfs's to_array
+		s.VariablesAsChannels = true
+		s.from(&s.VariablesAsChannels, path+".provider")
+	}
 	if n.MaxStaleness != nil {
 		s.MaxStaleness = n.MaxStaleness
 		s.from(&s.MaxStaleness, path+".max_staleness_minutes")

@@ -17,6 +17,9 @@
 //	                                (default: the store's only data array, the one not named
 //	                                as a dimension or in a CF coordinates attribute); store
 //	                                may be a list of stores read as one along time (concat.go)
+//	variables_as_channels           true: the store holds one data array per channel (GFS's
+//	                                layout), read as one array with a channel dimension
+//	                                named by them (stacked.go); no variable then
 //	role                            "grid" (output [T, C, H, W]; default), "nwp" ([S, C, H, W])
 //	                                or "points" ([T, K]); see Dimensions below
 //	dims                            a table from a canonical axis to the store's dimension name,

@@ -241,7 +241,15 @@ func (o *opener) dataset(sp *Spec) (Dataset, error) {
 		if err != nil {
 			return nil, o.cfg.Errorf(sp.Field+".store", "%v", err)
 		}
+		if sp.VariablesAsChannels {
+			if d, err = stackVariables(d); err != nil {
+				return nil, o.cfg.Errorf(sp.Field+".variables_as_channels", "%v", err)
+			}
+		}
 		parts[i] = d
+	}
+	if sp.VariablesAsChannels {
+		sp.Variable = stackedName
 	}
 	if len(parts) == 1 {
 		return parts[0], nil

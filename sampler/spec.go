@@ -63,6 +63,9 @@ type Spec struct {
 
 	Store    string   // path relative to the data root (the first of Stores)
 	Stores   []string // the store, or several read as one along time (concat.go)
+	// VariablesAsChannels: the store holds one data array per channel, read as one array
+	// with a channel dimension (stacked.go; GFS's layout); variable is then not given.
+	VariablesAsChannels bool
 	Variable string   // the data array in the store
 	Role     string   // RoleGrid, RoleNWP or RolePoints
 	Anchor   bool     // the locations are drawn from this source's grid (RoleGrid)
@@ -291,6 +294,10 @@ func (d *specDecoder) storeAndRole() {
 		s.Store = s.Stores[0]
 	}
 	s.Variable = t.String("variable", "") // "": the store's only data array (stores.go)
+	s.VariablesAsChannels = t.Bool("variables_as_channels", false)
+	if s.VariablesAsChannels && s.Variable != "" {
+		d.bad("variables_as_channels", "true with variable = %q; expected no variable (every data array is a channel)", s.Variable)
+	}
 	s.Role = t.String("role", RoleGrid)
 	switch s.Role {
 	case RoleGrid, RoleNWP, RolePoints:

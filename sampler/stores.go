@@ -403,19 +403,32 @@ func classifyPositions(names []string) (x, y string) {
 // coordinates are the root arrays named as some array's dimension or in some array's CF
 // "coordinates" attribute; the data arrays are the other root arrays.
 func onlyDataArray(ds Dataset) (string, error) {
+	data, err := dataArrays(ds)
+	if err != nil {
+		return "", fmt.Errorf("%v; expected variable to name the data array", err)
+	}
+	if len(data) != 1 {
+		return "", fmt.Errorf("%s has %d data arrays [%s]; expected variable to name one", ds, len(data), strings.Join(data, ", "))
+	}
+	return data[0], nil
+}
+
+// dataArrays lists the store's data arrays, in its order: the arrays at its root that are
+// neither a dimension nor named in a CF coordinates attribute.
+func dataArrays(ds Dataset) ([]string, error) {
 	l, ok := ds.(interface{ ArrayNames() ([]string, error) })
 	if !ok {
-		return "", fmt.Errorf("%s cannot list its arrays; expected variable to name the data array", ds)
+		return nil, fmt.Errorf("%s cannot list its arrays", ds)
 	}
 	names, err := l.ArrayNames()
 	if err != nil {
-		return "", fmt.Errorf("%s: %v; expected variable to name the data array", ds, err)
+		return nil, fmt.Errorf("%s: %v", ds, err)
 	}
 	coords := map[string]bool{}
 	for _, n := range names {
 		a, err := ds.Array(n)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, d := range a.Dims() {
 			coords[d] = true
@@ -430,8 +443,5 @@ func onlyDataArray(ds Dataset) (string, error) {
 			data = append(data, n)
 		}
 	}
-	if len(data) != 1 {
-		return "", fmt.Errorf("%s has %d data arrays [%s]; expected variable to name one", ds, len(data), strings.Join(data, ", "))
-	}
-	return data[0], nil
+	return data, nil
 }

@@ -185,12 +185,15 @@ EXTRA = {"x", "y", "generation_capacity", "generation_system", "generation_capac
 
 
 def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert_batches_are_ocf_samples(root, take_batches(root, monkeypatch, 6), "pvnet.yaml")
+    batches = take_batches(root, monkeypatch, 6)
+    assert batches[0]["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"]
+    assert_batches_are_ocf_samples(root, batches, "pvnet.yaml")
 
 
-def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], config: str) -> None:
+def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], config: str,
+                                   nwps: Tuple[str, ...] = ("ukv", "ecmwf")) -> None:
     """Every row of batches equals ocf-data-sampler's get_sample of its (t0, location) under
-    config, in keys, nesting, shapes, dtypes and values."""
+    config, in keys, nesting, shapes, dtypes and values; nwps are the config's NWP keys."""
     rows = [(b, e) for b in batches for e in range(B)]
     pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
     assert len({p[1] for p in pairs}) >= 3 and len({p[0] for p in pairs}) >= 3, pairs  # several sites and t0s
@@ -204,12 +207,13 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
         want_top = set(first)
         assert want_top <= set(b), want_top - set(b)
         assert set(b) - want_top <= EXTRA, set(b) - want_top
-        assert list(b["nwp"]) == list(first["nwp"]) == ["ukv", "ecmwf"]
-        for key in ("ukv", "ecmwf"):
+        assert list(b["nwp"]) == list(first["nwp"]) == list(nwps)
+        for key in nwps:
             assert set(b["nwp"][key]) == set(first["nwp"][key]), (key, set(b["nwp"][key]) ^ set(first["nwp"][key]))
         assert b["t0_idx"] == first["t0_idx"] and type(b["t0_idx"]) is int
-        names = b["nwp"]["ukv"]["nwp_channel_names"]
-        assert names.dtype.kind == "U" and names.tolist() == first["nwp"]["ukv"]["nwp_channel_names"].tolist() == ["t", "dswrf"]
+        for key in nwps:
+            names = b["nwp"][key]["nwp_channel_names"]
+            assert names.dtype.kind == "U" and names.tolist() == first["nwp"][key]["nwp_channel_names"].tolist()
 
     for (b, e), sample, pair in zip(rows, ref["samples"], pairs):
         want = decode({"dict": sample})
@@ -225,7 +229,7 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
             else:
                 assert got.dtype == (np.int64 if key == "location_id" else np.float64), (key, got.dtype)
                 np.testing.assert_array_equal(got, exp, err_msg=f"{key} {at}")
-        for key in ("ukv", "ecmwf"):
+        for key in nwps:
             got, exp = b["nwp"][key]["nwp"][e], want["nwp"][key]["nwp"]
             assert got.shape == exp.shape, (key, got.shape, exp.shape, at)
             np.testing.assert_array_equal(got, exp.astype(np.float32), err_msg=f"nwp.{key}.nwp {at}")
@@ -413,3 +417,32 @@ def test_t0s_off_the_satellite_grid_as_ocf(root: Path, monkeypatch: pytest.Monke
     t0s = {float(t) for b in batches for t in b["t0"]}
     assert any(t % 900 for t in t0s) and any(t % 900 == 0 for t in t0s), sorted(t0s)
     assert_batches_are_ocf_samples(root, batches, "offgrid.yaml")
+
+
+def test_gfs_variables_are_channels_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GFS's layout, one data array per channel over (init_time_utc, step, latitude,
+    longitude), latitude descending: ocf-data-sampler stacks the arrays into channels (its
+    open_gfs) and so does gobatch (variables_as_channels, set by provider gfs); the channels
+    are taken by name in the configuration's order; every row equals ocf's sample."""
+    lons, lats = -4.0 + 0.25 * np.arange(24), 54.5 - 0.25 * np.arange(16)
+    init = T0 - np.timedelta64(8, "h") + np.arange(4) * np.timedelta64(6, "h")  # 00, 06, 12, 18 UTC, as GFS runs
+    step = np.arange(9) * np.timedelta64(3, "h")
+    li, lo = np.meshgrid(np.arange(len(lats)), np.arange(len(lons)), indexing="ij")
+    names = ["t", "u10", "v10"]
+    data = {}
+    for c, name in enumerate(names):
+        per = (1e6 * (c + 1) + 1000 * lo + li).astype(np.float32)  # (latitude, longitude)
+        data[name] = (("init_time_utc", "step", "latitude", "longitude"),
+                      np.broadcast_to(per[None, None], (len(init), len(step), *per.shape)).copy())
+    xr.Dataset(data, coords={"init_time_utc": init, "step": step, "latitude": lats, "longitude": lons},
+               ).to_zarr(root / "gfs.zarr", mode="w", zarr_format=2, consolidated=True)
+    unit = (0.0, 1.0)
+    text = cfg.config(
+        "gfs", "GFS beside the satellite",
+        generation=cfg.generation(end=60),
+        nwp={"gfs": cfg.nwp("gfs", ["v10", "t"], cfg.norm(v10=unit, t=unit), height=4, width=6, res=180, start=-180, end=180)},
+        satellite=cfg.satellite(["IR_016", "VIS006"], cfg.norm(IR_016=unit, VIS006=unit), height=6, width=10))
+    (root / "gfs.yaml").write_text(text)
+    batches = take_batches(root, monkeypatch, 4, config="gfs.yaml")
+    assert batches[0]["nwp"]["gfs"]["nwp_channel_names"].tolist() == ["v10", "t"]
+    assert_batches_are_ocf_samples(root, batches, "gfs.yaml", nwps=("gfs",))
