@@ -61,14 +61,14 @@ type Spec struct {
 	Name  string // tensor name (set by the job)
 	Field string // "source[2]", for messages
 
-	Store    string   // path relative to the data root (the first of Stores)
-	Stores   []string // the store, or several read as one along time (concat.go)
+	Store  string   // path relative to the data root (the first of Stores)
+	Stores []string // the store, or several read as one along time (concat.go)
 	// VariablesAsChannels: the store holds one data array per channel, read as one array
 	// with a channel dimension (stacked.go; GFS's layout); variable is then not given.
 	VariablesAsChannels bool
-	Variable string   // the data array in the store
-	Role     string   // RoleGrid, RoleNWP or RolePoints
-	Anchor   bool     // the locations are drawn from this source's grid (RoleGrid)
+	Variable            string // the data array in the store
+	Role                string // RoleGrid, RoleNWP or RolePoints
+	Anchor              bool   // the locations are drawn from this source's grid (RoleGrid)
 	// Dims maps a canonical axis (time, channel, y, x, init_time, step, id) to the store's
 	// dimension name, for names the accepted spellings do not cover (key dims).
 	Dims map[string]string
