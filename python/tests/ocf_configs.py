@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 import yaml
 
 __all__ = ["config", "generation", "norm", "nwp", "satellite", "window"]
 
 Section = Dict[str, Any]
+
+
+# The tests' and the benchmarks' reference t0 (stores are written around it): a leap year, so
+# that day 60 is 29 February.
+T0 = np.datetime64("2024-02-28T08:00")
 
 
 class _Flow(dict):  # type: ignore[type-arg]

@@ -22,7 +22,7 @@ import xarray as xr
 
 import ocf_configs as cfg
 from geostationary import GEOS, grid_area
-from test_ocf_values import T0
+from ocf_configs import T0
 
 SITES_LON = np.array([-1.9, -1.2, -1.6])
 SITES_LAT = np.array([52.4, 52.9, 52.6])

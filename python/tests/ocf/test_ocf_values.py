@@ -22,11 +22,10 @@ import pytest
 import xarray as xr
 import ocf_configs as cfg
 from geostationary import GEOS, grid_area
+from ocf_configs import T0
 from ocf_reference import run_ocf
 
 pytestmark = pytest.mark.timeout(300)
-
-T0 = np.datetime64("2024-02-28T08:00")  # a leap year: day 60 is 29 February
 
 def values_config(sat_zarr: str = "sat.zarr", sat_norm: Optional[dict] = None, nwp: Optional[dict] = None,
                   **sat_extra: Any) -> str:
