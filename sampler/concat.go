@@ -112,29 +112,24 @@ func (d *concatDataset) joinAlong(name string, arrs []Array, axis int) (Array, e
 }
 
 // checkIncreasing refuses a time coordinate that does not increase from one store to the next
-// (ocf-data-sampler's check_time_unique_increasing on the concatenation); within a store the
-// sampler's time axis checks it.
+// (ocf-data-sampler's check_time_unique_increasing on the concatenation), naming the two
+// stores; within a store the sampler's time axis checks it, and it reports a coordinate that
+// cannot be read as times. The joined times are kept for the sampler's read (Times).
 func (d *concatDataset) checkIncreasing(c *concatArray) error {
-	read := func(a Array) ([]int64, error) {
-		if v, err := a.Times(); err == nil {
-			return v, nil
-		}
-		return a.Int64s()
+	v, err := joinWhole(c, Array.Times)
+	if err != nil {
+		return nil
 	}
-	var last int64
-	for i, a := range c.parts {
-		v, err := read(a)
-		if err != nil {
-			return fmt.Errorf("%s/%s: %w", d.parts[i], d.dim, err)
+	c.times = v
+	last := -1 // the index of the last time of the stores before part i
+	for i := range c.parts {
+		if first := c.offs[i]; first < c.offs[i+1] {
+			if last >= 0 && v[first] <= v[last] {
+				return fmt.Errorf("%s/%s starts at %s, not after %s, where %s/%s ends: the stores of a source must be listed in time order without overlap (ocf-data-sampler refuses them too)",
+					d.parts[i], d.dim, fmtTime(v[first]), fmtTime(v[last]), d.parts[i-1], d.dim)
+			}
+			last = c.offs[i+1] - 1
 		}
-		if len(v) == 0 {
-			continue
-		}
-		if i > 0 && v[0] <= last {
-			return fmt.Errorf("%s/%s starts at %s, not after %s, where %s/%s ends: the stores of a source must be listed in time order without overlap (ocf-data-sampler refuses them too)",
-				d.parts[i], d.dim, fmtTime(v[0]), fmtTime(last), d.parts[i-1], d.dim)
-		}
-		last = v[len(v)-1]
 	}
 	return nil
 }
@@ -211,6 +206,7 @@ type concatArray struct {
 	axis  int
 	offs  []int // part i covers [offs[i], offs[i+1]) along axis
 	shape []int
+	times []int64 // a time coordinate's joined values, read once at open (checkIncreasing)
 
 	scratch sync.Pool // a stored chunk's bytes, for chunks assembled from several
 }
@@ -346,8 +342,13 @@ func (c *concatArray) ChunkError(idx []int, err error) error {
 func (c *concatArray) Int64s() ([]int64, error)     { return joinWhole(c, Array.Int64s) }
 func (c *concatArray) Float64s() ([]float64, error) { return joinWhole(c, Array.Float64s) }
 func (c *concatArray) Strings() ([]string, error)   { return joinWhole(c, Array.Strings) }
-func (c *concatArray) Times() ([]int64, error)      { return joinWhole(c, Array.Times) }
-func (c *concatArray) Durations() ([]int64, error)  { return joinWhole(c, Array.Durations) }
+func (c *concatArray) Times() ([]int64, error) {
+	if c.times != nil {
+		return slices.Clone(c.times), nil
+	}
+	return joinWhole(c, Array.Times)
+}
+func (c *concatArray) Durations() ([]int64, error) { return joinWhole(c, Array.Durations) }
 
 func joinWhole[T any](c *concatArray, read func(Array) ([]T, error)) ([]T, error) {
 	if len(c.shape) != 1 {

@@ -586,9 +586,12 @@ func (j *Job) t0Periods() [][2]int64 {
 	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	merged := out[:0]
 	for _, r := range out {
-		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] || n > 0 && merged[n-1][1] != math.MaxInt64 && r[0] == merged[n-1][1]+1 {
-			merged[n-1][1] = max(merged[n-1][1], r[1])
-			continue
+		if n := len(merged); n > 0 {
+			last := &merged[n-1]
+			if r[0] <= last[1] || last[1] < math.MaxInt64 && r[0] == last[1]+1 { // overlapping or adjacent
+				last[1] = max(last[1], r[1])
+				continue
+			}
 		}
 		merged = append(merged, r)
 	}

@@ -46,7 +46,9 @@ func stackVariables(ds Dataset) (*stackedDataset, error) {
 	if slices.Contains(parts[0].Dims(), "channel") {
 		return nil, fmt.Errorf("%s/%s has a channel dimension already; variables_as_channels is for a store of one data array per channel", ds, names[0])
 	}
-	return &stackedDataset{Dataset: ds, stack: &stackedArray{parts: parts}, names: &namesArray{names: names}}, nil
+	stack := &stackedArray{parts: parts, shape: append([]int{len(parts)}, parts[0].Shape()...),
+		chunks: append([]int{1}, parts[0].Chunks()...), dims: append([]string{"channel"}, parts[0].Dims()...)}
+	return &stackedDataset{Dataset: ds, stack: stack, names: &namesArray{names: names}}, nil
 }
 
 func (d *stackedDataset) Array(name string) (Array, error) {
@@ -80,14 +82,14 @@ func (d *stackedDataset) ArrayNames() ([]string, error) {
 
 // stackedArray is arrays of one shape stacked along a new first dimension, "channel".
 type stackedArray struct {
-	parts []Array
+	parts         []Array
+	shape, chunks []int    // a channel in front of the arrays' own
+	dims          []string // "channel" in front of the arrays' own
 }
 
-func (s *stackedArray) Shape() []int {
-	return append([]int{len(s.parts)}, s.parts[0].Shape()...)
-}
-func (s *stackedArray) Chunks() []int                         { return append([]int{1}, s.parts[0].Chunks()...) }
-func (s *stackedArray) Dims() []string                        { return append([]string{"channel"}, s.parts[0].Dims()...) }
+func (s *stackedArray) Shape() []int                          { return s.shape }
+func (s *stackedArray) Chunks() []int                         { return s.chunks }
+func (s *stackedArray) Dims() []string                        { return s.dims }
 func (s *stackedArray) Native() (byte, int)                   { return s.parts[0].Native() }
 func (s *stackedArray) TypeName() string                      { return s.parts[0].TypeName() }
 func (s *stackedArray) Attr(name string) string               { return s.parts[0].Attr(name) }

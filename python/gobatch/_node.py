@@ -17,8 +17,9 @@ hand (``shmloader serve --socket NAME``) is used when the Loader is given that n
 (epochs and resumes ask for a new ring on it); the node loader exits when every local rank
 has come and gone; when it is killed, the ranks restart it and each hands it its ring to join
 (``NodeRings``), meeting at the socket name it drew for its successor (its welcome's
-``next``: random, told only to this uid's peers, so another user cannot hold it). The rule that maps a node's local ranks to global ranks lives in the node
-loader (``sampler.NodeStreams``); a Loader only says which global rank it is (torchrun's
+``next``: random, told only to this uid's peers, so another user cannot hold it). The rule
+that maps a node's local ranks to global ranks lives in the node loader
+(``sampler.NodeStreams``); a Loader only says which global rank it is (torchrun's
 ``RANK``) and passes ``GROUP_RANK`` and ``LOCAL_WORLD_SIZE`` to the node loader it starts.
 """
 
@@ -504,10 +505,10 @@ class NodeRings:
     warnings): when it dies while a ring is read, each rank finds it dead (its child's exit
     status for the rank that started it; the ring's dead producer for the others), meets the
     others again at the socket name the dead one drew for its successor, where the kernel's
-    bind elects the rank that starts the new one, and hands it its ring to join (``NodeSession.join_ring``): the new node loader
-    takes over the batches the dead one held and carries on at the ring's position, so each
-    rank's stream goes on exactly once and in order. A node loader started by hand, or
-    ``restarts=0``, is not restarted."""
+    bind elects the rank that starts the new one, and hands it its ring to join
+    (``NodeSession.join_ring``): the new node loader takes over the batches the dead one held
+    and carries on at the ring's position, so each rank's stream goes on exactly once and in
+    order. A node loader started by hand, or ``restarts=0``, is not restarted."""
 
     #: Epochs one ring carries: one (the node loader's cache outlives its rings, so a new ring
     #: per epoch costs a request, not a cold cache).
