@@ -223,17 +223,42 @@ func TestTranslateValues(t *testing.T) {
 
 func TestTranslateRefusesWhatGobatchCannotRun(t *testing.T) {
 	noSat := base[:strings.Index(base, "  satellite:")] + base[strings.Index(base, "  nwp:"):]
-	cfg, problems := Read([]byte(noSat), envOf(nil))
+	noGen := noSat[:strings.Index(noSat, "  generation:")]
+	cfg, problems := Read([]byte(noGen), envOf(nil))
 	if len(problems) != 0 {
 		t.Fatal(problems)
 	}
-	if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Field != "input_data.satellite" {
-		t.Errorf("no satellite: %+v", problems)
+	if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Field != "input_data" {
+		t.Errorf("neither a satellite nor a generation: %+v", problems)
 	}
 	odd := strings.Replace(base, "image_size_pixels_width: 10", "image_size_pixels_width: 9", 1)
 	cfg, _ = Read([]byte(odd), envOf(nil))
 	if _, problems = Translate(cfg, cfg.Line); len(problems) != 1 || problems[0].Line != 8 {
 		t.Errorf("odd crop: %+v", problems)
+	}
+}
+
+// Without a satellite the generation is the anchor: the examples are centred on its
+// locations, under ocf's rules.
+func TestTranslateWithoutSatellite(t *testing.T) {
+	noSat := base[:strings.Index(base, "  satellite:")] + base[strings.Index(base, "  nwp:"):]
+	cfg, problems := Read([]byte(noSat), envOf(nil))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	srcs, problems := Translate(cfg, cfg.Line)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	var names []string
+	for _, s := range srcs {
+		names = append(names, s.Name)
+		if s.Anchor != (s.Name == GenerationName) {
+			t.Errorf("%s: anchor %v; want the generation alone", s.Name, s.Anchor)
+		}
+	}
+	if g := srcs[1]; g.Name != GenerationName || g.Rules != RulesName || g.Role != "points" || g.Locations != "" {
+		t.Errorf("sources %v; the generation %+v, want a points anchor under rules %q", names, g, RulesName)
 	}
 }
 

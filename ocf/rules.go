@@ -73,7 +73,10 @@ func NanToNum(row []float32, fill float32) {
 // nwp_channel_names, nwp_init_time_utc, nwp_step, nwp_target_time_utc}; t0_idx (-interval_start
 // / time_resolution of the locations source, the generation) when site-anchored.
 func View(b rules.Batch) rules.View {
-	v := rules.View{rules.ViewTensor(b.Anchor, "satellite_actual")}
+	var v rules.View
+	if b.Anchor != "" { // the satellite; none in a configuration without one
+		v = append(v, rules.ViewTensor(b.Anchor, "satellite_actual"))
+	}
 	for _, n := range b.NWP {
 		k := n.Name
 		v = append(v, rules.ViewTensor(k, "nwp", k, "nwp"), rules.ViewStrings(n.Channels, "nwp", k, "nwp_channel_names"))

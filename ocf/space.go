@@ -2,6 +2,7 @@ package ocf
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -102,10 +103,13 @@ func newPairSpace(common []period, res int64, locs []int, genPeriods []period, l
 // Pairs builds ocf's pairs: the periods of the anchor and of every NWP, t0_start .. t0_end, and
 // the generation's, as ocf finds them.
 func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
-	a := in.Anchor
-	aw := a.Window
-	common := contiguousT0Periods(a.Times, aw.Res, aw.First*aw.Res, (aw.First+int64(aw.N)-1)*aw.Res)
-	counts := []string{fmt.Sprintf("%s (%s) %d", a.Field, a.Name, len(common))} // periods per source, for the error
+	common := []period{{math.MinInt64, math.MaxInt64}} // every t0 until a source restricts it
+	var counts []string                                // periods per source, for the error
+	if a := in.Anchor; a != nil {                      // the satellite; none without one
+		aw := a.Window
+		common = contiguousT0Periods(a.Times, aw.Res, aw.First*aw.Res, (aw.First+int64(aw.N)-1)*aw.Res)
+		counts = append(counts, fmt.Sprintf("%s (%s) %d", a.Field, a.Name, len(common)))
+	}
 	for _, n := range in.NWP {
 		ps, err := nwpPeriods(n)
 		if err != nil {
@@ -138,7 +142,7 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 		}
 	}
 	if len(locs) == 0 {
-		return nil, &rules.KeyError{Field: a.Field + ".locations", Msg: fmt.Sprintf("rules = %q: no location but location_id 0, which ocf-data-sampler drops when there are others", RulesName)}
+		return nil, &rules.KeyError{Field: gen.Field, Msg: fmt.Sprintf("rules = %q: no location but location_id 0, which ocf-data-sampler drops when there are others", RulesName)}
 	}
 	var s *pairSpace
 	if anyNaN {

@@ -112,22 +112,30 @@ var nwpCRS = map[string]string{
 // Translate turns a validated configuration into gobatch sources (docs/OCF.md says what is
 // translated and what is not yet matched), typed, with where each field comes from; Raw gives
 // them the shape package config reads. It refuses what gobatch cannot run at all, as Problems
-// naming the key: no satellite (gobatch's examples are centred on an anchor grid), an odd or
-// zero crop (ocf-data-sampler itself fails on every sample with an odd one). Several
+// naming the key: neither a satellite nor a generation (nothing to centre the examples on), an
+// odd or zero crop (ocf-data-sampler itself fails on every sample with an odd one). The
+// anchor is the satellite when there is one; without one, the generation (the examples are
+// centred on its locations, every NWP cropped around each in its own grid). Several
 // zarr_paths of a satellite or NWP are one store read along time (sampler/concat.go).
 func Translate(cfg *Config, lines func(field string) int) ([]*Source, []Problem) {
 	t := &translator{lines: lines}
 	var sources []*Source
-	if cfg.Satellite == nil {
-		t.bad("input_data.satellite", "missing; gobatch centres its examples on an anchor grid, the satellite, so it needs one (docs/OCF.md)")
-	} else {
+	switch {
+	case cfg.Satellite != nil:
 		sources = append(sources, t.satellite(cfg.Satellite, cfg.Generation != nil))
+	case cfg.Generation == nil:
+		t.bad("input_data", "neither a satellite nor a generation; gobatch centres its examples on the satellite's grid or on the generation's locations, so it needs one of them (docs/OCF.md)")
 	}
 	for _, n := range cfg.NWP {
 		sources = append(sources, t.nwp(n))
 	}
 	if cfg.Generation != nil {
-		sources = append(sources, t.generation(cfg), t.capacity(cfg.Generation))
+		gen := t.generation(cfg)
+		if cfg.Satellite == nil {
+			gen.Anchor, gen.Rules = true, RulesName // the examples' centres are its locations
+			gen.from(&gen.Anchor, "input_data.generation")
+		}
+		sources = append(sources, gen, t.capacity(cfg.Generation))
 	}
 	if len(t.problems) > 0 {
 		return nil, t.problems

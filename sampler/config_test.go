@@ -24,7 +24,7 @@ func TestSpecErrors(t *testing.T) {
 		{"unknown role", `role = "nwp"`, `role = "forecast"`, []string{"source[1].role", `unknown role "forecast"`}},
 		{"nearest_k zero", "nearest_k = 5", "nearest_k = 0", []string{"source[2].nearest_k", "out of range"}},
 		{"key of another role", "nearest_k = 5", "nearest_k = 5\nimage_size_pixels_height = 3", []string{"source[2].image_size_pixels_height", "unknown key"}},
-		{"anchor not grid", "nearest_k = 5", "nearest_k = 5\nanchor = true", []string{"source[2].anchor", "only a source with role"}},
+		{"anchor on nwp", "min_staleness_minutes = 60", "min_staleness_minutes = 60\nanchor = true", []string{"source[1].anchor", "an NWP source cannot be the anchor"}},
 		{"normalise length", "cache_mb = 64", "cache_mb = 64\nnormalise_mean = [1, 2]\nnormalise_std = [1, 2]", []string{"source[0].normalise_mean", "2 values; expected 4"}},
 		{"normalise std zero", "cache_mb = 64", "cache_mb = 64\nnormalise_mean = [1, 2, 3, 4]\nnormalise_std = [1, 0, 1, 1]", []string{"source[0].normalise_std", "element 1"}},
 		{"dropout positive", "cache_mb = 64", "cache_mb = 64\ndropout_timedeltas_minutes = [15]\ndropout_fraction = 0.5", []string{"source[0].dropout_timedeltas_minutes", "out of range"}},
@@ -78,6 +78,7 @@ func TestJobErrors(t *testing.T) {
 		{"dropout on nwp", "min_staleness_minutes = 60", "min_staleness_minutes = 60\ndropout_timedeltas_minutes = [-60]\ndropout_fraction = 0.5", []string{"source[1].dropout_fraction", `not in gobatch's rules; expected rules = "ocf" on the anchor`}},
 		{"accum under gobatch", `channels = ["u", "v", "w"]`, `channels = ["u", "v", "w"]` + "\naccum_channels = [\"w\"]", []string{"source[1].accum_channels", `not in gobatch's rules; expected rules = "ocf" on the anchor`}},
 		{"two anchors", `role = "nwp"`, "role = \"grid\"\nanchor = true", nil}, // nwp as grid fails on dims first
+		{"second anchor on points", "nearest_k = 5", "nearest_k = 5\nanchor = true", []string{"source[2].anchor", "a second anchor"}},
 		{"missing store", `store = "pv.zarr"`, `store = "nope.zarr"`, []string{"source[2].store", "no store"}},
 		{"missing variable", `variable = "UKV"`, `variable = "ukv"`, []string{"source[1].variable", `no array "ukv"`}},
 		{"resolution not a multiple of the store step", "nearest_k = 5\ntime_resolution_minutes = 5\ninterval_start_minutes = -30\ninterval_end_minutes = 60\n",

@@ -25,8 +25,12 @@
 //	dims                            a table from a canonical axis to the store's dimension name,
 //	                                for names the accepted spellings miss:
 //	                                dims = { y = "northing", x = "easting" }
-//	anchor = true                   one grid source: locations are drawn from its grid, t0
-//	                                from its times
+//	anchor = true                   one source: t0 is drawn from its times; a grid's
+//	                                locations are drawn from its grid (or are the sites of
+//	                                its locations key, placed on it); a points source's are
+//	                                its own systems, every grid and NWP source then cropped
+//	                                around each in its own system (sitecrop.go): a
+//	                                configuration without a grid to centre on (NWP-only)
 //	time_resolution_minutes, interval_start_minutes, interval_end_minutes
 //	                                the window relative to t0 (both ends included)
 //	image_size_pixels_height/_width grid and nwp crops

@@ -34,7 +34,7 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		j.drawCentre(g, ue, ex)
 	}
 	if !j.drawsPairs() {
-		ex.t0 = j.anchor.times.value(ex.ti)
+		ex.t0 = j.times.value(ex.ti)
 	}
 	for i, s := range j.srcs {
 		ex.cut[i] = j.drawDropout(s.spec(), uint64(i), g, ue)
@@ -100,6 +100,15 @@ func (j *Job) drawCentre(g, e uint64, ex *example) {
 	}
 	ex.cy = j.cy0 + uniform(hashKey(j.seed, drawY, g, e), j.ny)
 	ex.cx = j.cx0 + uniform(hashKey(j.seed, drawX, g, e), j.nx)
+}
+
+// centreXY is the position of example ex's centre, for the x and y tensors: its anchor pixel's
+// coordinates, or with a points anchor its system's position.
+func (j *Job) centreXY(ex *example) (x, y float64) {
+	if j.anchor == nil {
+		return j.anchorPts.xs[ex.cx], j.anchorPts.ys[ex.cx]
+	}
+	return j.anchor.xs[ex.cx], j.anchor.ys[ex.cy]
 }
 
 func (j *Job) state() *readerState {
@@ -168,8 +177,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		if j.windowT != nil {
 			j.fillWindowTensors(rs, e, tensors)
 		}
-		xs[e] = j.anchor.xs[ex.cx]
-		ys[e] = j.anchor.ys[ex.cy]
+		xs[e], ys[e] = j.centreXY(ex)
 		if lids != nil {
 			lids[e] = j.sites.id(ex.site)
 		}

@@ -66,12 +66,19 @@ type Job struct {
 	stores []string         // the store each source reads, as opened
 	joined []*concatDataset // sources' lists of stores read as one (their warnings)
 	nt     bool             // the gather writes a batch with non-temporal stores (its size: rowconv.UseNT)
-	anchor *gridSource
-	points []*pointSource
-	sites  *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
-	lidAt  int              // the index of the location_id tensor when site-anchored
-	feat   *siteFeatureFill // the site features (sitefeatures.go); nil: none
-	capDiv *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
+	// The anchor: a grid (examples centred on its pixels, or on sites placed on its pixels) or a
+	// points source (examples centred on its own systems, every gridded source cropped around
+	// them in its own system: sitecrop.go). Exactly one of anchor and anchorPts is set.
+	anchor    *gridSource
+	anchorPts *pointSource
+	times     *timeAxis // the anchor's times: the t0 candidates are among them
+	timeChunk int       // the anchor's time chunk length (locality's segments are whole chunks)
+	ownCrops  bool      // an anchor grid whose sites every source crops around in its own system
+	points    []*pointSource
+	sites     *sites           // site-anchored (the anchor's locations key): the examples' centres; nil: drawn pixels
+	lidAt     int              // the index of the location_id tensor when site-anchored
+	feat      *siteFeatureFill // the site features (sitefeatures.go); nil: none
+	capDiv    *capacityDiv     // a points source divided by its capacity (capacity.go); nil: none
 	// crops in every source's own system: the locations each source cannot crop (sitecrop.go);
 	// and the window tensors (xylayout.go)
 	siteExclusions []SiteExclusion
@@ -171,7 +178,13 @@ func zarrSpecs(cfg *config.Config) (specs []*Spec, anchor *Spec, err error) {
 		return nil, nil, cfg.Errorf("source", "no zarr sources")
 	}
 	if anchor == nil {
-		return nil, nil, cfg.Errorf("source", "no anchor; expected anchor = true on the source (role = \"grid\") whose grid the locations are drawn from")
+		return nil, nil, cfg.Errorf("source", "no anchor; expected anchor = true on the source (role = \"grid\") whose grid the locations are drawn from, or on the points source whose systems the examples are centred on")
+	}
+	if anchor.Role == RolePoints { // its own systems are the locations
+		if anchor.Locations != "" && anchor.Locations != anchor.Name {
+			return nil, nil, cfg.Errorf(anchor.Field+".locations", "%q on a points anchor; expected none (the examples are centred on this source's own systems, %s)", anchor.Locations, anchor.Name)
+		}
+		anchor.Locations = anchor.Name
 	}
 	return specs, anchor, nil
 }
@@ -295,46 +308,82 @@ func timeDimension(cfg *config.Config, sp *Spec, ds Dataset) (string, error) {
 	return arr.Dims()[p], nil
 }
 
-// openSources opens the anchor first (the others are placed on its grid), then every source
-// in configuration order.
+// openSources opens the anchor first (the others are placed on its grid, or around its
+// systems), then every source in configuration order.
 func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
-	ds, err := o.dataset(anchor)
+	ads, err := o.dataset(anchor)
 	if err != nil {
 		return err
 	}
-	if j.anchor, err = openGrid(j.cfg, anchor, ds, nil); err != nil {
-		return err
+	var first dataSource
+	if anchor.Role == RolePoints {
+		if j.anchorPts, err = openPoints(j.cfg, anchor, ads); err != nil {
+			return err
+		}
+		p := j.anchorPts
+		p.at = &positions{w: len(p.xs), xs: p.xs, ys: p.ys} // its own systems, one row of "pixels"
+		j.times, j.timeChunk, first = &p.times, p.c.chunks[0], p
+	} else {
+		// Crops around each site in every source's own system (sitecrop.go): no source is
+		// placed on the anchor's grid but the points sources, whose positions over it may have
+		// gaps (a geostationary grid's pixels off the Earth's disk) that no site may use.
+		j.ownCrops = anchor.Locations != "" && j.rules.SiteCrop() != nil
+		if j.anchor, err = openGrid(j.cfg, anchor, ads, nil); err != nil {
+			return err
+		}
+		j.times, j.timeChunk, first = &j.anchor.times, j.anchor.c.chunks[0], j.anchor
 	}
 	for _, sp := range specs {
-		if sp == anchor {
-			j.srcs, j.stores = append(j.srcs, j.anchor), append(j.stores, j.cfg.Redact(ds.String()))
-			continue
-		}
-		ds, err := o.dataset(sp)
-		if err != nil {
-			return err
-		}
-		j.stores = append(j.stores, j.cfg.Redact(ds.String()))
 		var src dataSource
-		switch sp.Role {
-		case RoleGrid:
-			src, err = openGrid(j.cfg, sp, ds, j.anchor)
-		case RoleNWP:
-			src, err = openNWP(j.cfg, sp, ds, j.anchor)
-		case RolePoints:
-			var p *pointSource
-			if p, err = openPoints(j.cfg, sp, ds, j.anchor); p != nil {
-				j.points = append(j.points, p)
-				j.maxK = max(j.maxK, p.s.NearestK)
-				src = p
+		ds := ads
+		switch {
+		case sp == anchor:
+			src = first
+		default:
+			if ds, err = o.dataset(sp); err != nil {
+				return err
+			}
+			if src, err = j.openSource(sp, ds); err != nil {
+				return err
 			}
 		}
-		if err != nil {
-			return err
+		if p, ok := src.(*pointSource); ok {
+			j.points = append(j.points, p)
+			j.maxK = max(j.maxK, p.s.NearestK)
 		}
-		j.srcs = append(j.srcs, src)
+		j.srcs, j.stores = append(j.srcs, src), append(j.stores, j.cfg.Redact(ds.String()))
 	}
 	return nil
+}
+
+// openSource opens a source that is not the anchor, placed on the anchor's grid or systems.
+func (j *Job) openSource(sp *Spec, ds Dataset) (dataSource, error) {
+	if j.anchorPts != nil && len(sp.AnchorCoords) > 0 {
+		return nil, j.cfg.Errorf(sp.Field+".anchor_coords", "set, but the anchor (%s) is a points source, with no grid to give positions over; expected crs instead", j.anchorPts.s.Field)
+	}
+	grid := j.anchor // the grid the source's crop table is placed on; nil: crops around each site
+	if j.ownCrops {
+		grid = nil
+	}
+	switch sp.Role {
+	case RoleGrid:
+		return openGrid(j.cfg, sp, ds, grid)
+	case RoleNWP:
+		return openNWP(j.cfg, sp, ds, grid)
+	}
+	p, err := openPoints(j.cfg, sp, ds)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case j.anchorPts != nil:
+		p.at, err = placeOnSystems(j.cfg, sp, j.anchorPts, p.xName, p.yName)
+	case j.ownCrops:
+		p.at, err = findPositions(j.cfg, sp, j.anchor, p.xName, p.yName) // gaps checked at the sites (checkSitePositions)
+	default:
+		p.at, err = placeOnAnchor(j.cfg, sp, j.anchor, p.xName, p.yName)
+	}
+	return p, err
 }
 
 // measureData numbers the sources' chunks for the cache, makes their converters and adds up
@@ -365,8 +414,11 @@ func (j *Job) measureData() error {
 }
 
 // placeCentres finds the centre pixels whose anchor crop fits the grid, and when the job is
-// site-anchored the locations among them.
+// site-anchored the locations among them. A points anchor's locations are its own systems.
 func (j *Job) placeCentres(a *Spec) error {
+	if j.anchor == nil {
+		return j.placeSites(a)
+	}
 	H, W := len(j.anchor.ys), len(j.anchor.xs)
 	j.cy0, j.ny = a.Height/2, centres(H, a.Height)
 	j.cx0, j.nx = a.Width/2, centres(W, a.Width)
@@ -451,7 +503,7 @@ func (r Rejection) String() string {
 // t0Ranges are the anchor index ranges [lo, hi) inside the t0 periods ([batch] time_periods,
 // or t0_start .. t0_end), ascending and apart; the whole axis without periods.
 func (j *Job) t0Ranges() [][2]int {
-	ts := j.anchor.times.vals
+	ts := j.times.vals
 	ps := j.t0Periods()
 	if ps == nil {
 		return [][2]int{{0, len(ts)}}
@@ -485,21 +537,21 @@ func (j *Job) findCandidates() error {
 	for si, s := range j.srcs {
 		j.rejections[si] = Rejection{Field: s.spec().Field, Name: s.spec().Name}
 	}
-	n, in := j.anchor.times.len(), 0
+	n, in := j.times.len(), 0
 	for _, r := range ranges {
 		in += r[1] - r[0]
 	}
 	if in < n {
-		r := Rejection{Field: "batch", Count: n - in, First: fmt.Sprintf("at t0 %s: outside %s", fmtTime(j.anchor.times.value(j.firstOutside(ranges))), j.periodsName())}
+		r := Rejection{Field: "batch", Count: n - in, First: fmt.Sprintf("at t0 %s: outside %s", fmtTime(j.times.value(j.firstOutside(ranges))), j.periodsName())}
 		j.rejections = append(j.rejections, r)
 	}
 	if in == 0 {
 		return j.cfg.Errorf(j.periodsKey(), "no anchor time is %s; the anchor's times are %s .. %s",
-			strings.TrimPrefix(j.rangeNote(), " "), fmtTime(j.anchor.times.value(0)), fmtTime(j.anchor.times.last()))
+			strings.TrimPrefix(j.rangeNote(), " "), fmtTime(j.times.value(0)), fmtTime(j.times.last()))
 	}
 	for _, r := range ranges {
 		for i := r[0]; i < r[1]; i++ {
-			t0 := j.anchor.times.value(i)
+			t0 := j.times.value(i)
 			good := true
 			for si, s := range j.srcs {
 				if s.fits(t0) {
@@ -532,7 +584,7 @@ func (j *Job) findCandidates() error {
 	}
 	lo, hi := ranges[0][0], ranges[len(ranges)-1][1]
 	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s%s) has every source's window; %s",
-		in, within, fmtTime(j.anchor.times.value(lo)), fmtTime(j.anchor.times.value(hi-1)), of,
+		in, within, fmtTime(j.times.value(lo)), fmtTime(j.times.value(hi-1)), of,
 		strings.Join(parts, "; "))
 }
 
@@ -742,7 +794,7 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 func (j *Job) localityNeedMB(a *Spec) int64 {
 	steps := a.SegmentSteps
 	if steps <= 0 {
-		steps = j.anchor.c.chunks[0]
+		steps = j.timeChunk
 	}
 	return 2*segmentsOf(j, a, steps).segBytes*10/9>>20 + 1
 }

@@ -60,7 +60,7 @@ func pickSegments(j *Job, a *Spec, fit func(segBytes int64) int, mix int) *local
 	if a.SegmentSteps > 0 {
 		return segmentsOf(j, a, a.SegmentSteps)
 	}
-	tc := j.anchor.c.chunks[0]
+	tc := j.timeChunk
 	var l *locality
 	best := -1
 	for m := 1; m <= 8; m++ {
@@ -83,7 +83,7 @@ func pickSegments(j *Job, a *Spec, fit func(segBytes int64) int, mix int) *local
 // segmentsOf cuts the anchor's time axis into segments of steps time indices.
 func segmentsOf(j *Job, a *Spec, steps int) *locality {
 	l := &locality{j: j, steps: steps, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
-	T := j.anchor.times.len()
+	T := j.times.len()
 	nseg := (T + l.steps - 1) / l.steps
 	for m := 0; m < nseg; m++ {
 		lo := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= m*l.steps })
@@ -111,7 +111,7 @@ func (l *locality) bytesOf(i int) int64 {
 		at = make([]int, max(len(at), s.spec().Steps()))
 	}
 	for _, ci := range l.j.cands[l.lo[i]:l.hi[i]] {
-		t0 := l.j.anchor.times.value(int(ci))
+		t0 := l.j.times.value(int(ci))
 		for si, s := range l.j.srcs {
 			c := s.data()
 			perRow := c.chunkBytes()

@@ -32,15 +32,17 @@ func (j *Job) findPairs() error {
 	}
 	j.space = space
 	if t0s := space.CommonT0s(); t0s != nil {
-		j.cands = anchorCandidates(&j.anchor.times, t0s)
+		j.cands = anchorCandidates(j.times, t0s)
 	}
 	return nil
 }
 
 // spaceInput is what the rule set's sample space is found from.
 func (j *Job) spaceInput() *rules.SpaceInput {
-	a := j.anchor
-	in := &rules.SpaceInput{Anchor: rules.Series{Field: a.s.Field, Name: a.s.Name, Times: a.times.vals, Window: a.win.public()}}
+	in := &rules.SpaceInput{}
+	if a := j.anchor; a != nil {
+		in.Anchor = &rules.Series{Field: a.s.Field, Name: a.s.Name, Times: a.times.vals, Window: a.win.public()}
+	}
 	for _, s := range j.srcs {
 		n, ok := s.(*nwpSource)
 		if !ok || n.targets == nil {
@@ -129,7 +131,7 @@ func (j *Job) placePair(ex *example, s uint64) {
 	t0, loc := j.space.Pair(s)
 	ex.t0, ex.site = t0, loc
 	ex.ti = -1
-	if i, ok := j.anchor.times.index(t0); ok {
+	if i, ok := j.times.index(t0); ok {
 		ex.ti = i
 	}
 	ex.cy, ex.cx = j.sites.centre(loc)

@@ -159,7 +159,7 @@ func (s *Set) Plan() Plan {
 
 // plan adds the job's sources and sampling to p.
 func (j *Job) plan(p *Plan) {
-	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.anchor.times.len()
+	p.Mode, p.Candidates, p.AnchorTimes = j.mode, len(j.cands), j.times.len()
 	p.Centres = j.ny * j.nx
 	p.Locations, p.LocationsDropped = j.Locations(), j.LocationsDropped()
 	p.SiteExclusions = j.SiteExclusions()

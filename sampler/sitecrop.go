@@ -73,9 +73,12 @@ func (j *Job) placeSitesOwn(a *Spec, p *pointSource, crop rules.AxisCrop) (*site
 	starts := make([][]int32, len(grids))
 	excl := make([]SiteExclusion, len(grids))
 	from := sourceCRS(p.s, p.xName, p.yName)
-	anchorCRS, err := j.anchor.anchorCRS(j.cfg)
-	if err != nil {
-		return nil, err
+	anchorCRS := ""
+	if j.anchor != nil {
+		var err error
+		if anchorCRS, err = j.anchor.anchorCRS(j.cfg); err != nil {
+			return nil, err
+		}
 	}
 	if from == "" {
 		from = anchorCRS
@@ -159,6 +162,12 @@ func (j *Job) placeSitesOwn(a *Spec, p *pointSource, crop rules.AxisCrop) (*site
 			s.siteCrop = site
 		}
 	}
+	if j.anchor == nil { // a points anchor: a location's "pixel" is its system (placeOnSystems)
+		for _, i := range keep {
+			s.sys, s.cy, s.cx = append(s.sys, int32(i)), append(s.cy, 0), append(s.cx, int32(i))
+		}
+		return s, nil
+	}
 	a0, h, w := j.anchor.siteCrop, j.anchor.s.Height, j.anchor.s.Width
 	for k, i := range keep {
 		s.sys = append(s.sys, int32(i))
@@ -168,6 +177,22 @@ func (j *Job) placeSitesOwn(a *Spec, p *pointSource, crop rules.AxisCrop) (*site
 		s.cx = append(s.cx, a0[2*k+1]+int32(w/2))
 	}
 	return s, nil
+}
+
+// nearestCrop is gobatch's own crop around a site in a source's system, for a points anchor
+// under a rule set without a crop rule: the rule of a source placed on an anchor grid (the
+// nearest coordinate, ties to the lower index, the crop starting size/2 before it, clamped into
+// the grid) at the site's own position. A site outside the grid (beyond half a pixel of its
+// outermost coordinates) or a crop larger than the grid is one the source cannot crop.
+func nearestCrop(coords []float64, v float64, size int) (start int, why string) {
+	n := len(coords)
+	switch {
+	case size > n:
+		return -1, fmt.Sprintf("the %d-pixel crop is larger than the grid's %d", size, n)
+	case !inside(coords, v):
+		return -1, fmt.Sprintf("%g is outside the grid (%g .. %g)", v, coords[0], coords[n-1])
+	}
+	return cropStart(nearestIndex(coords, v), size, n), ""
 }
 
 // SiteExclusions lists, when crops are placed in every source's own system, each gridded source

@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gobatch/gobatch/config"
 )
@@ -74,8 +75,7 @@ func (j *Job) Location(i int) (id int64, cy, cx int) {
 	return j.sites.id(i), cy, cx
 }
 
-// readPositions reads the systems' positions of points source p and places the anchor's
-// pixels in their coordinates.
+// readPositions reads the systems' positions of points source p.
 func readPositions(cfg *config.Config, p *pointSource, ds Dataset, arr Array, idDim string, n int) error {
 	sp := p.s
 	xName, yName, err := positionNames(cfg, sp, ds, arr, idDim)
@@ -96,8 +96,31 @@ func readPositions(cfg *config.Config, p *pointSource, ds Dataset, arr Array, id
 	if geo {
 		p.geo = newGeoPositions(p.xs, p.ys)
 	}
-	p.at, err = placeOnAnchor(cfg, sp, p.anchor, xName, yName)
-	return err
+	return nil
+}
+
+// placeOnSystems gives, for a points anchor a, its systems' positions in the coordinates of
+// points source sp, laid out as one row of pixels (row 0, column = a's system index): a's
+// locations are its systems, and their "pixels" are those columns (placeSitesOwn).
+func placeOnSystems(cfg *config.Config, sp *Spec, a *pointSource, xName, yName string) (*positions, error) {
+	p := &positions{w: len(a.xs), xs: slices.Clone(a.xs), ys: slices.Clone(a.ys)}
+	from, to := sourceCRS(a.s, a.xName, a.yName), sourceCRS(sp, xName, yName)
+	if to == "" {
+		to = from // no crs of its own: it shares the anchor's coordinates
+	}
+	if from == to {
+		return p, nil
+	}
+	if from == "" {
+		return nil, cfg.Errorf(sp.Field+".crs", "%s is in %s, but the anchor (%s) has no crs key nor positions named longitude/latitude; expected crs on the anchor",
+			sp.Name, to, a.s.Field)
+	}
+	pj, err := transformer(from, to)
+	if err != nil {
+		return nil, cfg.Errorf(sp.Field+".crs", "%v", err)
+	}
+	transformAll(pj, p.xs, p.ys)
+	return p, nil
 }
 
 // placeSites makes the locations of a site-anchored job (anchor key locations): every system
@@ -121,14 +144,18 @@ func (j *Job) placeSites(a *Spec) error {
 		}
 		return j.cfg.Errorf(key, "%q names no source; expected the name of a points source (%s)", a.Locations, orNone(names))
 	}
-	if crop := j.rules.SiteCrop(); crop != nil { // crops around each site in every source's own system
+	crop := j.rules.SiteCrop()
+	if crop == nil && j.anchor == nil {
+		crop = nearestCrop // no grid to place the sites on: each source crops around them itself
+	}
+	if crop != nil { // crops around each site in every source's own system
 		s, err := j.placeSitesOwn(a, p, crop)
 		if err != nil {
 			return err
 		}
 		j.sites = s
 		j.siteSeries()
-		return nil
+		return j.checkSitePositions()
 	}
 	pix, err := j.sitePixels(p)
 	if err != nil {
@@ -240,6 +267,25 @@ func nearestPixels(pos *positions, h, w int, xs, ys []float64, geo bool, out [][
 			out[i] = [2]int{int(one[0]) / w, int(one[0]) % w}
 		}
 	}
+}
+
+// checkSitePositions refuses a points source that measures its nearest systems from a
+// location's anchor pixel when that pixel has no position in its coordinates (with crops in
+// every source's own system, pixels no site uses may have none: off the Earth's disk).
+func (j *Job) checkSitePositions() error {
+	for _, q := range j.points {
+		if q.siteSys != nil || q == j.anchorPts {
+			continue
+		}
+		for k := range j.sites.n() {
+			if x, y := q.at.at(j.sites.centre(k)); x != x || y != y {
+				cy, cx := j.sites.centre(k)
+				return j.cfg.Errorf(q.s.Field+".crs", "location %d's anchor pixel (row %d, column %d) has no position in the coordinates of %s, whose nearest systems are measured from it; expected a pixel with one",
+					j.sites.id(k), cy, cx, q.s.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // siteSeries makes every points source with nearest_k = 1 that has each location's id (the

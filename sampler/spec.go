@@ -305,8 +305,8 @@ func (d *specDecoder) storeAndRole() {
 		d.bad("role", "unknown role %q; expected one of %s, %s, %s", s.Role, RoleGrid, RoleNWP, RolePoints)
 	}
 	s.Anchor = t.Bool("anchor", false)
-	if s.Anchor && s.Role != RoleGrid {
-		d.bad("anchor", "only a source with role = %q can be the anchor (this one has role %q)", RoleGrid, s.Role)
+	if s.Anchor && s.Role == RoleNWP {
+		d.bad("anchor", "an NWP source cannot be the anchor; expected anchor = true on a grid source (examples centred on its pixels) or a points source (examples centred on its systems)")
 	}
 }
 

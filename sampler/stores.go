@@ -273,11 +273,13 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	if sp.Width > nx {
 		return nil, cfg.Errorf(sp.Field+".image_size_pixels_width", "%d does not fit the NWP grid of %d columns", sp.Width, nx)
 	}
-	crop, err := cropTables(cfg, sp, anchor, ys, xs, m.name(axisY), m.name(axisX))
-	if err != nil {
-		return nil, err
+	if anchor != nil { // else a points anchor: crops around each site (sitecrop.go)
+		crop, err := cropTables(cfg, sp, anchor, ys, xs, m.name(axisY), m.name(axisX))
+		if err != nil {
+			return nil, err
+		}
+		n.crop = *crop
 	}
-	n.crop = *crop
 	n.xs, n.ys, n.xName, n.yName = xs, ys, m.name(axisX), m.name(axisY)
 	c.setNormalisation(2, n.chans, sp.NormaliseMean, sp.NormaliseStd, sp.ClipMin, sp.ClipMax)
 	if err := n.setupTargets(cfg, sp); err != nil { // the rule set's window rule (nwptargets.go)
@@ -286,13 +288,15 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	return n, nil
 }
 
-func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*pointSource, error) {
+// openPoints opens a points source: its times, ids and positions (the job places it,
+// placePoints).
+func openPoints(cfg *config.Config, sp *Spec, ds Dataset) (*pointSource, error) {
 	arr, m, c, err := openData(cfg, sp, ds)
 	if err != nil {
 		return nil, err
 	}
 	nt, nk := axisLen(arr, m, axisTime), axisLen(arr, m, axisID)
-	p := &pointSource{s: sp, c: c, win: sp.window(), anchor: anchor}
+	p := &pointSource{s: sp, c: c, win: sp.window()}
 	if p.times, err = readTimeAxis(cfg, sp, ds, m.name(axisTime)); err != nil {
 		return nil, err
 	}
@@ -305,6 +309,7 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*
 	if err := readPositions(cfg, p, ds, arr, m.name(axisID), nk); err != nil {
 		return nil, err
 	}
+
 	if nk < sp.NearestK {
 		return nil, cfg.Errorf(sp.Field+".nearest_k", "%d; the store has only %d systems", sp.NearestK, nk)
 	}

@@ -13,7 +13,7 @@ import (
 //   - XYIncreasing: grid and NWP data are (time, channel, x, y), both coordinates increasing,
 //     where gobatch's own order is (time, channel, y, x) in store order: the gather writes the
 //     crop as stored and xyTranspose reorders it.
-//   - WindowTensors, site-anchored: the anchor adds float64 <name>_time_utc [B, T] (nanoseconds
+//   - WindowTensors, site-anchored: an anchor grid adds float64 <name>_time_utc [B, T] (nanoseconds
 //     since the epoch, the window's stored times), <name>_<x dim> [B, W] and <name>_<y dim>
 //     [B, H] (the crop's coordinates, increasing), as PV datasets name
 //     satellite_time_utc, satellite_x_geostationary and satellite_y_geostationary; the
@@ -30,7 +30,7 @@ const (
 
 // windowTensors are the indices of the window tensors in the batch.
 type windowTensors struct {
-	anchorTime, anchorX, anchorY int // the anchor's window times and crop coordinates
+	anchorTime, anchorX, anchorY int // the anchor grid's window times and crop coordinates; -1: a points anchor
 	locTime                      int // the locations source's window times
 	lon, lat                     int
 }
@@ -41,24 +41,27 @@ func (j *Job) windowTensorList(at int) ([]config.Tensor, error) {
 	if !j.layout.WindowTensors || j.sites == nil {
 		return nil, nil
 	}
-	a, B := j.anchor, j.size
+	B := j.size
 	f64 := func(name string, shape ...int) config.Tensor {
 		return config.Tensor{Name: name, DType: ring.Float64, Shape: append([]int{B}, shape...)}
 	}
-	out := []config.Tensor{
-		f64(a.s.Name+"_time_utc", a.win.n),
-		f64(a.s.Name+"_"+a.dims.name(axisX), a.s.Width),
-		f64(a.s.Name+"_"+a.dims.name(axisY), a.s.Height),
-		f64(WindowTimeTensor, j.sites.src.win.n),
-		f64(LongitudeTensor),
-		f64(LatitudeTensor),
-	}
-	for _, t := range out {
-		if err := ring.ValidateTensorName(t.Name); err != nil {
-			return nil, j.cfg.Errorf(a.s.Field, "the tensor of the anchor's window times or crop coordinates: %v; expected a shorter source or dimension name", err)
+	var out []config.Tensor
+	t := &windowTensors{anchorTime: -1}
+	if a := j.anchor; a != nil { // an anchor grid's window times and crop coordinates
+		out = append(out,
+			f64(a.s.Name+"_time_utc", a.win.n),
+			f64(a.s.Name+"_"+a.dims.name(axisX), a.s.Width),
+			f64(a.s.Name+"_"+a.dims.name(axisY), a.s.Height))
+		for _, tn := range out {
+			if err := ring.ValidateTensorName(tn.Name); err != nil {
+				return nil, j.cfg.Errorf(a.s.Field, "the tensor of the anchor's window times or crop coordinates: %v; expected a shorter source or dimension name", err)
+			}
 		}
+		t.anchorTime, t.anchorX, t.anchorY = at, at+1, at+2
 	}
-	j.windowT = &windowTensors{anchorTime: at, anchorX: at + 1, anchorY: at + 2, locTime: at + 3, lon: at + 4, lat: at + 5}
+	t.locTime, t.lon, t.lat = at+len(out), at+len(out)+1, at+len(out)+2
+	out = append(out, f64(WindowTimeTensor, j.sites.src.win.n), f64(LongitudeTensor), f64(LatitudeTensor))
+	j.windowT = t
 	return out, nil
 }
 
@@ -128,11 +131,12 @@ func (j *Job) gatherXY(rs *readerState, s dataSource, ex *example, out []float32
 // fillWindowTensors writes example e's window tensors.
 func (j *Job) fillWindowTensors(rs *readerState, e int, tensors [][]byte) {
 	ex, t := &rs.ex, j.windowT
-	a := j.anchor
-	windowNanos(&a.times, a.win, ex.t0, rs, bytesAsFloat64(tensors[t.anchorTime])[e*a.win.n:(e+1)*a.win.n])
-	y0, x0 := a.cropStart(ex)
-	cropCoords(a.xs, x0, bytesAsFloat64(tensors[t.anchorX])[e*a.s.Width:(e+1)*a.s.Width])
-	cropCoords(a.ys, y0, bytesAsFloat64(tensors[t.anchorY])[e*a.s.Height:(e+1)*a.s.Height])
+	if a := j.anchor; a != nil {
+		windowNanos(&a.times, a.win, ex.t0, rs, bytesAsFloat64(tensors[t.anchorTime])[e*a.win.n:(e+1)*a.win.n])
+		y0, x0 := a.cropStart(ex)
+		cropCoords(a.xs, x0, bytesAsFloat64(tensors[t.anchorX])[e*a.s.Width:(e+1)*a.s.Width])
+		cropCoords(a.ys, y0, bytesAsFloat64(tensors[t.anchorY])[e*a.s.Height:(e+1)*a.s.Height])
+	}
 	p := j.sites.src
 	windowNanos(&p.times, p.win, ex.t0, rs, bytesAsFloat64(tensors[t.locTime])[e*p.win.n:(e+1)*p.win.n])
 	lon, lat := j.sites.position(ex.site)
@@ -168,7 +172,10 @@ func cropCoords(c []float64, i0 int, out []float64) {
 
 // View implements Source: how the job's rule set presents its batches (rules.Rules.View).
 func (j *Job) View() View {
-	b := rules.Batch{Anchor: j.anchor.s.Name}
+	var b rules.Batch
+	if j.anchor != nil {
+		b.Anchor = j.anchor.s.Name
+	}
 	for _, s := range j.srcs {
 		if n, ok := s.(*nwpSource); ok {
 			b.NWP = append(b.NWP, rules.NWPTensor{Name: n.s.Name, Channels: n.s.Channels, Times: n.targets != nil})

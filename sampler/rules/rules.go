@@ -143,7 +143,7 @@ func (e *KeyError) Error() string { return e.Field + ": " + e.Msg }
 // anchor, of every NWP source and of the locations source, and the range of t0s allowed. Times
 // are Unix seconds, ascending.
 type SpaceInput struct {
-	Anchor        Series
+	Anchor        *Series // the anchor grid; nil when the anchor is the locations source itself
 	NWP           []NWPSeries
 	Locations     LocationSeries
 	T0Periods     [][2]int64 // the t0 periods ([batch] time_periods or t0_start .. t0_end), both ends included, ascending and apart; nil: none
@@ -213,8 +213,9 @@ type Layout struct {
 	OneSystemFlat bool
 	// T0Float: the t0 tensor is float64 Unix seconds; else int64.
 	T0Float bool
-	// WindowTensors: a site-anchored batch also has the anchor's window times and crop
-	// coordinates and the locations' window times and longitude and latitude.
+	// WindowTensors: a site-anchored batch also has the anchor grid's window times and crop
+	// coordinates (none with a points anchor) and the locations' window times and longitude
+	// and latitude.
 	WindowTensors bool
 }
 
@@ -223,7 +224,7 @@ type Layout struct {
 // <name>_init_time_utc, <name>_step, <name>_target_time_utc), and the locations source's window
 // when site-anchored.
 type Batch struct {
-	Anchor    string
+	Anchor    string // the anchor grid's tensor; "" when the anchor is a points source
 	NWP       []NWPTensor
 	Locations *Window // nil: not site-anchored
 }

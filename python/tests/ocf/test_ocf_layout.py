@@ -191,15 +191,17 @@ def test_batches_are_ocf_samples_stacked(root: Path, monkeypatch: pytest.MonkeyP
 
 
 def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], config: str,
-                                   nwps: Tuple[str, ...] = ("ukv", "ecmwf")) -> None:
+                                   nwps: Tuple[str, ...] = ("ukv", "ecmwf"), edge: Optional[int] = EDGE_ID) -> None:
     """Every row of batches equals ocf-data-sampler's get_sample of its (t0, location) under
-    config, in keys, nesting, shapes, dtypes and values; nwps are the config's NWP keys."""
+    config, in keys, nesting, shapes, dtypes and values; nwps are the config's NWP keys; edge is
+    a site ocf cannot sample (gobatch must not draw it), if any."""
     rows = [(b, e) for b in batches for e in range(B)]
     pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
     assert len({p[1] for p in pairs}) >= 3 and len({p[0] for p in pairs}) >= 3, pairs  # several sites and t0s
-    assert EDGE_ID not in {p[1] for p in pairs}
-    ref = ocf_reference(root, config, pairs, raises=[EDGE_ID])
-    assert "not available" in ref["raised"][str(EDGE_ID)], ref["raised"]  # ocf cannot sample the edge site
+    ref = ocf_reference(root, config, pairs, raises=[edge] if edge is not None else [])
+    if edge is not None:
+        assert edge not in {p[1] for p in pairs}
+        assert "not available" in ref["raised"][str(edge)], ref["raised"]  # ocf cannot sample the edge site
 
     first = decode({"dict": {k: v for k, v in ref["samples"][0].items()}})
     for b in batches:
@@ -220,6 +222,9 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
         at = f"at (t0, location_id) {pair}"
         for key in ["satellite_actual", "generation", "capacity_mwp", "location_id", "t0", "longitude", "latitude",
                     "time_utc", "satellite_time_utc", "satellite_x_geostationary", "satellite_y_geostationary"]:
+            if key.startswith("satellite") and "satellite_actual" not in want:
+                assert key not in b, key  # a configuration without a satellite
+                continue
             got, exp = b[key][e], np.asarray(want[key])
             assert got.shape == exp.shape, (key, got.shape, exp.shape, at)
             if key in ("satellite_actual", "generation", "capacity_mwp"):
@@ -241,7 +246,7 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
                 assert got.dtype == dtype, (key, tkey, got.dtype)
                 np.testing.assert_array_equal(got, exp, err_msg=f"nwp.{key}.{tkey} {at}")
         # the satellite's values show that the crop is ocf's: x and y both increase
-        assert np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
+        assert "satellite_actual" not in first or np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
 
 
 def split_store(root: Path, name: str, dim: str, cuts: List[int], chunks: Dict[str, int]) -> List[str]:
@@ -446,3 +451,44 @@ def test_gfs_variables_are_channels_as_ocf(root: Path, monkeypatch: pytest.Monke
     batches = take_batches(root, monkeypatch, 4, config="gfs.yaml")
     assert batches[0]["nwp"]["gfs"]["nwp_channel_names"].tolist() == ["v10", "t"]
     assert_batches_are_ocf_samples(root, batches, "gfs.yaml", nwps=("gfs",))
+
+
+@pytest.mark.parametrize("nwps", [("ukv", "ecmwf"), ("ecmwf",)])
+def test_no_satellite_centres_on_the_locations_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch, nwps: Tuple[str, ...]) -> None:
+    """OCF trains models without a satellite (UKV and ECMWF, ECMWF-only): the examples are
+    centred on the generation's locations, each NWP cropped around the site in its own grid,
+    the t0s those of the NWPs' and the generation's periods; every row equals ocf's sample
+    and the site near the satellite's edge, which only the satellite's crop ruled out, is
+    sampled."""
+    unit = (0.0, 1.0)
+    all_nwp = {"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6),
+               "ecmwf": cfg.nwp("ecmwf", ["t2m"], cfg.norm(t2m=unit), height=6, width=4)}
+    name = "nosat-" + "-".join(nwps) + ".yaml"
+    (root / name).write_text(cfg.config("nosat", "NWP only", generation=cfg.generation(end=60),
+                                        nwp={k: all_nwp[k] for k in nwps}))
+    batches = take_batches(root, monkeypatch, 8, config=name)
+    assert "satellite_actual" not in batches[0] and list(batches[0]["nwp"]) == list(nwps)
+    assert EDGE_ID in {int(i) for b in batches for i in b["location_id"]}
+    assert_batches_are_ocf_samples(root, batches, name, nwps=nwps, edge=None)
+
+
+def test_satellite_pixels_off_the_disk_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A geostationary grid wider than the Earth's disk, as both of ocf-data-sampler's test
+    fixtures are: its outer pixels have no longitude/latitude (NaN when projected). They are
+    pixels no site uses, not a fault of the configuration: gobatch accepts it and every row
+    equals ocf's sample."""
+    to_geos = pyproj.Transformer.from_crs("EPSG:4326", GEOS, always_xy=True)
+    gx, gy = to_geos.transform(-1.5, 52.6)
+    x = gx + 150_000.0 * (np.arange(40) - 20)
+    y = gy + 150_000.0 * (15 - np.arange(30))  # the top rows beyond the disk's edge
+    lon, _ = pyproj.Transformer.from_crs(GEOS, "EPSG:4326", always_xy=True).transform(*np.meshgrid(x, y))
+    assert (~np.isfinite(lon)).sum() >= 100, "fixture: pixels off the disk"
+    times = T0 - np.timedelta64(60, "m") + np.arange(60) * np.timedelta64(5, "m")
+    c, t, yy, xx = np.meshgrid(np.arange(2), np.arange(len(times)), np.arange(len(y)), np.arange(len(x)), indexing="ij")
+    xr.Dataset({"data": (("variable", "time", "y_geostationary", "x_geostationary"),
+                         (1e6 * c + 1e4 * t + 100 * yy + xx).astype(np.float32), {"area": grid_area(x[::-1], y[::-1])})},
+               coords={"variable": ["IR_016", "VIS006"], "time": times, "y_geostationary": y, "x_geostationary": x},
+               ).to_zarr(root / "satdisk.zarr", mode="w", zarr_format=2, consolidated=True)
+    (root / "disk.yaml").write_text(layout_config(sat_paths="satdisk.zarr"))
+    batches = take_batches(root, monkeypatch, 6, config="disk.yaml")
+    assert_batches_are_ocf_samples(root, batches, "disk.yaml", edge=None)

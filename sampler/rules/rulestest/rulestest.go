@@ -200,8 +200,15 @@ func nwpTargets(t *testing.T, r rules.Rules) {
 }
 
 // A rule set's own pairs are distinct, at valid locations, and when it says every location
-// shares the same t0s they are exactly those t0s times the locations.
+// shares the same t0s they are exactly those t0s times the locations; with an anchor grid and
+// with the locations as the anchor (no grid).
 func pairs(t *testing.T, r rules.Rules) {
+	for _, grid := range []bool{true, false} {
+		pairsOf(t, r, grid)
+	}
+}
+
+func pairsOf(t *testing.T, r rules.Rules, grid bool) {
 	const res = 1800
 	times := make([]int64, 200)
 	for i := range times {
@@ -210,7 +217,6 @@ func pairs(t *testing.T, r rules.Rules) {
 	w := rules.Window{First: -4, N: 5, Res: res}
 	ids := []int64{3, 5, 9}
 	in := &rules.SpaceInput{
-		Anchor: rules.Series{Field: "source[0]", Name: "sat", Times: times, Window: w},
 		Locations: rules.LocationSeries{Series: rules.Series{Field: "source[2]", Name: "pv", Times: times, Window: w},
 			IDs: ids, Sites: []int32{0, 1, 2}, ResMin: res / 60,
 			Scan: func(valid func(int, int64), nan func(int)) error {
@@ -225,6 +231,9 @@ func pairs(t *testing.T, r rules.Rules) {
 				}
 				return nil
 			}},
+	}
+	if grid {
+		in.Anchor = &rules.Series{Field: "source[0]", Name: "sat", Times: times, Window: w}
 	}
 	space, err := r.Pairs(in)
 	if err != nil || space == nil {
