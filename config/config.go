@@ -59,6 +59,12 @@ type Batch struct {
 	Seed    uint64 // the stream is a pure function of (config, seed)
 	Batches uint64 // batches in the stream; 0 = unbounded
 	Order   string // OrderStream (default) or OrderEpochs
+	// KeepLast ([batch] drop_last = false), with epochs: the last batch of an epoch is
+	// completed by the epoch's first samples again (DistributedSampler's padding), so that
+	// every sample is in the epoch (a validation pass); false (drop_last = true, the default):
+	// an epoch is the whole batches of its samples, the rest dropped, as DataLoader's
+	// drop_last.
+	KeepLast bool
 	// Periods restrict the t0 of the examples, for train/validation splits: a t0 in any of
 	// them ([batch] time_periods, as ocf-data-sampler's and PVNet's time_periods; or t0_start
 	// .. t0_end, one period); nil: every t0.
@@ -335,6 +341,9 @@ func build(top *Table) *Config {
 		cfg.Batch.Batches = uint64(b.Int("batches", 0, 0, math.MaxInt64))
 		cfg.Batch.Periods, cfg.Batch.PeriodsKey = buildPeriods(b)
 		cfg.Batch.Order = buildOrder(b, cfg.Batch.Batches)
+		if cfg.Batch.KeepLast = !b.Bool("drop_last", true); cfg.Batch.KeepLast && cfg.Batch.Order != OrderEpochs {
+			b.Errorf("drop_last", "false with order = %q: only an epoch has a last batch; expected order = %q", cfg.Batch.Order, OrderEpochs)
+		}
 		b.Done()
 	} else if !top.Has("batch") {
 		top.Errorf("batch", "missing required table [batch]; expected at least size = N")

@@ -437,6 +437,28 @@ func TestBatchOrder(t *testing.T) {
 	}
 }
 
+// drop_last = false keeps the last batch of each epoch (padded); without epochs there is none.
+func TestBatchDropLast(t *testing.T) {
+	for _, tc := range []struct {
+		lines string
+		keep  bool
+		err   string
+	}{{"", false, ""}, {"order = \"epochs\"\ndrop_last = false", true, ""}, {"order = \"epochs\"\ndrop_last = true", false, ""},
+		{"drop_last = false", false, "batch.drop_last: false with order = \"stream\""}} {
+		cfg, err := Parse("o.toml", []byte("[batch]\nsize=1\n"+tc.lines+"\n[[source]]\nname=\"a\"\nkind=\"synthetic\"\nshape=[2]\ndtype=\"int64\"\n"), TOML)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want %q", tc.lines, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.lines, err)
+		case cfg.Batch.KeepLast != tc.keep:
+			t.Errorf("%q: KeepLast %v, want %v", tc.lines, cfg.Batch.KeepLast, tc.keep)
+		}
+	}
+}
+
 func TestNodeOnRankDeath(t *testing.T) {
 	const rest = "[batch]\nsize=1\n[[source]]\nname=\"a\"\nkind=\"synthetic\"\nshape=[2]\ndtype=\"int64\"\n"
 	for _, tc := range []struct{ table, want string }{
@@ -487,10 +509,10 @@ func TestReadHashesWhatItRead(t *testing.T) {
 // TestOverridesArgsRoundTrip: Args is a canonical form ParseArgs reads back, in any order,
 // and any other flag is refused (a node loader compares ranks' options this way).
 func TestOverridesArgsRoundTrip(t *testing.T) {
-	seed := uint64(7)
-	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", T0Start: "2024-01-01", T0End: "2024-02-01", Slots: 3, SegmentSteps: 48}
+	seed, keep := uint64(7), false
+	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", DropLast: &keep, T0Start: "2024-01-01", T0End: "2024-02-01", Slots: 3, SegmentSteps: 48}
 	back, err := ParseArgs([]string{"--t0-end", "2024-02-01", "--segment-steps", "48", "--order", "epochs", "--seed", "7", "--batch-size", "32",
-		"--slots", "3", "--t0-start", "2024-01-01"})
+		"--slots", "3", "--drop-last=false", "--t0-start", "2024-01-01"})
 	if err != nil {
 		t.Fatal(err)
 	}

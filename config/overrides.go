@@ -9,7 +9,7 @@ import (
 )
 
 // Overrides are gobatch's own [batch] and [ring] options, and the anchor source's
-// segment_steps, given outside the file: shmloader's flags (--batch-size, --seed, --order,
+// segment_steps, given outside the file: shmloader's flags (--batch-size, --seed, --order, --drop-last,
 // --t0-start, --t0-end, --slots, --segment-steps) and gobatch.Loader's keywords of the same
 // names (Spell). They replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
 // loadable by ocf-data-sampler, which refuses unknown keys), so for one --batch-size is
@@ -18,6 +18,7 @@ type Overrides struct {
 	BatchSize int     // 0: the file's batch.size
 	Seed      *uint64 // nil: the file's batch.seed
 	Order     string  // "": the file's batch.order
+	DropLast  *bool   // nil: the file's batch.drop_last
 	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
 	T0End     string  // "": the file's batch.t0_end
 	// TimePeriods ("START/END", either side empty for an open end): the file's
@@ -42,6 +43,14 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
+	fs.Func("drop-last", "`true` or false: with epochs, drop the last incomplete batch of each epoch, or complete it with the epoch's first samples (replaces the file's batch.drop_last)", func(s string) error {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		o.DropLast = &v
+		return nil
+	})
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
 	fs.Func("time-period", "a range `START/END` of t0s, ISO 8601, both included, either side empty for an open end (repeatable: a t0 in any; replaces the file's batch.time_periods, t0_start and t0_end)", func(v string) error {
@@ -67,6 +76,9 @@ func (o Overrides) Args() []string {
 	}
 	if o.Order != "" {
 		a = append(a, "--order", o.Order)
+	}
+	if o.DropLast != nil {
+		a = append(a, "--drop-last", strconv.FormatBool(*o.DropLast))
 	}
 	if o.T0Start != "" {
 		a = append(a, "--t0-start", o.T0Start)
@@ -119,6 +131,9 @@ func (o Overrides) apply(raw map[string]any) {
 	}
 	if o.Order != "" {
 		set("batch", "order", o.Order)
+	}
+	if o.DropLast != nil {
+		set("batch", "drop_last", *o.DropLast)
 	}
 	if o.T0Start != "" || o.T0End != "" || len(o.TimePeriods) > 0 {
 		if b, ok := raw["batch"].(map[string]any); ok { // the file's restriction, replaced whole
@@ -177,6 +192,7 @@ var spellings = map[string][3]string{
 	"batch_size":    {"batch_size=", "--batch-size", "[batch] size"},
 	"seed":          {"seed=", "--seed", "[batch] seed"},
 	"order":         {"order=", "--order", "[batch] order"},
+	"drop_last":     {"drop_last=", "--drop-last", "[batch] drop_last"},
 	"t0_start":      {"t0_start=", "--t0-start", "[batch] t0_start"},
 	"t0_end":        {"t0_end=", "--t0-end", "[batch] t0_end"},
 	"time_periods":  {"time_periods=", "--time-period", "[batch] time_periods"},

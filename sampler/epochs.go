@@ -15,7 +15,10 @@ import (
 // b = g mod B, and its example e is sample P_E(b*size + e). B, the global batches per epoch, is
 // floor(N / size) rounded down to a multiple of the world size (Stream.Epoch), so the last
 // N - B*size samples of each epoch's order are dropped, and every rank gets B / world_size
-// batches per epoch. A sample is the t0 candidate (sample / locations); without sites its
+// batches per epoch. With [batch] drop_last = false, B is ceil(N / size) rounded up to a
+// multiple of the world size (Stream.EpochPadded) and the places from N on wrap to the epoch's
+// first samples (P_E((b*size + e) mod N)), as DistributedSampler pads: every sample is in the
+// epoch. A sample is the t0 candidate (sample / locations); without sites its
 // centre pixel is drawn from a hash of (seed, E, sample), so it differs from epoch to epoch.
 //
 // The permutation is counter-based: a Feistel network on the next even power of two keyed by
@@ -36,6 +39,9 @@ type epochs struct {
 func newEpochs(cfg *config.Config, candidates, locations uint64, size int, s Stream) (*epochs, error) {
 	ep := &epochs{samples: candidates * locations, locations: locations, size: uint64(size)}
 	ep.global, ep.perRank = s.Epoch(ep.samples / ep.size)
+	if cfg.Batch.KeepLast {
+		ep.global, ep.perRank = s.EpochPadded(ep.samples, ep.size)
+	}
 	if ep.perRank == 0 {
 		return nil, cfg.Errorf("batch.size", "%d with order = %q: the sample space has %d samples (%d t0 candidates x %d locations), fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
 			size, config.OrderEpochs, ep.samples, candidates, locations, max(s.WorldSize, 1), ep.samples)
@@ -54,6 +60,9 @@ func (ep *epochs) sample(seed, g, e uint64) (epoch, sample uint64) {
 func (ep *epochs) sampleSeg(seed, g, e uint64) (epoch, sample uint64, seg int) {
 	epoch = g / ep.global
 	place := (g%ep.global)*ep.size + e
+	if place >= ep.samples { // drop_last = false: the last batch is padded with the first samples
+		place %= ep.samples
+	}
 	if ep.blocks != nil {
 		sample, seg = ep.blocks.at(epoch, place)
 		return epoch, sample, seg

@@ -247,3 +247,60 @@ func BenchmarkPermutationAt(b *testing.B) {
 	}
 	_ = sink
 }
+
+// [batch] drop_last = false: an epoch has ceil(N / size) global batches, rounded up to the world
+// size; the first N places are every sample once, and the places past N are the epoch's first
+// samples again (DistributedSampler's padding), on every rank.
+func TestEpochsKeepLastHasEverySample(t *testing.T) {
+	ref := newEpochsJob(t, "", Options{})
+	N := uint64(len(ref.cands))
+	for _, world := range []int{1, 2, 3} {
+		size := uint64(ref.size)
+		batches := (N + size - 1) / size
+		perRank := (batches + uint64(world) - 1) / uint64(world)
+		if perRank*uint64(world)*size == N {
+			t.Fatalf("fixture: %d samples fill the batches of world %d exactly; nothing to pad", N, world)
+		}
+		byGlobal := map[uint64][]sampleKey{}
+		for rank := 0; rank < world; rank++ {
+			s, err := NewStream(rank, world)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := parseCfg(t, strings.Replace(epochsConfig(""), "order = \"epochs\"\n", "order = \"epochs\"\ndrop_last = false\n", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := NewJob(cfg, Options{Open: memOpen(newMemNowcast(smallMem)), Stream: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.Stats().EpochBatches; got != perRank {
+				t.Fatalf("world %d: %d batches per rank, want ceil(ceil(%d / %d) / %d) = %d", world, got, N, size, world, perRank)
+			}
+			for k, b := range examplesOf(j, fillStream(t, j, s, perRank, 2*perRank, 1)) { // epoch 1
+				byGlobal[uint64(k)*uint64(world)+uint64(rank)] = b
+			}
+			j.Close()
+		}
+		var places []sampleKey
+		for g := uint64(0); g < perRank*uint64(world); g++ {
+			places = append(places, byGlobal[g]...)
+		}
+		seen := map[int64]bool{}
+		for _, k := range places[:N] {
+			if seen[k.t0] {
+				t.Fatalf("world %d: t0 %d twice among the first %d places", world, k.t0, N)
+			}
+			seen[k.t0] = true
+		}
+		if uint64(len(seen)) != N {
+			t.Fatalf("world %d: %d distinct samples, want all %d", world, len(seen), N)
+		}
+		for i, k := range places[N:] {
+			if k.t0 != places[uint64(i)%N].t0 {
+				t.Fatalf("world %d: padding place %d is t0 %d, want the epoch's sample %d again (t0 %d)", world, N+uint64(i), k.t0, i, places[i].t0)
+			}
+		}
+	}
+}

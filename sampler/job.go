@@ -809,7 +809,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	var err error
 	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
 		n := j.space.N()
-		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 {
+		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 && !j.cfg.Batch.KeepLast {
 			return j.cfg.Errorf("batch.size", "%d with order = %q: the sample space of rules %q has %d (t0, location) pairs, fewer than one batch for each of %d ranks; expected batch.size * world_size <= %d",
 				j.size, config.OrderEpochs, j.rules.Name(), n, max(s.WorldSize, 1), n)
 		}

@@ -40,6 +40,20 @@ func (s Stream) Epoch(n uint64) (global, perRank uint64) {
 	return perRank * w, perRank
 }
 
+// EpochPadded splits an epoch of n samples into batches of size among the ranks without
+// dropping any, as DistributedSampler does without drop_last: ceil(n / size) global batches
+// rounded up to a multiple of WorldSize (the places past n are padding, the epoch's first
+// samples again), perRank = global / WorldSize; 0, 0 for an empty epoch.
+func (s Stream) EpochPadded(n, size uint64) (global, perRank uint64) {
+	w := max(s.WorldSize, 1)
+	if n == 0 || size == 0 {
+		return 0, 0
+	}
+	batches := (n-1)/size + 1
+	perRank = (batches-1)/w + 1
+	return perRank * w, perRank
+}
+
 // EpochSpan is the part of a rank's stream that epoch e covers when every epoch has n of the
 // rank's batches (Epoch's perRank): stream batches first .. end-1, first = e*n and end =
 // (e+1)*n. ok is false when end would pass the largest stream index (or n is 0).

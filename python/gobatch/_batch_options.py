@@ -32,6 +32,7 @@ def batch_flags(
     slots: Optional[int] = None,
     segment_steps: Optional[int] = None,
     time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
+    drop_last: Optional[bool] = None,
 ) -> List[str]:
     """The shmloader flags for the given options (None: the file's value). Raises ValueError
     for a value of the wrong type or range; shmloader checks the rest, naming the option."""
@@ -48,6 +49,10 @@ def batch_flags(
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, not {order!r}")
         flags += ["--order", order]
+    if drop_last is not None:
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last must be True or False, not {drop_last!r}")
+        flags += ["--drop-last", "true" if drop_last else "false"]
     if t0_start is not None:
         flags += ["--t0-start", _iso("t0_start", t0_start)]
     if t0_end is not None:

@@ -112,6 +112,11 @@ class Loader:
             ends included, None for an open end), as ocf-data-sampler's and PVNet's
             ``time_periods``: a t0 in any; replaces the file's ``time_periods`` and ``t0_start``
             .. ``t0_end`` (``--time-period START/END``).
+        drop_last: with epochs, False keeps every sample in every epoch (``[batch] drop_last``,
+            ``--drop-last``): one rank's last batch of an epoch is then smaller, as a DataLoader's
+            is with ``drop_last=False``; with several ranks it is completed by the epoch's first
+            samples again, as ``DistributedSampler`` pads (default True: the incomplete batch is
+            dropped).
         framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
@@ -215,6 +220,7 @@ class Loader:
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
         slots: Optional[int] = None, segment_steps: Optional[int] = None,
         time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None, pin_memory: bool = False,
+        drop_last: Optional[bool] = None,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -229,6 +235,7 @@ class Loader:
         self._order = self._identity.order
         self._epoch = _first_epoch(epoch, self._order)
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
+        self._last_rows = 0  # epochs without drop_last, one rank: the rows of an epoch's last batch (0: all)
         self._ring_end = 0  # epochs: the stream index where the ring ends (an epoch boundary)
         self._positioned_at = 0  # epochs: the stream batch the loader was last placed at
         self._placement = 0  # epochs: counts placements; an iterator of an earlier one has ended
@@ -236,7 +243,7 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps,
-                                            time_periods)))
+                                            time_periods, drop_last)))
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
@@ -426,6 +433,11 @@ class Loader:
                             f"stream batches {ring.start_batch} .. {end - 1}, which are not those epochs (is the "
                             "shmloader binary older than this gobatch?)")
         self._epoch_batches = n
+        # drop_last = false pads an epoch's last batch with its first samples; with one rank
+        # the padding is cut off, as DataLoader's last batch is smaller (several ranks keep it,
+        # as DistributedSampler's padded samples are kept).
+        samples, size = ring.description.samples or 0, ring.batch_size
+        self._last_rows = samples - (n - 1) * size if self._world_size == 1 and n * size > samples > 0 else 0
         self._ring_end = end
         self._positioned_at = ring.start_batch  # a new ring: the next iterator runs from here
         self._placement += 1
@@ -516,7 +528,10 @@ class Loader:
         """The next batch; with epochs, of the current epoch (``StopIteration`` at its end)."""
         if self._order == ORDER_EPOCHS and self._exhausted():
             raise StopIteration
-        return self._ring.__next__()
+        batch = self._ring.__next__()
+        if self._last_rows and self._exhausted():  # the epoch's last batch, padded: cut to its samples
+            _cut_rows(batch, self._last_rows, self._ring.description.view.constants)
+        return batch
 
     def _ended_message(self) -> str:
         total = self.start_batch + int(self._ring._geom.total_batches)
@@ -587,6 +602,23 @@ class Loader:
     @property
     def _supervisor(self) -> Optional[Supervisor]:
         return getattr(self._producer, "supervisor", None)
+
+
+def _cut_rows(batch: Batch, rows: int, constants: Sequence[Tuple[Tuple[str, ...], Any]]) -> None:
+    """Replaces every tensor of ``batch`` (nested or not) by its first ``rows`` rows, views of
+    the same slot (the batch keeps its lease through them); the description's constants are
+    not rows and stay."""
+    skip = {key for key, _ in constants}
+
+    def cut(node: Dict[str, Any], path: Tuple[str, ...]) -> None:
+        for key, value in node.items():
+            at = path + (key,)
+            if isinstance(value, dict):
+                cut(value, at)
+            elif at not in skip:
+                node[key] = value[:rows]
+
+    cut(batch, ())
 
 
 class _EpochIterator:

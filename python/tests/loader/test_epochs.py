@@ -193,6 +193,37 @@ def test_two_ranks_disjoint_and_complete(data: Path, candidates: set[int], reade
             assert same(run_epoch(loader), per_rank[1][0])
 
 
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_drop_last_false_keeps_every_sample(data: Path, ref: NowcastReference, candidates: set[int],
+                                            framework: str) -> None:
+    """``drop_last=False`` (one rank): every candidate once per epoch, the last batch smaller
+    (the padding the producer completed it with cut off), two epochs in a row; two ranks get
+    the same number of full batches, the padding being the epoch's first samples again."""
+    size = 7  # the candidates do not fill whole batches of 7
+    assert len(candidates) % size and len(candidates) % (2 * size), "fixture: whole batches"
+    cfg = preset(size=size, order="epochs")
+    with gobatch.Loader(cfg, data_root=data, drop_last=False, framework=framework) as loader:
+        n = len(loader)
+        assert n == -(-len(candidates) // size)
+        epochs = [run_epoch(loader) for _ in range(2)]
+    for e, epoch in enumerate(epochs):
+        t0s = [s[0] for s in samples(epoch)]
+        assert len(epoch) == n and sorted(t0s) == sorted(candidates), f"epoch {e}: not every candidate once"
+        assert {len(b["t0"]) for b in epoch[:-1]} == {size} and len(epoch[-1]["t0"]) == len(candidates) % size
+        assert all(len(v) == len(epoch[-1]["t0"]) for v in epoch[-1].values()), "a tensor of the last batch not cut"
+    check_examples(ref, epochs[0][-1:])
+    per_rank = []
+    for rank in range(2):
+        with gobatch.Loader(cfg, data_root=data, drop_last=False, rank=rank, world_size=2) as loader:
+            assert len(loader) == -(-len(candidates) // (2 * size))
+            per_rank.append(run_epoch(loader))
+    # global batch k*2 + r is rank r's batch k: the places in order, then the padding
+    places = [s[0] for k in range(len(per_rank[0])) for r in range(2) for s in samples(per_rank[r][k:k + 1])]
+    N = len(candidates)
+    assert len(places) > N and sorted(places[:N]) == sorted(candidates)
+    assert places[N:] == places[:len(places) - N], "the padding is not the epoch's first samples"
+
+
 def test_epoch_misuse_is_refused(data: Path) -> None:
     with pytest.raises(gobatch.ConfigError, match="batch.batches"):
         gobatch.Loader(epochs_cfg(batches=5), data_root=data)
