@@ -13,9 +13,21 @@ the only change (docs/OCF.md, "Switching")::
 
     trainer.fit(PVNetLightningModule(model, optimizer), train_dataloaders=loader)
 
-Validation stays on PVNetDataset: PVNetLightningModule indexes the validation DataLoader's
-dataset to plot forecasts (``val_dataloaders.dataset[i]``), which a stream of batches cannot be.
-This example trains only.
+Validation too: PVNet validates on a fixed, seeded order of every sample of its validation
+period and its LightningModule indexes the validation loader's dataset to plot forecasts
+(``trainer.val_dataloaders.dataset[i]``). ``gobatch.ValidationSet`` is that set (``len``,
+``[i]``, and its batches through ``.loader()``), read once and kept, so that later validations
+decode nothing::
+
+    # before (pvnet.datamodule.PVNetDataModule)
+    val = DataLoader(Subset(PVNetDataset(config, time_periods=val_periods), shuffled), batch_size=32,
+                     collate_fn=collate_fn)
+    # after
+    val = gobatch.ValidationSet(config, batch_size=32, time_periods=val_periods).loader()
+
+    trainer.fit(module, train_dataloaders=loader, val_dataloaders=val)
+
+No ocf-data-sampler dataset is in the loop (``--loader ocf`` runs the same on PVNetDataset).
 
 The model is PVNet's ``LateFusionModel`` built by hydra from a model configuration in PVNet's
 own format (``configs.example/model/late_fusion.yaml`` in PVNet's repository): a
@@ -28,6 +40,8 @@ Usage (from the directory the YAML's relative ``zarr_path``s are relative to, as
 resolves them)::
 
     python examples/pvnet_train.py pvnet_config.yaml --steps 20 --batch-size 32
+    python examples/pvnet_train.py pvnet_config.yaml --train-period 2024-01-01/2024-06-30 \
+        --val-period 2024-07-01/2024-07-31 --val-every 10 --val-batches 8
     python examples/pvnet_train.py pvnet_config.yaml --loader ocf   # the same run on PVNetDataset
 
 Requires ``pvnet`` 5.3 (which brings ocf-data-sampler and Lightning) next to gobatch; neither is a
@@ -37,9 +51,10 @@ dependency of gobatch itself.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterable
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import hydra
+import numpy as np
 import lightning.pytorch as pl
 import torch
 import xarray as xr
@@ -132,30 +147,56 @@ def pvnet_module(config_path: str, seed: int = 0, lr: float = 1e-3) -> PVNetLigh
     return PVNetLightningModule(model, AdamW(lr=lr))
 
 
-def gobatch_loader(config_path: str, batch_size: int, seed: int = 0) -> gobatch.Loader:
+Periods = Optional[List[Tuple[Optional[str], Optional[str]]]]
+
+
+def gobatch_loader(config_path: str, batch_size: int, seed: int = 0, periods: Periods = None) -> gobatch.Loader:
     """The switch: gobatch's batches on the ocf YAML, every (t0, location) pair once per epoch,
     as torch tensors in ocf-data-sampler's batch layout."""
-    return gobatch.Loader(config_path, batch_size=batch_size, order="epochs", seed=seed, framework="torch")
+    return gobatch.Loader(config_path, batch_size=batch_size, order="epochs", seed=seed, framework="torch",
+                          time_periods=periods)
 
 
-def ocf_loader(config_path: str, batch_size: int, workers: int = 0) -> torch.utils.data.DataLoader:
+def gobatch_validation(config_path: str, batch_size: int, seed: int = 0, periods: Periods = None) -> gobatch.ValidationSet:
+    """PVNet's validation set (every pair of the validation periods, in a seeded order), as
+    gobatch keeps it: ``.loader()`` is the trainer's val_dataloaders."""
+    return gobatch.ValidationSet(config_path, batch_size=batch_size, seed=seed, time_periods=periods)
+
+
+def ocf_loader(config_path: str, batch_size: int, workers: int = 0, periods: Periods = None) -> torch.utils.data.DataLoader:
     """What it replaces: PVNetDataset through a DataLoader with PVNet's settings
     (pvnet.datamodule.PVNetDataModule.train_dataloader)."""
     from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
     from pvnet.datamodule import collate_fn
 
     return torch.utils.data.DataLoader(
-        PVNetDataset(config_path), batch_size=batch_size, shuffle=True, drop_last=True, collate_fn=collate_fn,
-        num_workers=workers, multiprocessing_context="spawn" if workers else None)
+        PVNetDataset(config_path, time_periods=periods), batch_size=batch_size, shuffle=True, drop_last=True,
+        collate_fn=collate_fn, num_workers=workers, multiprocessing_context="spawn" if workers else None)
+
+
+def ocf_validation(config_path: str, batch_size: int, seed: int = 0, periods: Periods = None) -> torch.utils.data.DataLoader:
+    """PVNet's own validation loader (pvnet.datamodule.PVNetDataModule.val_dataloader)."""
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+    from pvnet.datamodule import collate_fn
+
+    dataset = PVNetDataset(config_path, time_periods=periods)
+    order = np.random.default_rng(seed=seed).permutation(len(dataset))
+    return torch.utils.data.DataLoader(torch.utils.data.Subset(dataset, order), batch_size=batch_size, shuffle=False,
+                                       drop_last=False, collate_fn=collate_fn)
 
 
 class Steps(pl.Callback):
-    """Keeps each training step's loss, and a copy of the first batch (to check it against
-    another loader's)."""
+    """Keeps each training step's loss, a copy of the first batch (to check it against
+    another loader's), and the validation loss of each validation."""
 
     def __init__(self) -> None:
         self.losses: list[float] = []
         self.first_batch: dict[str, Any] | None = None
+        self.val_losses: list[float] = []
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and "quantile_loss/val" in trainer.callback_metrics:
+            self.val_losses.append(float(trainer.callback_metrics["quantile_loss/val"]))
 
     def on_train_batch_start(self, trainer: pl.Trainer, module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if self.first_batch is None:
@@ -174,14 +215,26 @@ def _copy(batch: Any) -> Any:
     return batch.clone() if isinstance(batch, torch.Tensor) else batch
 
 
-def train(module: PVNetLightningModule, loader: Iterable[Any], steps: int) -> Steps:
-    """``steps`` optimiser steps of ``module`` on ``loader``'s batches with a Lightning Trainer."""
+def train(module: PVNetLightningModule, loader: Iterable[Any], steps: int, val: Optional[Iterable[Any]] = None,
+          val_every: int = 0, val_batches: Union[int, float] = 1.0) -> Steps:
+    """``steps`` optimiser steps of ``module`` on ``loader``'s batches with a Lightning Trainer;
+    with ``val``, a validation of its first ``val_batches`` batches every ``val_every`` steps
+    (PVNet's validation: its metrics, and its plots of ``val.dataset[i]``)."""
     steps_cb = Steps()
     trainer = pl.Trainer(max_steps=steps, accelerator="auto", devices=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         callbacks=[steps_cb])
-    trainer.fit(module, train_dataloaders=loader)
+                         callbacks=[steps_cb], limit_val_batches=val_batches if val is not None else 0,
+                         val_check_interval=val_every or None, check_val_every_n_epoch=None if val_every else 1)
+    trainer.fit(module, train_dataloaders=loader, val_dataloaders=val)
     return steps_cb
+
+
+def period(text: str) -> Tuple[Optional[str], Optional[str]]:
+    """``START/END`` (ISO 8601, either side empty for an open end), as PVNet's periods."""
+    start, sep, end = text.partition("/")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: want START/END")
+    return (start or None, end or None)
 
 
 def main() -> None:
@@ -192,16 +245,30 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--loader", choices=["gobatch", "ocf"], default="gobatch")
     ap.add_argument("--workers", type=int, default=0, help="DataLoader workers for --loader ocf")
+    ap.add_argument("--train-period", type=period, action="append", help="START/END of training t0s (repeatable)")
+    ap.add_argument("--val-period", type=period, action="append", help="START/END of validation t0s (repeatable); "
+                    "with it, a validation every --val-every steps")
+    ap.add_argument("--val-every", type=int, default=0, help="steps between validations (default: once per epoch)")
+    ap.add_argument("--val-batches", type=int, default=0, help="validation batches per validation (default: all)")
     args = ap.parse_args()
 
     module = pvnet_module(args.config, args.seed)
+    val_batches = args.val_batches or 1.0
     if args.loader == "gobatch":
-        with gobatch_loader(args.config, args.batch_size, args.seed) as loader:
-            done = train(module, loader, args.steps)
+        with gobatch_loader(args.config, args.batch_size, args.seed, args.train_period) as loader:
+            if args.val_period:
+                with gobatch_validation(args.config, args.batch_size, args.seed, args.val_period) as val:
+                    done = train(module, loader, args.steps, val.loader(), args.val_every, val_batches)
+            else:
+                done = train(module, loader, args.steps)
     else:
-        done = train(module, ocf_loader(args.config, args.batch_size, args.workers), args.steps)
+        val_loader = ocf_validation(args.config, args.batch_size, args.seed, args.val_period) if args.val_period else None
+        done = train(module, ocf_loader(args.config, args.batch_size, args.workers, args.train_period), args.steps,
+                     val_loader, args.val_every, val_batches)
     for k, loss in enumerate(done.losses):
         print(f"step {k}: quantile loss {loss:.6f}")
+    for k, loss in enumerate(done.val_losses):
+        print(f"validation {k}: quantile loss {loss:.6f}")
 
 
 if __name__ == "__main__":

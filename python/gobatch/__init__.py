@@ -19,6 +19,7 @@ from ._loader import Loader
 from ._named import attach
 from ._plan import plan
 from ._ring import Ring
+from ._validation import ValidationLoader, ValidationSet
 from .errors import (
     ConfigError,
     GobatchError,
@@ -35,6 +36,8 @@ from .errors import (
 
 __all__ = [
     "Loader",
+    "ValidationSet",
+    "ValidationLoader",
     "Ring",
     "Batch",
     "TensorSpec",

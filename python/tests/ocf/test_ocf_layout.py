@@ -195,7 +195,7 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
     """Every row of batches equals ocf-data-sampler's get_sample of its (t0, location) under
     config, in keys, nesting, shapes, dtypes and values; nwps are the config's NWP keys; edge is
     a site ocf cannot sample (gobatch must not draw it), if any."""
-    rows = [(b, e) for b in batches for e in range(B)]
+    rows = [(b, e) for b in batches for e in range(len(b["t0"]))]
     pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
     assert len({p[1] for p in pairs}) >= 3 and len({p[0] for p in pairs}) >= 3, pairs  # several sites and t0s
     ref = ocf_reference(root, config, pairs, raises=[edge] if edge is not None else [])

@@ -162,3 +162,48 @@ def test_first_step_loss_equals_ocf(root: Path, monkeypatch: pytest.MonkeyPatch)
     ocf_steps = ex.train(reference, ocf_loader(samples), steps=1)
     assert steps.losses[0] == pytest.approx(ocf_steps.losses[0], rel=1e-5, abs=1e-7), (
         f"first-step loss on gobatch's batch {steps.losses[0]!r}, on ocf-data-sampler's {ocf_steps.losses[0]!r}")
+
+
+def validate(module: Any, loader: Any) -> float:
+    """PVNet's validation (its LightningModule's hooks, which index ``loader.dataset``) of
+    ``module`` over ``loader``: the quantile loss, weighted by batch size over the whole set."""
+    import lightning.pytorch as pl
+
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    return float(trainer.validate(module, dataloaders=loader, verbose=False)[0]["quantile_loss/val"])
+
+
+def test_validation_equals_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PVNet validated on gobatch's validation set (every pair once, PVNet's hooks indexing it to
+    plot) gives the validation loss it gives on PVNetDataset's validation loader (PVNet's
+    datamodule's), the same model; a second validation decodes nothing and gives it again."""
+    monkeypatch.chdir(root)
+    ex = example()
+    module = ex.pvnet_module("pvnet_config.yaml", seed=0)
+    with ex.gobatch_validation("pvnet_config.yaml", BATCH, seed=0) as val:
+        loader = val.loader()
+        got = validate(module, loader)
+        assert not val.decoding, "the whole set was read, yet its child still runs"
+        assert validate(module, loader) == got
+        n = len(val)
+    ocf = ex.ocf_validation("pvnet_config.yaml", BATCH, seed=0)
+    assert len(ocf.dataset) == n, (len(ocf.dataset), n)
+    want = validate(module, ocf)
+    assert got == pytest.approx(want, rel=1e-5, abs=1e-7), (got, want)
+
+
+def test_trains_and_validates_without_ocf_datasets(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/pvnet_train.py's run with validation on gobatch alone: training steps and
+    validations every 2 steps of the validation set's first 2 batches, all finite; the set is
+    read only as far as PVNet indexes it (its plots' first 32 samples)."""
+    monkeypatch.chdir(root)
+    ex = example()
+    module = ex.pvnet_module("pvnet_config.yaml", seed=0)
+    with ex.gobatch_loader("pvnet_config.yaml", BATCH, seed=0) as loader, \
+            ex.gobatch_validation("pvnet_config.yaml", BATCH, seed=1) as val:
+        done = ex.train(module, loader, 4, val.loader(), val_every=2, val_batches=2)
+        # PVNet's hooks plot its first 32 samples; nothing past them is read
+        assert val.batches_kept == -(-32 // BATCH) < val.batches, (val.batches_kept, val.batches)
+    assert len(done.losses) == 4 and len(done.val_losses) == 2, (done.losses, done.val_losses)
+    assert all(math.isfinite(v) for v in done.losses + done.val_losses)
