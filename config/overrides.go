@@ -43,7 +43,7 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&o.Order, "order", "", `"stream" or "epochs" (replaces the file's batch.order)`)
-	fs.Func("drop-last", "`true` or false: with epochs, drop the last incomplete batch of each epoch, or complete it with the epoch's first samples (replaces the file's batch.drop_last)", func(s string) error {
+	fs.Func("drop-last", "with epochs, `BOOL` true (default) drops the last incomplete batch of each epoch, false completes it with the epoch's first samples (replaces the file's batch.drop_last)", func(s string) error {
 		v, err := strconv.ParseBool(s)
 		if err != nil {
 			return err
