@@ -55,7 +55,7 @@ func (c *Config) Errorf(field, format string, args ...any) *FieldError {
 
 // Batch is the [batch] table.
 type Batch struct {
-	Size    int    // examples per batch, >= 1
+	Size    int    // examples per batch, >= 1; 0 with Concurrent: the number of locations
 	Seed    uint64 // the stream is a pure function of (config, seed)
 	Batches uint64 // batches in the stream; 0 = unbounded
 	Order   string // OrderStream (default) or OrderEpochs
@@ -65,6 +65,10 @@ type Batch struct {
 	// an epoch is the whole batches of its samples, the rest dropped, as DataLoader's
 	// drop_last.
 	KeepLast bool
+	// Concurrent ([batch] concurrent = true): every batch is one t0 with every location, in
+	// location order (ocf-data-sampler's PVNetConcurrentDataset); the order draws t0s, and
+	// the batch size is the number of locations (size may be left out).
+	Concurrent bool
 	// Periods restrict the t0 of the examples, for train/validation splits: a t0 in any of
 	// them ([batch] time_periods, as ocf-data-sampler's and PVNet's time_periods; or t0_start
 	// .. t0_end, one period); nil: every t0.
@@ -264,7 +268,7 @@ func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, e
 		if wd, err := os.Getwd(); err == nil && f.PathsFromWorkingDir {
 			base = wd
 		}
-		if raw != nil && o.BatchSize == 0 {
+		if raw != nil && o.BatchSize == 0 && !o.Concurrent {
 			c.add("batch.size", "missing; %s cannot hold it: expected --batch-size N (shmloader) or batch_size=N (gobatch.Loader)", f.What)
 			return nil, c.err()
 		}
@@ -334,15 +338,16 @@ func decodeJSON(c *collector, data []byte) map[string]any {
 func build(top *Table) *Config {
 	cfg := &Config{}
 	if b := top.Sub("batch"); b != nil {
-		if n, ok := b.MustInt("size", 1, math.MaxUint32); ok {
-			cfg.Batch.Size = int(n)
-		}
+		cfg.Batch.Size = int(b.Int("size", 0, 1, math.MaxUint32)) // 0 with concurrent: the job's number of locations
 		cfg.Batch.Seed = uint64(b.Int("seed", 0, 0, math.MaxInt64))
 		cfg.Batch.Batches = uint64(b.Int("batches", 0, 0, math.MaxInt64))
 		cfg.Batch.Periods, cfg.Batch.PeriodsKey = buildPeriods(b)
 		cfg.Batch.Order = buildOrder(b, cfg.Batch.Batches)
 		if cfg.Batch.KeepLast = !b.Bool("drop_last", true); cfg.Batch.KeepLast && cfg.Batch.Order != OrderEpochs {
 			b.Errorf("drop_last", "false with order = %q: only an epoch has a last batch; expected order = %q", cfg.Batch.Order, OrderEpochs)
+		}
+		if cfg.Batch.Concurrent = b.Bool("concurrent", false); !cfg.Batch.Concurrent && !b.Has("size") {
+			b.missing("size", "an integer"+rangeText(1, math.MaxUint32))
 		}
 		b.Done()
 	} else if !top.Has("batch") {

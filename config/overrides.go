@@ -19,6 +19,9 @@ type Overrides struct {
 	Seed      *uint64 // nil: the file's batch.seed
 	Order     string  // "": the file's batch.order
 	DropLast  *bool   // nil: the file's batch.drop_last
+	// Concurrent: batch.concurrent = true (every batch one t0 with every location); false:
+	// the file's.
+	Concurrent bool
 	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
 	T0End     string  // "": the file's batch.t0_end
 	// TimePeriods ("START/END", either side empty for an open end): the file's
@@ -51,6 +54,7 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 		o.DropLast = &v
 		return nil
 	})
+	fs.BoolVar(&o.Concurrent, "concurrent", false, "every batch is one t0 with every location, as PVNetConcurrentDataset's samples (sets batch.concurrent; the batch size is then the number of locations)")
 	fs.StringVar(&o.T0Start, "t0-start", "", "first t0, ISO 8601, included (replaces the file's batch.t0_start)")
 	fs.StringVar(&o.T0End, "t0-end", "", "last t0, ISO 8601, included (replaces the file's batch.t0_end)")
 	fs.Func("time-period", "a range `START/END` of t0s, ISO 8601, both included, either side empty for an open end (repeatable: a t0 in any; replaces the file's batch.time_periods, t0_start and t0_end)", func(v string) error {
@@ -79,6 +83,9 @@ func (o Overrides) Args() []string {
 	}
 	if o.DropLast != nil {
 		a = append(a, "--drop-last", strconv.FormatBool(*o.DropLast))
+	}
+	if o.Concurrent {
+		a = append(a, "--concurrent")
 	}
 	if o.T0Start != "" {
 		a = append(a, "--t0-start", o.T0Start)
@@ -134,6 +141,9 @@ func (o Overrides) apply(raw map[string]any) {
 	}
 	if o.DropLast != nil {
 		set("batch", "drop_last", *o.DropLast)
+	}
+	if o.Concurrent {
+		set("batch", "concurrent", true)
 	}
 	if o.T0Start != "" || o.T0End != "" || len(o.TimePeriods) > 0 {
 		if b, ok := raw["batch"].(map[string]any); ok { // the file's restriction, replaced whole
@@ -193,6 +203,7 @@ var spellings = map[string][3]string{
 	"seed":          {"seed=", "--seed", "[batch] seed"},
 	"order":         {"order=", "--order", "[batch] order"},
 	"drop_last":     {"drop_last=", "--drop-last", "[batch] drop_last"},
+	"concurrent":    {"concurrent=", "--concurrent", "[batch] concurrent"},
 	"t0_start":      {"t0_start=", "--t0-start", "[batch] t0_start"},
 	"t0_end":        {"t0_end=", "--t0-end", "[batch] t0_end"},
 	"time_periods":  {"time_periods=", "--time-period", "[batch] time_periods"},

@@ -3,6 +3,7 @@ package ocf
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -59,14 +60,22 @@ func (s *pairSpace) N() uint64                         { return s.n() }
 func (s *pairSpace) Pair(i uint64) (t0 int64, loc int) { return s.pair(i) }
 
 func (s *pairSpace) CommonT0s() []int64 {
-	if s.mode != SpaceComplete || !s.all {
+	if !s.all {
 		return nil
+	}
+	t0s, _ := s.Grid()
+	return t0s
+}
+
+func (s *pairSpace) Grid() ([]int64, []int) {
+	if s.mode != SpaceComplete {
+		return nil, nil
 	}
 	out := make([]int64, 0, s.shared.n())
 	for i := range s.shared.n() {
 		out = append(out, s.shared.at(i))
 	}
-	return out
+	return out, slices.Clone(s.locs)
 }
 
 func (s *pairSpace) Info() rules.SpaceInfo {

@@ -22,6 +22,8 @@ func (j *Job) Draw(g uint64, e int) (t0 int64, ti, cy, cx int) {
 func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 	ue := uint64(e)
 	switch {
+	case j.conc != nil:
+		j.drawConcurrent(g, e, ex)
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
 	case j.drawsPairs(): // the rule set's pairs (pairs.go), drawn uniformly
@@ -33,11 +35,15 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		ex.ti = int(j.cands[uniform(hashKey(j.seed, drawT0, g, ue), len(j.cands))])
 		j.drawCentre(g, ue, ex)
 	}
-	if !j.drawsPairs() {
+	if j.conc == nil && !j.drawsPairs() {
 		ex.t0 = j.times.value(ex.ti)
 	}
+	de := ue
+	if j.conc != nil {
+		de = 0 // one dropout per concurrent batch and source, as its time is sliced once
+	}
 	for i, s := range j.srcs {
-		ex.cut[i] = j.drawDropout(s.spec(), uint64(i), g, ue)
+		ex.cut[i] = j.drawDropout(s.spec(), uint64(i), g, de)
 	}
 }
 

@@ -92,7 +92,8 @@ type Job struct {
 	tensors        []config.Tensor
 	cache          *chunks.Cache
 	loc            *locality
-	epochs         *epochs // order = "epochs"; nil: the endless stream of independent draws
+	epochs         *epochs     // order = "epochs"; nil: the endless stream of independent draws
+	conc           *concurrent // [batch] concurrent: one t0 per batch, every location (concurrent.go); nil: not
 	dataBytes      int64   // decoded size of every source's data array
 	mode           string
 	mu             sync.Mutex
@@ -113,7 +114,7 @@ type Job struct {
 func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	opt = opt.withDefaults(cfg)
 	j := &Job{cfg: cfg, size: cfg.Batch.Size, seed: cfg.Batch.Seed}
-	if j.size < 1 {
+	if j.size < 1 && !cfg.Batch.Concurrent { // concurrent: the locations, once known (concurrent.go)
 		return nil, cfg.Errorf("batch.size", "%d; expected at least 1", j.size)
 	}
 	specs, anchor, err := zarrSpecs(cfg)
@@ -141,6 +142,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	if err := j.findSampleSpace(); err != nil {
+		return nil, err
+	}
+	if err := j.groupByT0(); err != nil {
 		return nil, err
 	}
 	if err := j.layTensors(); err != nil {
@@ -750,6 +754,10 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 		mb = cacheMB
 	}
 	j.cache = chunks.NewCache(mb << 20)
+	if j.conc != nil { // a batch reads one t0's chunks for all its locations (concurrent.go)
+		j.mode, j.why = SampleRandom, j.concurrentWhy()
+		return nil
+	}
 	j.mode = a.Sampling
 	fits := j.dataBytes <= j.cache.Budget()*9/10
 	need := j.dataBytes*10/9>>20 + 1 // cache_mb that holds everything, with 10% headroom
@@ -807,6 +815,10 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 		return nil
 	}
 	var err error
+	if j.conc != nil { // one t0 per batch (concurrent.go)
+		j.epochs, err = j.concurrentEpochs(s)
+		return err
+	}
 	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
 		n := j.space.N()
 		if _, perRank := s.Epoch(n / uint64(j.size)); perRank == 0 && !j.cfg.Batch.KeepLast {
@@ -878,6 +890,9 @@ func (j *Job) Stats() Stats {
 		Locations: j.Locations(), LocationsDropped: j.LocationsDropped()}
 	if j.epochs != nil {
 		s.Order, s.Samples, s.EpochBatches = config.OrderEpochs, j.epochs.samples, j.epochs.perRank
+		if j.conc != nil { // an epoch's samples are its t0s times the locations
+			s.Samples *= uint64(len(j.conc.locs))
+		}
 	}
 	if j.space != nil {
 		s.Pairs = j.space.N()

@@ -9,12 +9,12 @@
 // list to the generated ones):
 //
 //	shmloader run --config FILE (--ring NAME | --memfd FD) [--allow-uid UID] [--batch-size N]
-//	    [--cache-mb N] [--data-root ROOT] [--drop-last BOOL] [--epoch E] [--epochs N] [--join]
-//	    [--log-format FORMAT]
+//	    [--cache-mb N] [--concurrent] [--data-root ROOT] [--drop-last BOOL] [--epoch E] [--epochs N]
+//	    [--join] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--order ORDER] [--rank N] [--readers N] [--seed N] [--segment-steps N]
 //	    [--slots N] [--start K] [--t0-end END] [--t0-start START] [--time-period START/END] [-v]
 //	    [--world-size N]
-//	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--data-root ROOT]
+//	shmloader plan --config FILE [--batch-size N] [--cache-mb N] [--concurrent] [--data-root ROOT]
 //	    [--drop-last BOOL] [--json]
 //	    [--order ORDER] [--rank N] [--seed N] [--segment-steps N] [--slots N] [--t0-end END]
 //	    [--t0-start START] [--time-period START/END] [--world-size N]
@@ -27,8 +27,8 @@
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
 //	shmloader version [--json]
 //	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
-//	    [--allow-uid UID] [--batch-size N] [--cache-mb N] [--data-root ROOT] [--drop-last BOOL]
-//	    [--linger D] [--log-format FORMAT]
+//	    [--allow-uid UID] [--batch-size N] [--cache-mb N] [--concurrent] [--data-root ROOT]
+//	    [--drop-last BOOL] [--linger D] [--log-format FORMAT]
 //	    [--log-level LEVEL] [--node-rank G] [--of-rank R] [--order ORDER] [--readers N] [--seed N]
 //	    [--segment-steps N] [--slots N] [--t0-end END] [--t0-start START] [--time-period START/END]
 //	    [-v] [--world-size N]

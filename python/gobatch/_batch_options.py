@@ -33,6 +33,7 @@ def batch_flags(
     segment_steps: Optional[int] = None,
     time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
     drop_last: Optional[bool] = None,
+    concurrent: bool = False,
 ) -> List[str]:
     """The shmloader flags for the given options (None: the file's value). Raises ValueError
     for a value of the wrong type or range; shmloader checks the rest, naming the option."""
@@ -49,6 +50,10 @@ def batch_flags(
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, not {order!r}")
         flags += ["--order", order]
+    if not isinstance(concurrent, bool):
+        raise ValueError(f"concurrent must be True or False, not {concurrent!r}")
+    if concurrent:
+        flags.append("--concurrent")
     if drop_last is not None:
         if not isinstance(drop_last, bool):
             raise ValueError(f"drop_last must be True or False, not {drop_last!r}")

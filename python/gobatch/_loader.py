@@ -117,6 +117,11 @@ class Loader:
             is with ``drop_last=False``; with several ranks it is completed by the epoch's first
             samples again, as ``DistributedSampler`` pads (default True: the incomplete batch is
             dropped).
+        concurrent: every batch is one t0 with every location, row k the k-th location (as
+            ocf-data-sampler's ``PVNetConcurrentDataset`` stacks a sample; ``--concurrent``,
+            ``[batch] concurrent``); the batch size is then the number of locations, and
+            ``order`` draws t0s (with epochs, each once per epoch). ``batch_size`` may be left
+            out, also for a YAML file.
         framework: ``"numpy"`` (arrays) or ``"torch"`` (tensors), writable views of the slot.
         data_root: directory relative store paths of the config are resolved against
             (``--data-root``).
@@ -220,7 +225,7 @@ class Loader:
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
         slots: Optional[int] = None, segment_steps: Optional[int] = None,
         time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None, pin_memory: bool = False,
-        drop_last: Optional[bool] = None,
+        drop_last: Optional[bool] = None, concurrent: bool = False,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -243,7 +248,7 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps,
-                                            time_periods, drop_last)))
+                                            time_periods, drop_last, concurrent)))
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]

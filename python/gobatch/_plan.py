@@ -27,6 +27,7 @@ def plan(
     t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, slots: Optional[int] = None,
     segment_steps: Optional[int] = None,
     time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
+    drop_last: Optional[bool] = None, concurrent: bool = False,
 ) -> Dict[str, Any]:
     """What a configuration would do, without starting a ring or decoding a chunk.
 
@@ -40,8 +41,8 @@ def plan(
     complete mode, ``t0s``: these pairs replace the t0 candidates), ``decoded_bytes`` against ``cache_bytes``, the ``order`` (with epochs:
     ``samples`` and ``epoch_batches``), ``ring_slots`` and ``segment_bytes``.
 
-    ``batch_size``, ``order``, ``seed``, ``t0_start``, ``t0_end`` replace the file's ``[batch]``
-    values, ``slots`` its ``[ring] slots`` and ``cache_mb``, ``segment_steps`` the anchor
+    ``batch_size``, ``order``, ``seed``, ``t0_start``, ``t0_end``, ``time_periods``,
+    ``drop_last``, ``concurrent`` replace the file's ``[batch]`` values, ``slots`` its ``[ring] slots`` and ``cache_mb``, ``segment_steps`` the anchor
     source's keys, as for :class:`Loader` (an ocf-data-sampler YAML file needs ``batch_size``).
 
     Raises :class:`ConfigError` naming the field when the configuration or its stores are
@@ -52,7 +53,8 @@ def plan(
     cmd += ["--config", config_path]
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
-    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps, time_periods)
+    cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps, time_periods,
+                       drop_last, concurrent)
     try:
         p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, env=_native.child_env(cmd[0], None))
     except subprocess.TimeoutExpired:
