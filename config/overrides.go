@@ -22,8 +22,8 @@ type Overrides struct {
 	// Concurrent: batch.concurrent = true (every batch one t0 with every location); false:
 	// the file's.
 	Concurrent bool
-	T0Start   string  // "": the file's batch.t0_start (ISO 8601)
-	T0End     string  // "": the file's batch.t0_end
+	T0Start    string // "": the file's batch.t0_start (ISO 8601)
+	T0End      string // "": the file's batch.t0_end
 	// TimePeriods ("START/END", either side empty for an open end): the file's
 	// batch.time_periods. Any of T0Start, T0End and TimePeriods replaces the file's t0
 	// restriction as a whole.

@@ -94,7 +94,7 @@ type Job struct {
 	loc            *locality
 	epochs         *epochs     // order = "epochs"; nil: the endless stream of independent draws
 	conc           *concurrent // [batch] concurrent: one t0 per batch, every location (concurrent.go); nil: not
-	dataBytes      int64   // decoded size of every source's data array
+	dataBytes      int64       // decoded size of every source's data array
 	mode           string
 	mu             sync.Mutex
 	free           []*readerState
