@@ -14,8 +14,10 @@ the datetime features and a t0 embedding), in one run:
   batches long, and restarting the workers for each would measure their start, which a real
   epoch's length hides.
 
-Two cases: the data in gobatch's cache (its default budget, 1024 MB), and a cache of a fifth
-of the satellite (``cache_mb``, at least gobatch's minimum of 16 MB). ocf-data-sampler has no cache of its own; it reads the same files in
+Four cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth of
+the satellite (``cache_mb``, at least gobatch's minimum of 16 MB); the satellite cut along time
+into 7 stores, the YAML listing them as OCF's real data paths list a store per year (in cache);
+and the YAML without its satellite, as OCF's NWP-only models are configured (in cache). ocf-data-sampler has no cache of its own; it reads the same files in
 both cases, which stay in the page cache. For each loader: batches/s over the timed part, the
 first batch (loader made and the first batch received; the files are in the page cache and
 torch is imported: warm), and the peak RSS summed over the trainer and all its child processes
@@ -42,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baselines import MB, REPO, Result, measure  # noqa: E402
 
 sys.path.insert(0, str(REPO / "python" / "tests"))
-from ocf_stores import write_pvnet_stores  # noqa: E402
+from ocf_stores import split_store, write_pvnet_stores  # noqa: E402
 
 
 class Endless:
@@ -77,6 +79,22 @@ def ocf_loader(config: str, batch_size: int, workers: int) -> Endless:
     dm.train_dataset = PVNetDataset(config)  # what dm.setup("fit") builds for training
     loader = dm.train_dataloader()  # one DataLoader for every epoch, as Lightning holds it
     return Endless(lambda: loader)
+
+
+def variants(root: Path, config: str) -> tuple[str, str]:
+    """The YAML with the satellite read from 7 stores cut along time, and the YAML without a
+    satellite; returns their paths."""
+    import xarray as xr
+    import yaml
+
+    n = xr.open_zarr(root / "sat.zarr").sizes["time"]
+    parts = split_store(root, "sat.zarr", "time", [n * k // 7 for k in range(1, 7)], {"variable": 1, "time": 1})
+    doc = yaml.safe_load(Path(config).read_text())
+    doc["input_data"]["satellite"]["zarr_path"] = parts
+    (root / "sat7.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    del doc["input_data"]["satellite"]
+    (root / "nosat.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(root / "sat7.yaml"), str(root / "nosat.yaml")
 
 
 def row(r: Result, best: float | None) -> str:
@@ -116,15 +134,19 @@ def main() -> int:
               f"batch size {args.batch_size}; written in {time.perf_counter() - t:.0f} s")
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
 
-        results: dict[str, list[Result]] = {
-            "in cache": [], f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": []}
-        for case, cache_mb in zip(results, (None, small_cache)):
+        sat7, nosat = variants(root, config)
+        cases = {"in cache": (config, None),
+                 f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache),
+                 "satellite in 7 stores (in cache)": (sat7, None),
+                 "no satellite (in cache)": (nosat, None)}
+        results: dict[str, list[Result]] = {case: [] for case in cases}
+        for case, (yaml_path, cache_mb) in cases.items():
             out = results[case]
-            out.append(measure("gobatch", lambda: gobatch_loader(config, args.batch_size, cache_mb),
+            out.append(measure("gobatch", lambda: gobatch_loader(yaml_path, args.batch_size, cache_mb),
                                max_batches=100000, max_seconds=args.gobatch_seconds, close=lambda l: l.close()))
             print(f"{case}:{row(out[-1], None)}", flush=True)
             for workers in (0, 2):
-                out.append(measure(f"ocf w{workers} (PVNetDataset)", lambda: ocf_loader(config, args.batch_size, workers),
+                out.append(measure(f"ocf w{workers} (PVNetDataset)", lambda: ocf_loader(yaml_path, args.batch_size, workers),
                                    max_batches=100000, max_seconds=args.seconds, warmup=1))
                 print(f"{case}:{row(out[-1], None)}", flush=True)
 

@@ -15,6 +15,7 @@ one init time for the window and one per step).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Dict, List
 
 import numpy as np
 import pyproj
@@ -112,3 +113,21 @@ def write_pvnet_stores(root: Path, hours: float = 8.0, satellite_pixels: tuple[i
     config = root / "pvnet_config.yaml"
     config.write_text(PVNET_CONFIG)
     return config
+
+
+def split_store(root: Path, name: str, dim: str, cuts: List[int], chunks: Dict[str, int]) -> List[str]:
+    """Cuts store name along dim at cuts into stores name-0.zarr, name-1.zarr, ..., each chunked
+    by chunks (a dimension left out: one chunk); returns their names, in time order."""
+    ds = xr.open_zarr(root / name).load()
+    bounds = [0, *cuts, ds.sizes[dim]]
+    names = []
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        part = ds.isel({dim: slice(lo, hi)})
+        for v in part.variables.values():
+            v.encoding = {}
+        var = next(iter(part.data_vars))
+        encoding = {var: {"chunks": tuple(chunks.get(d, part.sizes[d]) for d in part[var].dims)}}
+        out = f"{name.removesuffix('.zarr')}-{i}.zarr"
+        part.to_zarr(root / out, mode="w", zarr_format=2, consolidated=True, encoding=encoding)
+        names.append(out)
+    return names

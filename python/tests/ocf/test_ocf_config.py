@@ -286,8 +286,9 @@ GOBATCH_REFUSES = {
     # ocf-data-sampler's loader accepts an odd crop, then fails on every sample.
     "odd-crop": (edit(31, "    image_size_pixels_width: 9"),
                  "odd-crop.yaml:31: input_data.satellite.image_size_pixels_width: 9; gobatch needs an even crop"),
-    "no-satellite": ("\n".join(BASE.splitlines()[:24] + BASE.splitlines()[35:]) + "\n",
-                     "no-satellite.yaml:4: input_data.satellite: missing; gobatch centres its examples"),
+    # Nothing to centre the examples on (PVNetDataset needs a generation in any case).
+    "nwp-only": ("\n".join(BASE.splitlines()[:4] + BASE.splitlines()[9:24]) + "\n",
+                 "nwp-only.yaml:4: input_data: neither a satellite nor a generation"),
     # Several zarr_paths are one store read along time (docs/OCF.md); the same one twice would
     # repeat every time, which ocf-data-sampler's loader refuses as it opens the stores.
     "zarr-path-twice": (edit(26, "    zarr_path: [sat.zarr, sat.zarr]"),

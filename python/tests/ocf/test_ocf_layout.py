@@ -28,6 +28,7 @@ import ocf_configs as cfg
 from geostationary import GEOS, grid_area
 from test_ocf_values import T0
 from ocf_reference import run_ocf
+from ocf_stores import split_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -247,24 +248,6 @@ def assert_batches_are_ocf_samples(root: Path, batches: List[Dict[str, Any]], co
                 np.testing.assert_array_equal(got, exp, err_msg=f"nwp.{key}.{tkey} {at}")
         # the satellite's values show that the crop is ocf's: x and y both increase
         assert "satellite_actual" not in first or np.all(np.diff(b["satellite_x_geostationary"][e]) > 0) and np.all(np.diff(b["satellite_y_geostationary"][e]) > 0)
-
-
-def split_store(root: Path, name: str, dim: str, cuts: List[int], chunks: Dict[str, int]) -> List[str]:
-    """Cuts store name along dim at cuts into stores name-0.zarr, name-1.zarr, ..., each chunked
-    by chunks (a dimension left out: one chunk); returns their names, in time order."""
-    ds = xr.open_zarr(root / name).load()
-    bounds = [0, *cuts, ds.sizes[dim]]
-    names = []
-    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        part = ds.isel({dim: slice(lo, hi)})
-        for v in part.variables.values():
-            v.encoding = {}
-        var = next(iter(part.data_vars))
-        encoding = {var: {"chunks": tuple(chunks.get(d, part.sizes[d]) for d in part[var].dims)}}
-        out = f"{name.removesuffix('.zarr')}-{i}.zarr"
-        part.to_zarr(root / out, mode="w", zarr_format=2, consolidated=True, encoding=encoding)
-        names.append(out)
-    return names
 
 
 def test_several_zarr_paths_are_one_store_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
