@@ -37,6 +37,14 @@ var counters = []counter{
 	// ratio is the decode amplification).
 	perSource("decoded_bytes", func(st sampler.Stats) []uint64 { return st.DecodedBytes[:] }),
 	perSource("delivered_bytes", func(st sampler.Stats) []uint64 { return st.DeliveredBytes[:] }),
+	// The stages of a batch: busy time (ns, summed over what ran at once) and how many can run
+	// at once; the consumer names the limiting one (python/gobatch/_stages.py).
+	sum("read_ns", func(st sampler.Stats) uint64 { return st.ReadNS }),
+	sum("decode_ns", func(st sampler.Stats) uint64 { return st.DecodeNS }),
+	sum("gather_ns", func(st sampler.Stats) uint64 { return st.GatherNS }),
+	gauge("read_slots", func(st sampler.Stats) uint64 { return uint64(st.ReadSlots) }),
+	gauge("decode_slots", func(st sampler.Stats) uint64 { return uint64(st.DecodeSlots) }),
+	gauge("gather_slots", func(st sampler.Stats) uint64 { return uint64(st.GatherSlots) }),
 }
 
 func sum(name string, v func(sampler.Stats) uint64) counter {

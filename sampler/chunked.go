@@ -73,6 +73,9 @@ type chunked struct {
 	refuseMissing    bool
 	deadline         time.Duration
 	decoded, missing atomic.Uint64
+	// The time spent reading chunks' stored bytes and decoding them into the cache's form,
+	// summed over every goroutine that did (Stats.ReadNS, DecodeNS).
+	readNS, decodeNS atomic.Uint64
 	// Loads (fetch.go): at most depth reads in flight (reads; nil: no bound), for a remote
 	// store fewer as its window adapts (chunks/window.go), their buffers (rawBufs), the job's decode
 	// slots (decodes), and whether the store is in object storage.
@@ -296,7 +299,9 @@ func (c *chunked) loadChunk(key uint64, dst []byte) (func(), error) {
 		}
 	}
 	if err == nil {
+		start := time.Now()
 		c.finish(idx, dst, buf)
+		c.decodeNS.Add(uint64(time.Since(start)))
 	} else if !errors.Is(err, zarr.ErrMissingChunk) {
 		err = fmt.Errorf("%s: chunk %v: %w", c.what, sidx, err)
 	}
@@ -408,6 +413,8 @@ func (c *chunked) decodeNow(sidx []int, dst []byte) (bool, error) {
 		return c.fetchDecode(f, sidx, dst)
 	}
 	defer slot(c.reads)()
+	start := time.Now()
+	defer func() { c.decodeNS.Add(uint64(time.Since(start))) }() // the read and the decode in one call
 	if p, ok := c.arr.(presenceArray); ok {
 		return p.DecodeChunkFound(sidx, dst)
 	}

@@ -113,13 +113,17 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	}
 	start := time.Now()
 	raw, found, err := f.FetchChunk(sidx, buf)
+	took := time.Since(start)
+	c.readNS.Add(uint64(took))
 	if c.window != nil {
-		c.window.Release(ahead, time.Since(start), err != nil, found)
+		c.window.Release(ahead, took, err != nil, found)
 	}
 	done()
 	if err == nil {
 		done = slot(c.decodes)
+		start = time.Now()
 		err = f.DecodeFetched(sidx, raw, found, dst)
+		c.decodeNS.Add(uint64(time.Since(start)))
 		done()
 	}
 	if cap(raw) > 0 && &raw[:1][0] == &buf[:1][0] { // our buffer (not the store's memory): reuse it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/gobatch/gobatch/sampler/chunks"
 	"github.com/gobatch/gobatch/sampler/internal/rowconv"
@@ -125,6 +126,7 @@ func (j *Job) state() *readerState {
 		j.free = j.free[:n-1]
 		return rs
 	}
+	j.readers++ // a fill that found every state in use: one more ran at once
 	return &readerState{
 		pins: chunks.NewPins(j.cache, 64),
 		sel:  make([]int32, j.maxK), dist: make([]float64, j.maxK),
@@ -167,6 +169,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		lids = bytesAsInt64(tensors[j.lidAt])
 	}
 	ex := &rs.ex
+	start, waited := time.Now(), rs.pins.Waited() // the gather: the examples copied into the slot
 	for e := 0; e < j.size; e++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -205,7 +208,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	// The gather may write the slot with stores that bypass the caches: order them before the
 	// caller publishes the batch (one goroutine filled it).
 	rowconv.Fence()
+	gathered := uint64(time.Since(start) - (rs.pins.Waited() - waited)) // less the chunks it waited for
 	j.mu.Lock()
+	j.gatherNS += gathered
 	j.batches++
 	j.exmpl += uint64(j.size)
 	j.segSum += uint64(len(rs.segs))

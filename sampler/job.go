@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -103,6 +104,8 @@ type Job struct {
 	maxK           int
 	batches, exmpl uint64
 	segSum         uint64
+	gatherNS       uint64 // the time fills spent copying examples into slots, summed (Stats.GatherNS)
+	readers        int    // the most fills that ran at once (reader states made)
 	why            string // how the sampling was chosen (Why)
 	blockSteps     int    // epochs' block shuffle: segment length and decoded bytes
 	blockBytes     int64
@@ -909,6 +912,16 @@ func (j *Job) Stats() Stats {
 		s.ResidentSegments = j.epochs.blocks.group
 	}
 	s.Cache = j.cache.Stats()
+	s.DecodeSlots = runtime.GOMAXPROCS(0)
+	j.mu.Lock()
+	s.GatherNS, s.GatherSlots = j.gatherNS, j.readers
+	j.mu.Unlock()
+	for _, src := range j.srcs {
+		c := src.data()
+		s.ReadNS += c.readNS.Load()
+		s.DecodeNS += c.decodeNS.Load()
+		s.ReadSlots = max(s.ReadSlots, cap(c.reads))
+	}
 	for _, src := range j.srcs {
 		i := src.spec().Index
 		s.ChunksDecoded[i], s.ChunksMissing[i] = src.data().chunkCounts()

@@ -69,6 +69,12 @@ type Stats struct {
 	// batches filled, whose ratio is the source's decode amplification.
 	ChunksDecoded, ChunksMissing [config.MaxSources]uint64
 	DecodedBytes, DeliveredBytes [config.MaxSources]uint64
+	// The stages of a batch (for the limiting one, python/gobatch/_stages.py): the time spent
+	// reading chunks' stored bytes, decoding them into the cache, and copying examples into
+	// slots, each summed over everything that ran it at once (nanoseconds); and how many can
+	// run at once: reads in flight (the largest fetch depth), cores, fills (readers).
+	ReadNS, DecodeNS, GatherNS          uint64
+	ReadSlots, DecodeSlots, GatherSlots int
 }
 
 // Set is every source of a configuration as one Source: the tensors of its parts in

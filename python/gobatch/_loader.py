@@ -23,6 +23,7 @@ from ._node import NodeRings, node_spec
 from ._own import OwnChild, Restarts
 from ._ranks import placement
 from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
+from ._stages import pass_figures
 from ._supervise import RESTART_BACKOFF_S, RESTART_WINDOW_S, RESTARTS, Supervisor
 from .errors import RingError, StreamEndedError
 
@@ -241,6 +242,8 @@ class Loader:
         self._epoch = _first_epoch(epoch, self._order)
         self._epoch_batches = 0  # this rank's batches per epoch, known once the ring is attached
         self._last_rows = 0  # epochs without drop_last, one rank: the rows of an epoch's last batch (0: all)
+        self._epoch_start: Optional[Tuple[Ring, Dict[str, Any]]] = None  # stats() as the epoch's first batch was asked for
+        self._last_epoch: Optional[Dict[str, Any]] = None  # the figures of the last epoch read to its end
         self._ring_end = 0  # epochs: the stream index where the ring ends (an epoch boundary)
         self._positioned_at = 0  # epochs: the stream batch the loader was last placed at
         self._placement = 0  # epochs: counts placements; an iterator of an earlier one has ended
@@ -335,9 +338,13 @@ class Loader:
 
     def stats(self) -> Dict[str, Any]:
         """The ring's counters (see :meth:`gobatch.Ring.stats`) and ``restarts``: the children (in
-        node mode, the node loaders this rank restarted) restarted after a kill over the loader's life."""
+        node mode, the node loaders this rank restarted) restarted after a kill over the loader's
+        life. With epochs, ``last_epoch`` (None until one has been read to its end in one ring):
+        that epoch's ``batches``, ``seconds``, ``batches_per_s``, each stage's ``stage_load``,
+        the ``limiting_stage`` and per source ``decode_amplification`` (gobatch._stages)."""
         stats = self._ring.stats()
         stats["restarts"] = self._producer.restart_count
+        stats["last_epoch"] = self._last_epoch
         return stats
 
     def release(self) -> None:
@@ -531,11 +538,20 @@ class Loader:
 
     def __next__(self) -> Batch:
         """The next batch; with epochs, of the current epoch (``StopIteration`` at its end)."""
-        if self._order == ORDER_EPOCHS and self._exhausted():
+        if self._order != ORDER_EPOCHS:
+            return self._ring.__next__()
+        if self._exhausted():
             raise StopIteration
-        batch = self._ring.__next__()
-        if self._last_rows and self._exhausted():  # the epoch's last batch, padded: cut to its samples
-            _cut_rows(batch, self._last_rows, self._ring.description.view.constants)
+        ring = self._ring
+        if ring.next_batch == self._epoch * self._epoch_batches:  # the epoch's first batch
+            self._epoch_start = (ring, ring.stats())
+        batch = ring.__next__()
+        if self._exhausted():
+            if self._last_rows:  # the epoch's last batch, padded: cut to its samples
+                _cut_rows(batch, self._last_rows, ring.description.view.constants)
+            start, self._epoch_start = self._epoch_start, None
+            if start is not None and start[0] is ring:  # the whole epoch in this ring: its figures
+                self._last_epoch = pass_figures(start[1], ring.stats())
         return batch
 
     def _ended_message(self) -> str:

@@ -27,6 +27,7 @@ from . import _protocol as _proto
 from . import _caller, _cuda, _registry
 from ._caller import site as _site
 from ._lease import Batch, Leases, TensorSpec, leases_for
+from ._stages import pass_figures
 from ._view import Description, parse_description
 from .errors import (
     GobatchError,
@@ -526,7 +527,9 @@ class Ring:
         (PROTOCOL.md 2.5a) under its own name: the sampler's cache counters, and per source
         (lists indexed by the source's position in the configuration) ``chunks_decoded``,
         ``chunks_missing`` (chunks not stored, read as the fill value), with the ratios
-        ``cache_hit_rate``, ``segments_per_batch`` and ``missing_chunk_fraction``."""
+        ``cache_hit_rate``, ``segments_per_batch`` and ``missing_chunk_fraction``; and since
+        attach, each stage's ``stage_load`` (read, decode, gather, consumer; 0 .. 1) and the
+        ``limiting_stage``, the most loaded (gobatch._stages)."""
         if self._foreign:
             raise self._foreign_error()
         s = _lib.Stats()
@@ -537,7 +540,7 @@ class Ring:
             counters = _read_counters(self._ptr, int(self._geom.counter_count))
         elapsed = max(time.monotonic() - self._t_attach, 1e-9)
         delivered, nbytes = self._delivered, self._delivered * int(self._geom.slot_bytes)
-        return {
+        out = {
             **_job_figures(counters),  # first: the ring's own figures below keep their names
             # Batches handed to the trainer (the held one included) and their bytes; the ring's
             # own batches_read counter counts slots given back.
@@ -556,6 +559,9 @@ class Ring:
             "producers": int(s.producers_total),
             "slots": int(self._geom.slot_count),
         }
+        since = pass_figures({"elapsed_s": 0.0}, out)  # the stages since attach (_stages.py)
+        out["stage_load"], out["limiting_stage"] = since["stage_load"], since["limiting_stage"]
+        return out
 
     # ---- closing ----
 

@@ -405,7 +405,8 @@ type Pins struct {
 	c     *Cache
 	keys  []uint64
 	ents  []*Entry
-	limit int // release everything when this many are held (bounds what one reader pins)
+	limit int           // release everything when this many are held (bounds what one reader pins)
+	wait  time.Duration // spent in the cache getting chunks not yet pinned: loads, and waits for others' (Waited)
 }
 
 // NewPins is an empty set of pins on c, releasing everything when limit are held.
@@ -421,7 +422,9 @@ func (p *Pins) Get(key uint64, size int64, load Loader) ([]byte, error) {
 	if len(p.keys) >= p.limit {
 		p.ReleaseAll()
 	}
+	start := time.Now()
 	e, err := p.c.Acquire(key, size, load)
+	p.wait += time.Since(start)
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +432,10 @@ func (p *Pins) Get(key uint64, size int64, load Loader) ([]byte, error) {
 	p.ents = append(p.ents, e)
 	return e.mem, nil
 }
+
+// Waited is the time Get has spent in the cache so far (a chunk's load, or the wait for
+// another reader's): what a gather waited for rather than copied.
+func (p *Pins) Waited() time.Duration { return p.wait }
 
 // Full reports whether the next get of a chunk not held releases every pin first.
 func (p *Pins) Full() bool { return len(p.keys) >= p.limit }
