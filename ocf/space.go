@@ -35,7 +35,6 @@ type pairSpace struct {
 	perLoc  []t0Grid // per-location mode: the t0s of locs[k]
 	cum     []uint64 // per-location mode: cum[k] pairs before locs[k]
 	periods int      // non-empty filled periods (shared, or summed over the locations)
-	all     bool     // every location of the input is in locs
 }
 
 // n is the number of pairs.
@@ -58,14 +57,6 @@ func (s *pairSpace) pair(i uint64) (t0 int64, loc int) {
 
 func (s *pairSpace) N() uint64                         { return s.n() }
 func (s *pairSpace) Pair(i uint64) (t0 int64, loc int) { return s.pair(i) }
-
-func (s *pairSpace) CommonT0s() []int64 {
-	if !s.all {
-		return nil
-	}
-	t0s, _ := s.Grid()
-	return t0s
-}
 
 func (s *pairSpace) Grid() ([]int64, []int) {
 	if s.mode != SpaceComplete {
@@ -159,7 +150,6 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 	} else {
 		s = newPairSpace(common, res, locs, contiguousT0Periods(gen.Times, res, start, end), nil)
 	}
-	s.all = len(locs) == len(gen.Sites)
 	if s.n() == 0 {
 		genCount := 0
 		for _, lp := range locPeriods {

@@ -89,7 +89,7 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 	}
 	ex.ti = int(j.cands[s/j.epochs.locations])
 	if j.sites != nil { // the sample is a (t0, site) pair
-		ex.site = int(s % j.epochs.locations)
+		ex.site = j.sampledSite(int(s % j.epochs.locations))
 		ex.cy, ex.cx = j.sites.centre(ex.site)
 		return
 	}
@@ -101,7 +101,7 @@ func (j *Job) drawEpochs(g, e uint64, ex *example, rs *readerState) {
 // site-anchored (the example is a (t0, site) pair), else a pixel whose crop fits.
 func (j *Job) drawCentre(g, e uint64, ex *example) {
 	if j.sites != nil {
-		ex.site = uniform(hashKey(j.seed, drawSite, g, e), j.sites.n())
+		ex.site = j.sampledSite(uniform(hashKey(j.seed, drawSite, g, e), j.sampledSites()))
 		ex.cy, ex.cx = j.sites.centre(ex.site)
 		return
 	}

@@ -87,6 +87,7 @@ type Job struct {
 
 	cands          []int32         // anchor time indices where every window fits, ascending
 	space          rules.PairSpace // site-anchored: the rule set's own (t0, location) pairs, if any (pairs.go)
+	drawSites      []int           // the locations examples are drawn from when the rule set's are not all; nil: all
 	rejections     []Rejection
 	cy0, ny        int // centre rows [cy0, cy0+ny)
 	cx0, nx        int
@@ -833,7 +834,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	locations := uint64(1) // a drawn centre per t0
 	if j.sites != nil {
-		locations = uint64(j.sites.n())
+		locations = uint64(j.sampledSites())
 	}
 	j.epochs, err = newEpochs(j.cfg, uint64(len(j.cands)), locations, j.size, s)
 	if err != nil || j.mode != SampleLocality {

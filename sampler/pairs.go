@@ -14,9 +14,9 @@ import (
 // it the times of the anchor, of every NWP (with the staleness of its window rule) and of the
 // locations source, and a scan of the locations source's values; it draws examples from the
 // pairs it gets back (placePair). When every location pairs with the same t0s and those are
-// anchor times, the pairs are the t0 candidates times the sites, gobatch's own site-anchored
-// sample space, so that locality sampling and the epochs' block shuffle serve them unchanged
-// (drawsPairs).
+// anchor times, the pairs are the t0 candidates times the sites (or the rule set's sites among
+// them), gobatch's own site-anchored sample space, so that locality sampling and the epochs'
+// block shuffle serve them unchanged (drawsPairs).
 
 // findPairs asks the rule set for the job's sample space; with none, the t0 candidates.
 func (j *Job) findPairs() error {
@@ -31,10 +31,31 @@ func (j *Job) findPairs() error {
 		return j.findCandidates()
 	}
 	j.space = space
-	if t0s := space.CommonT0s(); t0s != nil {
-		j.cands = anchorCandidates(j.times, t0s)
+	if t0s, locs := space.Grid(); t0s != nil {
+		// t0s times locations: gobatch's own site-anchored sample space, over the rule set's
+		// locations (ocf's leave location 0 out when there are others)
+		if j.cands = anchorCandidates(j.times, t0s); j.cands != nil && len(locs) < j.sites.n() {
+			j.drawSites = locs
+		}
 	}
 	return nil
+}
+
+// sampledSites is the number of locations examples are drawn from: every location, or the rule
+// set's when its sample space is its t0s times some of them (drawSites).
+func (j *Job) sampledSites() int {
+	if j.drawSites != nil {
+		return len(j.drawSites)
+	}
+	return j.sites.n()
+}
+
+// sampledSite is the location of drawn location index k (< sampledSites).
+func (j *Job) sampledSite(k int) int {
+	if j.drawSites != nil {
+		return j.drawSites[k]
+	}
+	return k
 }
 
 // spaceInput is what the rule set's sample space is found from.

@@ -41,7 +41,7 @@ func (j *Job) sampleCount() uint64 {
 	if j.drawsPairs() {
 		return j.space.N()
 	}
-	return uint64(len(j.cands)) * uint64(j.sites.n())
+	return uint64(len(j.cands)) * uint64(j.sampledSites())
 }
 
 // idList writes at most max ids, then how many more.

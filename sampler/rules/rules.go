@@ -185,9 +185,6 @@ type PairSpace interface {
 	N() uint64
 	// Pair is pair i: its t0 and its location (an index of SpaceInput.Locations.Sites).
 	Pair(i uint64) (t0 int64, loc int)
-	// CommonT0s are the t0s every location of the input pairs with, when each pairs with
-	// exactly those (then the pairs are those t0s times the locations); nil otherwise.
-	CommonT0s() []int64
 	// Grid is the t0s and the locations (indices of SpaceInput.Locations.Sites, ascending) of
 	// a sample space that is exactly those t0s times those locations (every location but
 	// those without pairs at every t0); nil, nil otherwise. Concurrent batches need it.

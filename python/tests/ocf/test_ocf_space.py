@@ -130,8 +130,8 @@ CONFIGS = {
     "nwp_dropout": ("gen_full.zarr", NWP_DROPOUT),
     # an accumulated channel loses the last step: ocf's default staleness is an hour shorter
     "accum": ("gen_full.zarr", ACCUM),
-    # without location 0, every site pairs with every t0: gobatch's site-anchored sample space,
-    # so locality sampling and the block shuffle serve it when the data exceed the cache
+    # without location 0 in the store: every site pairs with every t0 (with it, the other sites
+    # do: locality sampling and the block shuffle serve both when the data exceed the cache)
     "complete_sites": ("gen_sites.zarr", ""),
 }
 
@@ -209,25 +209,25 @@ def test_two_ranks_disjoint_with_ocf_len(root: Path, refs: dict[str, dict], monk
 
 
 @pytest.mark.parametrize("order", ["epochs", "stream"])
-def test_data_larger_than_the_cache_keeps_ocf_pairs(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch, order: str) -> None:
+@pytest.mark.parametrize("name", ["complete_sites", "complete"])
+def test_data_larger_than_the_cache_keeps_ocf_pairs(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch,
+                                                   order: str, name: str) -> None:
     """With a cache smaller than the data, epochs use the block shuffle and the stream locality
-    sampling over ocf's pairs: an epoch still visits each pair once, the stream draws only
-    pairs."""
+    sampling over ocf's pairs, with location 0 in the store too (ocf leaves it out: the pairs
+    are the t0s times the other sites): an epoch still visits each pair once, the stream draws
+    only pairs."""
     import gobatch
 
     monkeypatch.chdir(root)
-    rep = gobatch.plan("complete_sites.yaml", batch_size=SIZE, order=order, cache_mb=16)
+    rep = gobatch.plan(f"{name}.yaml", batch_size=SIZE, order=order, cache_mb=16)
     assert ("block shuffle" if order == "epochs" else "locality") in rep["sampling_why"], rep["sampling_why"]
-    # with location 0 in the store the pairs are not t0s x sites: drawn at random, the cache evicts
-    rep0 = gobatch.plan("complete.yaml", batch_size=SIZE, order=order, cache_mb=16)
-    assert "drawn at random with evictions" in rep0["sampling_why"], rep0["sampling_why"]
-    want = {tuple(p) for p in refs["complete_sites"]["pairs"]}
+    want = {tuple(p) for p in refs[name]["pairs"]}
     if order == "epochs":
-        n, got = epoch_pairs(root, "complete_sites.yaml", monkeypatch, cache_mb=16)
+        n, got = epoch_pairs(root, f"{name}.yaml", monkeypatch, cache_mb=16)
         assert n == len(want) // SIZE and len(got) == n * SIZE and len(set(got)) == len(got)
     else:
         got = []
-        with gobatch.Loader("complete_sites.yaml", batch_size=SIZE, seed=2, cache_mb=16, framework="numpy") as loader:
+        with gobatch.Loader(f"{name}.yaml", batch_size=SIZE, seed=2, cache_mb=16, framework="numpy") as loader:
             for k, batch in enumerate(loader):
                 got += zip(np.asarray(batch["t0"]).tolist(), np.asarray(batch["location_id"]).tolist())
                 if k == 29:

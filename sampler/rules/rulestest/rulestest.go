@@ -253,8 +253,16 @@ func pairsOf(t *testing.T, r rules.Rules, grid bool) {
 	if info := space.Info(); info.Pairs != space.N() || info.Rules != r.Name() {
 		t.Fatalf("Info %+v, want %d pairs of rules %q", info, space.N(), r.Name())
 	}
-	if common := space.CommonT0s(); common != nil && uint64(len(common)*len(in.Locations.Sites)) != space.N() {
-		t.Fatalf("%d common t0s times %d locations, but %d pairs", len(common), len(in.Locations.Sites), space.N())
+	if t0s, locs := space.Grid(); t0s != nil {
+		if uint64(len(t0s)*len(locs)) != space.N() {
+			t.Fatalf("a grid of %d t0s times %d locations, but %d pairs", len(t0s), len(locs), space.N())
+		}
+		for i := range space.N() {
+			t0, loc := space.Pair(i)
+			if !slices.Contains(t0s, t0) || !slices.Contains(locs, loc) {
+				t.Fatalf("pair %d = (%d, %d) is not on the grid of t0s and locations", i, t0, loc)
+			}
+		}
 	}
 }
 
