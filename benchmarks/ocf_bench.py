@@ -14,10 +14,13 @@ the datetime features and a t0 embedding), in one run:
   batches long, and restarting the workers for each would measure their start, which a real
   epoch's length hides.
 
-Four cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth of
+Five cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth of
 the satellite (``cache_mb``, at least gobatch's minimum of 16 MB); the satellite cut along time
 into 7 stores, the YAML listing them as OCF's real data paths list a store per year (in cache);
-and the YAML without its satellite, as OCF's NWP-only models are configured (in cache). ocf-data-sampler has no cache of its own; it reads the same files in
+the YAML without its satellite, as OCF's NWP-only models are configured (in cache); and
+concurrent samples, every site for one t0 (``gobatch.Loader(yaml, concurrent=True)`` against
+``PVNetConcurrentDataset`` through a DataLoader with ``batch_size=None``, as pvnet-summation's
+StreamedDataModule loads it; in cache; a batch is then one t0's sites). ocf-data-sampler has no cache of its own; it reads the same files in
 both cases, which stay in the page cache. For each loader: batches/s over the timed part, the
 first batch (loader made and the first batch received; the files are in the page cache and
 torch is imported: warm), and the peak RSS summed over the trainer and all its child processes
@@ -63,16 +66,26 @@ class Endless:
             self._loader.close()
 
 
-def gobatch_loader(config: str, batch_size: int, cache_mb: int | None) -> Endless:
+def gobatch_loader(config: str, batch_size: int, cache_mb: int | None, concurrent: bool = False) -> Endless:
     import gobatch
 
-    loader = gobatch.Loader(config, batch_size=batch_size, order="epochs", framework="torch", cache_mb=cache_mb)
+    size = None if concurrent else batch_size
+    loader = gobatch.Loader(config, batch_size=size, order="epochs", framework="torch", cache_mb=cache_mb,
+                            concurrent=concurrent)
     return Endless(lambda: loader, loader)
 
 
-def ocf_loader(config: str, batch_size: int, workers: int) -> Endless:
-    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
+def ocf_loader(config: str, batch_size: int, workers: int, concurrent: bool = False) -> Endless:
+    from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetConcurrentDataset, PVNetDataset
     from pvnet.datamodule import PVNetDataModule
+
+    if concurrent:  # pvnet-summation's StreamedDataModule: batch_size None, its samples as they are
+        import torch
+
+        dl = torch.utils.data.DataLoader(PVNetConcurrentDataset(config), batch_size=None, shuffle=True,
+                                         num_workers=workers, persistent_workers=workers > 0,
+                                         multiprocessing_context="spawn" if workers else None)
+        return Endless(lambda: dl)
 
     dm = PVNetDataModule(config, train_periods=[(None, None)], val_periods=[(None, None)], batch_size=batch_size,
                          num_workers=workers, persistent_workers=workers > 0)
@@ -99,7 +112,7 @@ def variants(root: Path, config: str) -> tuple[str, str]:
 
 def row(r: Result, best: float | None) -> str:
     ratio = f"{r.batches_per_s / best:6.1f}x" if best else "      "
-    return (f"  {r.name:<22} {r.batches_per_s:9.2f} {ratio} {r.first_batch_s:9.2f} {r.peak_rss / MB:9.0f} "
+    return (f"  {r.name:<32} {r.batches_per_s:9.2f} {ratio} {r.first_batch_s:9.2f} {r.peak_rss / MB:9.0f} "
             f"{r.batches:6d} {r.seconds:6.1f}")
 
 
@@ -135,22 +148,24 @@ def main() -> int:
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
 
         sat7, nosat = variants(root, config)
-        cases = {"in cache": (config, None),
-                 f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache),
-                 "satellite in 7 stores (in cache)": (sat7, None),
-                 "no satellite (in cache)": (nosat, None)}
+        cases = {"in cache": (config, None, False),
+                 f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache, False),
+                 "satellite in 7 stores (in cache)": (sat7, None, False),
+                 "no satellite (in cache)": (nosat, None, False),
+                 f"concurrent: a batch is one t0's {args.sites} sites (in cache)": (config, None, True)}
         results: dict[str, list[Result]] = {case: [] for case in cases}
-        for case, (yaml_path, cache_mb) in cases.items():
+        for case, (yaml_path, cache_mb, conc) in cases.items():
             out = results[case]
-            out.append(measure("gobatch", lambda: gobatch_loader(yaml_path, args.batch_size, cache_mb),
+            out.append(measure("gobatch", lambda: gobatch_loader(yaml_path, args.batch_size, cache_mb, conc),
                                max_batches=100000, max_seconds=args.gobatch_seconds, close=lambda l: l.close()))
             print(f"{case}:{row(out[-1], None)}", flush=True)
+            dataset = "PVNetConcurrentDataset" if conc else "PVNetDataset"
             for workers in (0, 2):
-                out.append(measure(f"ocf w{workers} (PVNetDataset)", lambda: ocf_loader(yaml_path, args.batch_size, workers),
+                out.append(measure(f"ocf w{workers} ({dataset})", lambda: ocf_loader(yaml_path, args.batch_size, workers, conc),
                                    max_batches=100000, max_seconds=args.seconds, warmup=1))
                 print(f"{case}:{row(out[-1], None)}", flush=True)
 
-        print(f"\n  {'loader':<22} {'batch/s':>9} {'vs ocf':>7} {'first s':>9} {'RSS MB':>9} {'n':>6} {'s':>6}")
+        print(f"\n  {'loader':<32} {'batch/s':>9} {'vs ocf':>7} {'first s':>9} {'RSS MB':>9} {'n':>6} {'s':>6}")
         for case, out in results.items():
             best = max(r.batches_per_s for r in out if r.name.startswith("ocf"))
             print(f"{case}:")
