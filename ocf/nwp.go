@@ -23,6 +23,7 @@ import (
 type nwpTargets struct {
 	first, res int64 // Window.First, Window.Res
 	maxStale   int64
+	note       string
 }
 
 func (ocfRules) NWPTargets(n rules.NWP) (rules.Targets, error) {
@@ -41,8 +42,29 @@ func (ocfRules) NWPTargets(n rules.NWP) (rules.Targets, error) {
 		}
 		t.maxStale = n.MaxStaleness
 	}
+	t.note = finerSteps(n)
 	return t, nil
 }
+
+// finerSteps says, when the store's lead times are finer than the window's resolution, how
+// ocf-data-sampler's window then differs: with one run covering the window it takes every
+// stored step from the first target to the last (its label slice over steps), so its sample
+// has more steps than a window at the resolution; with several runs, one step per target.
+// gobatch's batches have one fixed shape, the steps at the resolution.
+func finerSteps(n rules.NWP) string {
+	w := n.Window
+	finest := w.Res
+	for i := 1; i < len(n.Steps); i++ {
+		finest = min(finest, n.Steps[i]-n.Steps[i-1])
+	}
+	if finest >= w.Res {
+		return ""
+	}
+	return fmt.Sprintf("%s: the store's steps are %d min apart, finer than time_resolution_minutes %d: where one run covers a window, ocf-data-sampler takes every stored step between its first and last target (up to %d steps where gobatch gives %d, one per %d min; and it fails to batch samples of both kinds), so such samples differ from ocf-data-sampler's (docs/OCF.md, \"Not yet matched\")",
+		n.Field, finest/60, w.Res/60, int64(w.N-1)*w.Res/finest+1, w.N, w.Res/60)
+}
+
+func (t *nwpTargets) Note() string { return t.note }
 
 func (t *nwpTargets) Start(t0 int64) int64 { return CeilTo(t0+t.first*t.res, t.res) }
 

@@ -202,3 +202,25 @@ func TestWindowT0CeilsOntoTheGrid(t *testing.T) {
 		}
 	}
 }
+
+// Steps finer than the window's resolution: the NWP's window rule says how ocf-data-sampler's
+// window then differs (a warning naming the source); steps at the resolution say nothing.
+func TestFinerStepsNote(t *testing.T) {
+	hourly := make([]int64, 13)
+	for i := range hourly {
+		hourly[i] = int64(i) * 3600
+	}
+	for _, c := range []struct {
+		res  int64
+		want string
+	}{{3600, ""}, {3 * 3600, "source[1]: the store's steps are 60 min apart, finer than time_resolution_minutes 180"}} {
+		w := rules.Window{First: -1, N: 4, Res: c.res}
+		r, err := ocfRules{}.NWPTargets(rules.NWP{Field: "source[1]", Window: w, Targets: 4, Steps: hourly, IntervalEnd: 2 * c.res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if note := r.Note(); (c.want == "") != (note == "") || !strings.Contains(note, c.want) {
+			t.Errorf("resolution %d s: note %q, want %q", c.res, note, c.want)
+		}
+	}
+}

@@ -128,6 +128,9 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 	gen := in.Locations
 	gw := gen.Window
 	res, start, end := gw.Res, gw.First*gw.Res, (gw.First+int64(gw.N)-1)*gw.Res
+	if n := len(gen.Times); n > 0 && in.Valid != nil { // within the generation's times: finite
+		common = keepValid(intersectPeriods(common, []period{{gen.Times[0] - start, gen.Times[n-1] - end}}), res, in.Valid)
+	}
 	per, anyNaN, err := generationPeriods(gen, res, start, end)
 	if err != nil {
 		return nil, err
@@ -160,6 +163,27 @@ func (ocfRules) Pairs(in *rules.SpaceInput) (rules.PairSpace, error) {
 			RulesName, s.mode, len(locs), strings.Join(counts, ", "), in.T0PeriodsNote, gen.ResMin)}
 	}
 	return s, nil
+}
+
+// keepValid splits periods at the t0s of the grid of res that valid refuses: ocf's periods
+// accept t0s whose ceil'd NWP targets reach past every run's last step (ocf-data-sampler's
+// label slice then cuts the window short), which no batch of one shape can hold.
+func keepValid(ps []period, res int64, valid func(int64) bool) []period {
+	var out []period
+	for _, p := range ps {
+		open := false
+		for t := CeilTo(p.start, res); t <= p.end; t += res {
+			switch ok := valid(t); {
+			case ok && open:
+				out[len(out)-1].end = t
+			case ok:
+				out, open = append(out, period{t, t}), true
+			default:
+				open = false
+			}
+		}
+	}
+	return out
 }
 
 // nwpPeriods are an NWP source's t0 periods: its init times, the staleness of its window rule,

@@ -34,7 +34,8 @@ type targetWindow struct {
 	// fill: NaN becomes fillV after the difference (the chunks keep their NaNs then)
 	fill    bool
 	fillV   float32
-	timesAt int // index of the <name>_init_time_utc tensor in the batch (then step, target)
+	timesAt int    // index of the <name>_init_time_utc tensor in the batch (then step, target)
+	note    string // the rule's note for the user (rules.Targets.Note), a warning
 }
 
 // normConsts are one channel's normalisation: clip to [lo, hi], then (v - mean) / std.
@@ -60,7 +61,7 @@ func (n *nwpSource) setupTargets(cfg *config.Config, sp *Spec) error {
 	case rule == nil:
 		return nil
 	}
-	o := &targetWindow{rule: rule, n: targets, res: w.res}
+	o := &targetWindow{rule: rule, n: targets, res: w.res, note: rule.Note()}
 	mean, std, lo, hi := normArrays(sp)
 	for _, name := range sp.AccumChannels {
 		for j, c := range sp.Channels {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/gobatch/gobatch/sampler/rules"
 )
@@ -21,6 +22,10 @@ import (
 // findPairs asks the rule set for the job's sample space; with none, the t0 candidates.
 func (j *Job) findPairs() error {
 	space, err := j.rules.Pairs(j.spaceInput())
+	for si := range j.rejections { // most frequent cause first, as findCandidates orders them
+		cs := j.rejections[si].Causes
+		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
+	}
 	var ke *rules.KeyError
 	switch {
 	case errors.As(err, &ke):
@@ -78,6 +83,11 @@ func (j *Job) spaceInput() *rules.SpaceInput {
 		in.T0Periods = ps
 		in.T0PeriodsNote = j.rangeNote()
 	}
+	j.rejections = make([]Rejection, len(j.srcs))
+	for si, s := range j.srcs {
+		j.rejections[si] = Rejection{Field: s.spec().Field, Name: s.spec().Name}
+	}
+	in.Valid = j.validT0
 	p := j.sites.src
 	in.Locations = rules.LocationSeries{
 		Series: rules.Series{Field: p.s.Field, Name: p.s.Name, Times: p.times.vals, Window: p.win.public()},
@@ -85,6 +95,19 @@ func (j *Job) spaceInput() *rules.SpaceInput {
 		Scan: func(valid func(sys int, t int64), nan func(sys int)) error { return j.scanValues(p, valid, nan) },
 	}
 	return in
+}
+
+// validT0 says whether every source's window can be laid at t0 (the rule set's pairs keep only
+// such t0s), and counts what each source rules out (Rejections).
+func (j *Job) validT0(t0 int64) bool {
+	ok := true
+	for si, s := range j.srcs {
+		if !s.fits(t0) {
+			ok = false
+			j.rejections[si].add(t0, s)
+		}
+	}
+	return ok
 }
 
 // anchorCandidates are the anchor time indices of t0s when every one of them is an anchor

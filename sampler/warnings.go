@@ -10,8 +10,9 @@ import (
 // Warnings implements Source: what a user would want to know before the first batch, each a
 // sentence the trainer's side shows once (PROTOCOL.md 2.9, "warnings"): the locations the job
 // leaves out (how many, which, and why), coordinates that differ between the stores of a
-// source read as one (the first store's are used), and a site-anchored batch larger than the
-// sample space in stream order (every batch then repeats examples).
+// source read as one (the first store's are used), the notes of the rule set's NWP windows
+// (rules.Targets.Note), and a site-anchored batch larger than the sample space in stream order
+// (every batch then repeats examples).
 func (j *Job) Warnings() []string {
 	var out []string
 	if s := j.sites; s != nil && len(s.left) > 0 {
@@ -24,6 +25,11 @@ func (j *Job) Warnings() []string {
 	}
 	for _, d := range j.joined {
 		out = append(out, d.Warnings()...)
+	}
+	for _, s := range j.srcs {
+		if n, ok := s.(*nwpSource); ok && n.targets != nil && n.targets.note != "" {
+			out = append(out, n.targets.note)
+		}
 	}
 	if j.cfg.Batch.Order != config.OrderEpochs && j.sites != nil { // drawn centres make new samples
 		if n := j.sampleCount(); n > 0 && uint64(j.size) > n {

@@ -131,6 +131,9 @@ type Targets interface {
 	MaxStaleness() int64
 	// OldestRun is the earliest init time a window starting at start may use.
 	OldestRun(steps []int64, start int64) int64
+	// Note is what a user should know about this window before the first batch, where the
+	// rule set follows its reference only in part (a sentence, shown once); "" for nothing.
+	Note() string
 }
 
 // KeyError is a configuration a rule refuses: the configuration field at fault
@@ -148,6 +151,11 @@ type SpaceInput struct {
 	Locations     LocationSeries
 	T0Periods     [][2]int64 // the t0 periods ([batch] time_periods or t0_start .. t0_end), both ends included, ascending and apart; nil: none
 	T0PeriodsNote string     // " within time_periods (...)" for messages; "" without periods
+	// Valid says whether every source's window, under the rule set's own window rules, can be
+	// laid at t0: a t0 the rule set's reference accepts but then cannot give a sample of the
+	// batch's shape for (an NWP window whose last target no run reaches) is left out of the
+	// pairs. nil: every t0.
+	Valid func(t0 int64) bool
 }
 
 // Series is one source's time coordinate and window.
