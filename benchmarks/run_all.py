@@ -128,8 +128,9 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "gobatch.Loader on an ocf-data-sampler YAML (order \"epochs\", torch tensors) against "
         "PVNetDataset through PVNet's own DataLoader settings (PVNetDataModule.train_dataloader, "
         "num_workers 0 and 2, its collate function) on the same stores (python/tests/ocf_stores.py), "
-        "same run: batches/s, first batch (warm), peak RSS of all processes; in gobatch's cache and "
-        "with the satellite 5x cache_mb. A PVNetDataset DataLoader worker can abort as it exits, after "
+        "same run: batches/s, first batch (warm), peak RSS of all processes; in gobatch's cache, "
+        "with the satellite 5x cache_mb, the satellite in 7 stores, without a satellite, and "
+        "concurrent samples against PVNetConcurrentDataset. A PVNetDataset DataLoader worker can abort as it exits, after "
         "its figures are taken ('terminate called without an active exception', from a C++ library "
         "ocf-data-sampler loads); the trace that follows is that.",
     ),
@@ -141,6 +142,15 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "python/tests/ocf/test_ocf_layout.py's stores) against the same YAML over the uncut stores: "
         "gobatch.Loader to its first batch in a new process, alternated, local disk (issue 27 asks for "
         "within 1 s of one store's).",
+    ),
+    "mixing": (
+        "Epoch orders in OCF's regime: decode amplification against mixing (issue 28)",
+        [PY, "benchmarks/mixing_bench.py"],
+        [PY, "benchmarks/mixing_bench.py", "--hours", "24", "--resident", "16"],
+        "one epoch of an ocf-data-sampler YAML with the satellite 10x the cache per order (the cache "
+        "holding everything: the decode-once limit; the block shuffle; segment_steps and "
+        "resident_segments variants): batches/s, the satellite's decode amplification, the limiting "
+        "stage, distinct t0s per batch against a uniform shuffle's, Spearman(position, t0).",
     ),
     "percore": (
         "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",

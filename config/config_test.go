@@ -510,9 +510,10 @@ func TestReadHashesWhatItRead(t *testing.T) {
 // and any other flag is refused (a node loader compares ranks' options this way).
 func TestOverridesArgsRoundTrip(t *testing.T) {
 	seed, keep := uint64(7), false
-	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", DropLast: &keep, T0Start: "2024-01-01", T0End: "2024-02-01", Slots: 3, SegmentSteps: 48}
+	o := Overrides{BatchSize: 32, Seed: &seed, Order: "epochs", DropLast: &keep, Concurrent: true, T0Start: "2024-01-01", T0End: "2024-02-01",
+		Slots: 3, SegmentSteps: 48, ResidentSegments: 9}
 	back, err := ParseArgs([]string{"--t0-end", "2024-02-01", "--segment-steps", "48", "--order", "epochs", "--seed", "7", "--batch-size", "32",
-		"--slots", "3", "--drop-last=false", "--t0-start", "2024-01-01"})
+		"--slots", "3", "--drop-last=false", "--resident-segments", "9", "--concurrent", "--t0-start", "2024-01-01"})
 	if err != nil {
 		t.Fatal(err)
 	}

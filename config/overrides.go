@@ -10,7 +10,7 @@ import (
 
 // Overrides are gobatch's own [batch] and [ring] options, and the anchor source's
 // segment_steps, given outside the file: shmloader's flags (--batch-size, --seed, --order, --drop-last,
-// --t0-start, --t0-end, --slots, --segment-steps) and gobatch.Loader's keywords of the same
+// --t0-start, --t0-end, --slots, --segment-steps, --resident-segments) and gobatch.Loader's keywords of the same
 // names (Spell). They replace the file's values. An ocf-data-sampler YAML file cannot hold them (it must stay
 // loadable by ocf-data-sampler, which refuses unknown keys), so for one --batch-size is
 // required.
@@ -32,6 +32,9 @@ type Overrides struct {
 	// SegmentSteps: 0: the anchor source's segment_steps (locality sampling's and the epochs'
 	// block shuffle's time steps per segment).
 	SegmentSteps int
+	// ResidentSegments: 0: the anchor source's resident_segments (the segments locality
+	// sampling keeps, and the epochs' block shuffle mixes, at once).
+	ResidentSegments int
 }
 
 // AddFlags registers the overrides' flags on fs.
@@ -66,6 +69,7 @@ func (o *Overrides) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.IntVar(&o.Slots, "slots", 0, "batches the ring holds at once (replaces the file's ring.slots)")
 	fs.IntVar(&o.SegmentSteps, "segment-steps", 0, "anchor time steps per segment of locality sampling and of the epochs' block shuffle (replaces the anchor source's segment_steps)")
+	fs.IntVar(&o.ResidentSegments, "resident-segments", 0, "segments locality sampling keeps and the epochs' block shuffle mixes at once; more than the cache holds mixes more, at the cost of decoding chunks again (replaces the anchor source's resident_segments)")
 }
 
 // Args is the overrides as the flags that give them, in a fixed order: the canonical form two
@@ -101,6 +105,9 @@ func (o Overrides) Args() []string {
 	}
 	if o.SegmentSteps != 0 {
 		a = append(a, "--segment-steps", strconv.Itoa(o.SegmentSteps))
+	}
+	if o.ResidentSegments != 0 {
+		a = append(a, "--resident-segments", strconv.Itoa(o.ResidentSegments))
 	}
 	return a
 }
@@ -169,10 +176,13 @@ func (o Overrides) apply(raw map[string]any) {
 	if o.Slots != 0 {
 		set("ring", "slots", int64(o.Slots))
 	}
-	if o.SegmentSteps != 0 {
+	for key, v := range map[string]int{"segment_steps": o.SegmentSteps, "resident_segments": o.ResidentSegments} {
+		if v == 0 {
+			continue
+		}
 		for _, src := range sourceTables(raw) {
 			if anchor, _ := src["anchor"].(bool); anchor {
-				src["segment_steps"] = int64(o.SegmentSteps)
+				src[key] = int64(v)
 			}
 		}
 	}
@@ -199,17 +209,18 @@ func sourceTables(raw map[string]any) []map[string]any {
 // holds none of gobatch's own settings (ocf-data-sampler refuses unknown keys): its users give
 // them as keywords or flags.
 var spellings = map[string][3]string{
-	"batch_size":    {"batch_size=", "--batch-size", "[batch] size"},
-	"seed":          {"seed=", "--seed", "[batch] seed"},
-	"order":         {"order=", "--order", "[batch] order"},
-	"drop_last":     {"drop_last=", "--drop-last", "[batch] drop_last"},
-	"concurrent":    {"concurrent=", "--concurrent", "[batch] concurrent"},
-	"t0_start":      {"t0_start=", "--t0-start", "[batch] t0_start"},
-	"t0_end":        {"t0_end=", "--t0-end", "[batch] t0_end"},
-	"time_periods":  {"time_periods=", "--time-period", "[batch] time_periods"},
-	"slots":         {"slots=", "--slots", "[ring] slots"},
-	"cache_mb":      {"cache_mb=", "--cache-mb", "the anchor source's cache_mb"},
-	"segment_steps": {"segment_steps=", "--segment-steps", "the anchor source's segment_steps"},
+	"batch_size":        {"batch_size=", "--batch-size", "[batch] size"},
+	"seed":              {"seed=", "--seed", "[batch] seed"},
+	"order":             {"order=", "--order", "[batch] order"},
+	"drop_last":         {"drop_last=", "--drop-last", "[batch] drop_last"},
+	"concurrent":        {"concurrent=", "--concurrent", "[batch] concurrent"},
+	"t0_start":          {"t0_start=", "--t0-start", "[batch] t0_start"},
+	"t0_end":            {"t0_end=", "--t0-end", "[batch] t0_end"},
+	"time_periods":      {"time_periods=", "--time-period", "[batch] time_periods"},
+	"slots":             {"slots=", "--slots", "[ring] slots"},
+	"cache_mb":          {"cache_mb=", "--cache-mb", "the anchor source's cache_mb"},
+	"segment_steps":     {"segment_steps=", "--segment-steps", "the anchor source's segment_steps"},
+	"resident_segments": {"resident_segments=", "--resident-segments", "the anchor source's resident_segments"},
 }
 
 // Spell names setting the way each interface spells it, for messages that tell a user to

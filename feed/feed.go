@@ -46,7 +46,8 @@ type Feed struct {
 	pubDone chan struct{}
 
 	first    uint64     // the stream index of the ring's first batch
-	pubMu    sync.Mutex // guards counters: the publisher and the first batch's fill publish
+	epoch    uint64     // the rank's batches per epoch (0: no epochs)
+	pubMu    sync.Mutex // guards counters: the publisher and the fills that publish (edge)
 	counters Counters
 
 	mu       sync.Mutex
@@ -58,7 +59,8 @@ type Feed struct {
 // or Stop. opt is the watchdog's (a parent to watch).
 func (p *Pool) Start(r *Ring, stream sampler.Stream, opt ring.WatchOptions) *Feed {
 	f := &Feed{r: r, stream: stream, pool: p, done: make(chan struct{}), watched: make(chan struct{}),
-		stopPub: make(chan struct{}), pubDone: make(chan struct{}), first: r.R.Layout().StartBatch}
+		stopPub: make(chan struct{}), pubDone: make(chan struct{}), first: r.R.Layout().StartBatch,
+		epoch: p.src.Stats().EpochBatches}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	for range p.readers {
@@ -162,10 +164,17 @@ func (f *Feed) fill(w *ring.WriteSlot, batch [][]byte) error {
 		}
 		return err
 	}
-	if w.Seq() == f.first {
-		f.publishCounters() // the consumer's stats() count this fill once it has the first batch
+	if f.edge(w.Seq()) {
+		f.publishCounters() // the consumer's stats() count this fill once it has this batch
 	}
 	return w.Publish()
+}
+
+// edge says whether batch k is one whose fill publishes the counters before the batch: the
+// ring's first, and an epoch's first and last, so that the figures a consumer takes at an
+// epoch's ends (gobatch's last_epoch) are not up to PublishEvery old.
+func (f *Feed) edge(k uint64) bool {
+	return k == f.first || f.epoch > 0 && (k%f.epoch == 0 || (k+1)%f.epoch == 0)
 }
 
 // record keeps the feed's first error. A failed fill records its error in the ring, which

@@ -850,9 +850,27 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	j.epochs.blocks = newBlocks(l, locations, group, j.seed)
 	j.blockSteps, j.blockBytes = l.steps, l.segBytes
-	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
-		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, j.dataBytes*10/9>>20+1)
+	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
+		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, j.mixingTrade(l, group), j.dataBytes*10/9>>20+1)
 	return nil
+}
+
+// mixingTrade says what the block shuffle's groups cost in mixing: the distinct t0s a batch
+// holds, about, against a uniform shuffle of the epoch, and the setting that trades decoding
+// again for more (a group of group segments; a uniform draw of B among G t0s holds
+// G(1 - (1 - 1/G)^B) of them).
+func (j *Job) mixingTrade(l *locality, group int) string {
+	distinct := func(g float64) float64 {
+		if g < 1 {
+			return g
+		}
+		return g * (1 - math.Pow(1-1/g, float64(j.size)))
+	}
+	perSeg := float64(len(j.cands)) / float64(max(len(l.segs), 1))
+	inGroup := distinct(perSeg * float64(min(group, len(l.segs))))
+	uniform := distinct(float64(len(j.cands)))
+	return fmt.Sprintf("a batch mixes about %.1f t0s where a uniform shuffle of the epoch mixes %.1f; %s above %d mixes more t0s at the cost of decoding chunks again (the cache holds two groups)",
+		inGroup, uniform, config.Spell("resident_segments"), group)
 }
 
 // groupMix is the number of segments per group the block shuffle prefers: shorter segments

@@ -34,13 +34,15 @@ def batch_flags(
     time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
     drop_last: Optional[bool] = None,
     concurrent: bool = False,
+    resident_segments: Optional[int] = None,
 ) -> List[str]:
     """The shmloader flags for the given options (None: the file's value). Raises ValueError
     for a value of the wrong type or range; shmloader checks the rest, naming the option."""
     flags: List[str] = []
     for name, value, flag, low in (("batch_size", batch_size, "--batch-size", 1), ("seed", seed, "--seed", 0),
                                    ("cache_mb", cache_mb, "--cache-mb", 1), ("slots", slots, "--slots", 1),
-                                   ("segment_steps", segment_steps, "--segment-steps", 1)):
+                                   ("segment_steps", segment_steps, "--segment-steps", 1),
+                                   ("resident_segments", resident_segments, "--resident-segments", 1)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

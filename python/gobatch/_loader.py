@@ -109,6 +109,11 @@ class Loader:
         segment_steps: anchor time steps per segment of locality sampling and of the epochs'
             block shuffle, replacing the anchor source's ``segment_steps`` (``--segment-steps``;
             fewer steps fit a smaller cache, more mix less; docs/DATA.md).
+        resident_segments: segments locality sampling keeps and the epochs' block shuffle mixes
+            at once, replacing the anchor source's ``resident_segments``
+            (``--resident-segments``; default: as many as two groups of the cache hold). More
+            mixes more t0s into each batch at the cost of decoding chunks again (the plan's
+            ``sampling_why`` says the trade).
         time_periods: ranges of t0, ``[(start, end), ...]`` (ISO 8601 strings or datetimes, both
             ends included, None for an open end), as ocf-data-sampler's and PVNet's
             ``time_periods``: a t0 in any; replaces the file's ``time_periods`` and ``t0_start``
@@ -226,7 +231,7 @@ class Loader:
         t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, cache_mb: Optional[int] = None,
         slots: Optional[int] = None, segment_steps: Optional[int] = None,
         time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None, pin_memory: bool = False,
-        drop_last: Optional[bool] = None, concurrent: bool = False,
+        drop_last: Optional[bool] = None, concurrent: bool = False, resident_segments: Optional[int] = None,
     ) -> None:
         _check_framework(framework)
         _check_options(readers=readers, start=start, restarts=restarts, restart_window_s=restart_window_s,
@@ -251,7 +256,7 @@ class Loader:
                           os.fspath(data_root) if data_root is not None else None, tuple(extra_args),
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps,
-                                            time_periods, drop_last, concurrent)))
+                                            time_periods, drop_last, concurrent, resident_segments)))
         spec = None if where.in_worker else node_spec(
             node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]

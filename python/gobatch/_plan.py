@@ -27,7 +27,7 @@ def plan(
     t0_start: Optional[TimeLike] = None, t0_end: Optional[TimeLike] = None, slots: Optional[int] = None,
     segment_steps: Optional[int] = None,
     time_periods: Optional[Sequence[Tuple[Optional[TimeLike], Optional[TimeLike]]]] = None,
-    drop_last: Optional[bool] = None, concurrent: bool = False,
+    drop_last: Optional[bool] = None, concurrent: bool = False, resident_segments: Optional[int] = None,
 ) -> Dict[str, Any]:
     """What a configuration would do, without starting a ring or decoding a chunk.
 
@@ -54,7 +54,7 @@ def plan(
     if data_root is not None:
         cmd += ["--data-root", os.fspath(data_root)]
     cmd += batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps, time_periods,
-                       drop_last, concurrent)
+                       drop_last, concurrent, resident_segments)
     try:
         p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, env=_native.child_env(cmd[0], None))
     except subprocess.TimeoutExpired:

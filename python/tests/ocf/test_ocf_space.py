@@ -235,6 +235,21 @@ def test_data_larger_than_the_cache_keeps_ocf_pairs(root: Path, refs: dict[str, 
     assert set(got) <= want, sorted(set(got) - want)[:5]
 
 
+def test_plan_says_the_mixing_trade_and_resident_segments_sets_it(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Epochs larger than the cache: the plan says how many t0s a batch of the block shuffle
+    mixes against a uniform shuffle, and names the setting that trades decoding again for more;
+    resident_segments= sets the group."""
+    import gobatch
+
+    monkeypatch.chdir(root)
+    rep = gobatch.plan("complete.yaml", batch_size=SIZE, order="epochs", cache_mb=16)
+    why = rep["sampling_why"]
+    assert "a batch mixes about" in why and "where a uniform shuffle of the epoch mixes" in why, why
+    assert "resident_segments (resident_segments=, --resident-segments" in why, why
+    more = gobatch.plan("complete.yaml", batch_size=SIZE, order="epochs", cache_mb=16, resident_segments=7)
+    assert "7 per group" in more["sampling_why"], more["sampling_why"]
+
+
 def test_stream_draws_only_valid_pairs(root: Path, refs: dict[str, dict], monkeypatch: pytest.MonkeyPatch) -> None:
     import gobatch
 
