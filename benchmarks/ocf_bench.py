@@ -14,8 +14,9 @@ the datetime features and a t0 embedding), in one run:
   batches long, and restarting the workers for each would measure their start, which a real
   epoch's length hides.
 
-Five cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth of
-the satellite (``cache_mb``, at least gobatch's minimum of 16 MB); the satellite cut along time
+Six cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth and
+of a tenth of the satellite (``cache_mb``, at least gobatch's minimum of 16 MB; issue 28's
+regime is the satellite at least 10x the cache); the satellite cut along time
 into 7 stores, the YAML listing them as OCF's real data paths list a store per year (in cache);
 the YAML without its satellite, as OCF's NWP-only models are configured (in cache); and
 concurrent samples, every site for one t0 (``gobatch.Loader(yaml, concurrent=True)`` against
@@ -30,6 +31,7 @@ loader's.
 Usage::
 
     python benchmarks/ocf_bench.py [--quick] [--hours 24] [--pixels 256] [--sites 24] [--batch-size 32]
+        [--only SUBSTRING]   # the cases whose name holds it
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="timed part of each ocf loader")
     ap.add_argument("--gobatch-seconds", type=float, default=8.0, help="timed part of each gobatch run")
     ap.add_argument("--data", help="directory for the stores (default: a temporary one)")
+    ap.add_argument("--only", default="", help="run only the cases whose name holds this")
     args = ap.parse_args()
     if args.quick:
         args.hours, args.pixels, args.sites, args.seconds, args.gobatch_seconds = 12.0, 256, 12, 8.0, 4.0
@@ -138,6 +141,7 @@ def main() -> int:
                                         n_sites=args.sites))
         sat_mb = 2 * int(args.hours * 12) * args.pixels ** 2 * 4 / MB
         small_cache = max(int(sat_mb / 5), 16)
+        tenth_cache = max(int(sat_mb / 10), 16)
         os.chdir(root)  # the YAML's zarr_paths are relative, as ocf-data-sampler resolves them
         from ocf_data_sampler.torch_datasets.pvnet_dataset import PVNetDataset
 
@@ -150,9 +154,11 @@ def main() -> int:
         sat7, nosat = variants(root, config)
         cases = {"in cache": (config, None, False),
                  f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache, False),
+                 f"satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (config, tenth_cache, False),
                  "satellite in 7 stores (in cache)": (sat7, None, False),
                  "no satellite (in cache)": (nosat, None, False),
                  f"concurrent: a batch is one t0's {args.sites} sites (in cache)": (config, None, True)}
+        cases = {k: v for k, v in cases.items() if args.only in k}
         results: dict[str, list[Result]] = {case: [] for case in cases}
         for case, (yaml_path, cache_mb, conc) in cases.items():
             out = results[case]
