@@ -2,7 +2,6 @@ package sampler
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gobatch/gobatch/config"
 )
@@ -63,9 +62,6 @@ func (j *Job) groupByT0() error {
 	}
 	if j.size != 0 && j.size != len(c.locs) {
 		return j.cfg.Errorf("batch.size", "%d with concurrent batches of %d locations; expected no batch size, or %d", j.size, len(c.locs), len(c.locs))
-	}
-	if len(c.locs) > math.MaxUint32 {
-		return j.cfg.Errorf("batch.concurrent", "%d locations: too many for one batch", len(c.locs))
 	}
 	j.size, j.conc = len(c.locs), c
 	return nil
