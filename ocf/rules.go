@@ -29,6 +29,8 @@ func (ocfRules) DropoutFills(w rules.Window, cut int64) (from, to int) { return 
 
 func (ocfRules) FillQuotient(row []float32, fill float32) { NanToNum(row, fill) }
 
+func (ocfRules) FillQuotient64(row []float64, fill float64) { NanToNum64(row, fill) }
+
 // WindowT0: ocf-data-sampler's select_time_slice ceils t0 + interval_start (and the end) onto
 // the source's own resolution, so a t0 off a source's grid (sites every 5 minutes beside a
 // 15-minute satellite) takes the window that starts at the next step of the grid.
@@ -64,6 +66,21 @@ func NanToNum(row []float32, fill float32) {
 			row[i] = math.MaxFloat32
 		case v < -math.MaxFloat32:
 			row[i] = -math.MaxFloat32
+		}
+	}
+}
+
+// NanToNum64 is NanToNum on a float64 row, as numpy's nan_to_num treats a float64 array:
+// infinities become the largest float64.
+func NanToNum64(row []float64, fill float64) {
+	for i, v := range row {
+		switch {
+		case v != v:
+			row[i] = fill
+		case math.IsInf(v, 1):
+			row[i] = math.MaxFloat64
+		case math.IsInf(v, -1):
+			row[i] = -math.MaxFloat64
 		}
 	}
 }

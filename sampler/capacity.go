@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/readers/zarr"
 	"github.com/gobatch/gobatch/ring"
 	"github.com/gobatch/gobatch/sampler/rules"
 )
@@ -14,6 +15,11 @@ import (
 // (of the first system), the capacity_mwp key of a PV sample. An example whose quotient has
 // a NaN is filled by the job's rule set (rules.Rules.FillQuotient: gobatch's fills the NaN,
 // another may fill infinities too); without a NaN the row stays as divided.
+//
+// The quotient takes numpy's type: float32 when both stores hold float32 (or narrower), else
+// float64. Then both sources keep float64 in the cache (chunked.keepFloat64), their tensors
+// and capacity_mwp are float64, and the division is float64, so that no value is rounded to
+// float32 on the way (promoteQuotients).
 
 // CapacityTensor is the name of the tensor of the capacity at the window's first step.
 const CapacityTensor = "capacity_mwp"
@@ -25,7 +31,29 @@ type capacityDiv struct {
 	per          int // values per example (steps times nearest_k)
 	fill         bool
 	fillV        float32
+	f64          bool        // the float64 quotient (promoteQuotients)
 	rules        rules.Rules // fills a row that has a NaN
+}
+
+// promoteQuotients makes float64 the sources of a capacity division where either store holds
+// float64 (see above). Before the cache's sizes are taken.
+func (j *Job) promoteQuotients() error {
+	for _, g := range j.points {
+		if g.s.Capacity == "" {
+			continue
+		}
+		for _, cp := range j.points {
+			if cp.s.Name != g.s.Capacity || cp == g || g.c.elem != zarr.Float64 && cp.c.elem != zarr.Float64 {
+				continue // capacityTensors reports a capacity that names no points source
+			}
+			for _, p := range []*pointSource{g, cp} {
+				if err := p.c.keepFloat64(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // capacityTensors checks the capacity keys and lists the capacity_mwp tensor, at index at.
@@ -57,8 +85,13 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 			return nil, j.cfg.Errorf(sp.Field+".capacity", "%q has another time window or nearest_k; expected the same as this source's", sp.Capacity)
 		}
 		fill, v := sp.nanFill()
-		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v, rules: j.rules}
-		return []config.Tensor{{Name: CapacityTensor, DType: ring.Float32, Shape: []int{j.size}}}, nil
+		f64 := j.srcs[gi].data().f64
+		j.capDiv = &capacityDiv{gen: gi, cap: ci, at: at, per: sp.Steps() * sp.NearestK, fill: fill, fillV: v, f64: f64, rules: j.rules}
+		dt := ring.Float32
+		if f64 {
+			dt = ring.Float64
+		}
+		return []config.Tensor{{Name: CapacityTensor, DType: dt, Shape: []int{j.size}}}, nil
 	}
 	return nil, nil
 }
@@ -66,6 +99,10 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 // apply divides example e's generation by its capacity (float32 division, as numpy divides two
 // float32 arrays), fills the NaNs, and writes the first step's capacity.
 func (d *capacityDiv) apply(tensors [][]byte, e int) {
+	if d.f64 {
+		d.apply64(tensors, e)
+		return
+	}
 	gen := bytesAsFloat32(tensors[d.gen])[e*d.per : (e+1)*d.per]
 	capa := bytesAsFloat32(tensors[d.cap])[e*d.per : (e+1)*d.per]
 	nan := false
@@ -78,4 +115,20 @@ func (d *capacityDiv) apply(tensors [][]byte, e int) {
 		d.rules.FillQuotient(gen, d.fillV)
 	}
 	bytesAsFloat32(tensors[d.at])[e] = capa[0]
+}
+
+// apply64 is apply in float64 (numpy's float64 division).
+func (d *capacityDiv) apply64(tensors [][]byte, e int) {
+	gen := bytesAsFloat64(tensors[d.gen])[e*d.per : (e+1)*d.per]
+	capa := bytesAsFloat64(tensors[d.cap])[e*d.per : (e+1)*d.per]
+	nan := false
+	for i, c := range capa {
+		v := gen[i] / c
+		nan = nan || v != v
+		gen[i] = v
+	}
+	if d.fill && nan {
+		d.rules.FillQuotient64(gen, float64(d.fillV))
+	}
+	bytesAsFloat64(tensors[d.at])[e] = capa[0]
 }

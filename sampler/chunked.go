@@ -58,6 +58,11 @@ type chunked struct {
 	transpose bool      // the canonical order differs from the store's memory order
 	tstride   []int     // transpose: stride in the store-order chunk of each canonical axis (0: absent)
 	fpool     sync.Pool // *[]float32 of elems: the converted chunk in store order (transpose)
+	// f64: the cache holds float64 values (width 8), for a points source whose float64
+	// quotient must see its values unrounded (keepFloat64, capacity.go); conv64 decodes them.
+	f64     bool
+	conv64  *zarr.Float64Decoder
+	f64pool sync.Pool // *[]float64 of elems: the converted chunk in store order (transpose)
 
 	chanAxis int       // -1: normalise with mean[0], std[0] (or not at all)
 	normMean []float64 // per channel of the store (identity where unselected); nil: none
@@ -330,6 +335,8 @@ func (c *chunked) finish(idx []int, dst, native []byte) {
 		transposeChunk(dst, native, c.chunks, c.tstride)
 	case c.stored:
 		transposeChunk(bytesAsUint16(dst), bytesAsUint16(native), c.chunks, c.tstride)
+	case c.f64:
+		c.finish64(idx, bytesAsFloat64(dst), native)
 	default:
 		f := bytesAsFloat32(dst)
 		if !c.direct || !c.conv.Identity() {
@@ -438,6 +445,46 @@ func (c *chunked) convert(dst []float32, native []byte) {
 	c.conv.Decode(*fp, native)
 	transposeChunk(dst, *fp, c.chunks, c.tstride)
 	c.fpool.Put(fp)
+}
+
+// keepFloat64 makes the cache hold c's chunks as float64 (CF-decoded in float64, then
+// normalised and NaN-filled in float64), for a points source whose values a float64 quotient
+// is computed from (capacity.go). Call it before the cache sizes are taken.
+func (c *chunked) keepFloat64() error {
+	d, err := zarr.NewFloat64Decoder(c.elem, cfParams(c.arr))
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.what, err)
+	}
+	c.f64, c.conv64, c.width, c.stored, c.direct = true, d, 8, false, false
+	return nil
+}
+
+// finish64 turns native chunk bytes into the float64 entry dst, in canonical order.
+func (c *chunked) finish64(idx []int, dst []float64, native []byte) {
+	if c.transpose {
+		fp, _ := c.f64pool.Get().(*[]float64)
+		if fp == nil {
+			f := make([]float64, c.elems)
+			fp = &f
+		}
+		c.conv64.Decode(*fp, native)
+		transposeChunk(dst, *fp, c.chunks, c.tstride)
+		c.f64pool.Put(fp)
+	} else {
+		c.conv64.Decode(dst, native)
+	}
+	for i, v := range dst { // one channel: a points source's (time, id)
+		if c.normMean != nil {
+			if v == v {
+				v = min(max(v, c.normLo[0]), c.normHi[0])
+			}
+			v = (v - c.normMean[0]) / c.normStd[0]
+		}
+		if c.nanFill && v != v {
+			v = float64(c.fill)
+		}
+		dst[i] = v
+	}
 }
 
 // postprocess applies the normalisation and the NaN policy to a converted chunk.

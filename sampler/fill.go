@@ -232,9 +232,12 @@ func (j *Job) fillExample(rs *readerState, e int, tensors [][]byte) error {
 			}
 		}
 		var err error
-		if j.layout.XYIncreasing && !isPoints {
+		switch {
+		case isPoints && p.c.f64: // float64 values for a float64 quotient (capacity.go)
+			err = p.fill64(rs, ex, bytesAsFloat64(tensors[i][e*per:(e+1)*per]))
+		case j.layout.XYIncreasing && !isPoints:
 			err = j.gatherXY(rs, s, ex, out) // (time, channel, x, y): xylayout.go
-		} else {
+		default:
 			err = s.fill(rs, ex, out)
 		}
 		if err != nil {

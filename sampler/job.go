@@ -135,6 +135,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	j.joined = o.joined
+	if err := j.promoteQuotients(); err != nil { // before the cache's sizes are taken
+		return nil, err
+	}
 	if err := j.measureData(); err != nil {
 		return nil, err
 	}
@@ -689,6 +692,9 @@ func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
 		shape, dt := s.spec().Example()
+		if s.data().f64 {
+			dt = ring.Float64 // a float64 quotient's values (capacity.go)
+		}
 		shape = layoutShape(j.layout, s.spec(), shape) // xylayout.go
 		j.tensors = append(j.tensors, config.Tensor{Name: s.spec().Name, DType: dt, Shape: append([]int{j.size}, shape...)})
 		names[s.spec().Name] = true

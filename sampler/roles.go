@@ -396,6 +396,46 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 	return keys
 }
 
+// fill64 is fill for a source whose cache holds float64 (chunked.keepFloat64): out is the
+// example's float64 rows.
+func (p *pointSource) fill64(rs *readerState, ex *example, out []float64) error {
+	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
+	if missing >= 0 {
+		return fmt.Errorf("%s: no time window at t0 %d", p.c.what, ex.t0)
+	}
+	c := p.c
+	k := p.s.NearestK
+	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.t0, ex.cut[p.s.Index])
+	fill := float64(c.fillValue())
+	ct, cs := c.chunks[0], c.chunks[1]
+	defer rs.pins.ReleaseAll()
+	lastKt := -1
+	for step := 0; step < p.win.n; step++ {
+		row := out[step*k : (step+1)*k]
+		if step >= nanFrom && step < nanTo {
+			for i := range row {
+				row[i] = fill
+			}
+			continue
+		}
+		t := sp.index(step)
+		kt, wt := t/ct, t%ct
+		if kt != lastKt {
+			rs.pins.ReleaseAll()
+			lastKt = kt
+		}
+		for q, sys := range rs.sel {
+			ks, ws := int(sys)/cs, int(sys)%cs
+			src, err := rs.pins.Get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.chunkBytes(), c.load)
+			if err != nil {
+				return err
+			}
+			row[q] = bytesAsFloat64(src)[wt*cs+ws]
+		}
+	}
+	return nil
+}
+
 func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
 	if missing >= 0 {

@@ -94,3 +94,40 @@ func (d *Float32Decoder) Decode(dst []float32, src []byte) {
 // Identity reports whether Decode copies its input unchanged (float32 that CF leaves as is):
 // a chunk decoded in place then needs no pass at all.
 func (d *Float32Decoder) Identity() bool { return d.copy }
+
+// Float64Decoder CF-decodes whole chunks to float64, with the arithmetic of ReadBox with CF
+// set into a float64 destination: for values whose float32 rounding a caller must not see (a
+// float64 store, or a quotient numpy would compute in float64). Decode allocates nothing; a
+// Float64Decoder is safe for concurrent use.
+type Float64Decoder struct {
+	size int
+	conv converter
+}
+
+// NewFloat64Decoder returns the decoder for raw values of type src with the CF parameters cf
+// (a zero CFParams is not the identity: pass Scale 1).
+func NewFloat64Decoder(src Elem, cf CFParams) (*Float64Decoder, error) {
+	var masks []float64
+	for _, m := range cf.Masks {
+		if !math.IsNaN(m) {
+			masks = append(masks, m)
+		}
+	}
+	cf.Masks = masks
+	conv, _, err := newConverter(src, Float64, &cf)
+	if err != nil {
+		return nil, err
+	}
+	return &Float64Decoder{size: src.Size(), conv: conv}, nil
+}
+
+// Decode decodes len(dst) raw elements from src into dst. src must hold at least len(dst)
+// elements of the decoder's type.
+func (d *Float64Decoder) Decode(dst []float64, src []byte) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	src = src[:n*d.size]
+	d.conv.fn(d.conv.args, unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), n)
+}

@@ -80,6 +80,57 @@ func TestFloat32Decoder(t *testing.T) {
 	}
 }
 
+// TestFloat64Decoder holds the float64 decoder to the CF formula in float64, element by
+// element, on random raw bits of the float types and integers, the masked value planted: no
+// rounding to float32 on the way (NaN compared as NaN).
+func TestFloat64Decoder(t *testing.T) {
+	types := []struct {
+		e Elem
+		d DType
+	}{
+		{Int16, DType{Kind: KindInt, Size: 2}}, {Int64, DType{Kind: KindInt, Size: 8}},
+		{Float32, DType{Kind: KindFloat, Size: 4}}, {Float64, DType{Kind: KindFloat, Size: 8}},
+	}
+	params := []CFParams{{Scale: 1}, {Scale: 0.001, Offset: 3}, {Scale: 1, Masks: []float64{-1}}}
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n = 2000
+	for _, ty := range types {
+		for _, p := range params {
+			dec, err := NewFloat64Decoder(ty.e, p)
+			if err != nil {
+				t.Fatalf("%s %+v: %v", ty.e, p, err)
+			}
+			es := ty.d.Size
+			raw := make([]byte, n*es)
+			for i := range raw {
+				raw[i] = byte(rng.Uint32())
+			}
+			for i := 0; i < n; i += 7 {
+				storeFloat(raw[i*es:], ty.d, -1)
+			}
+			got := make([]float64, n)
+			dec.Decode(got, raw)
+			for i := range got {
+				f := loadF(raw[i*es:(i+1)*es], ty.d)
+				want := f*p.Scale + p.Offset
+				for _, m := range p.Masks {
+					if f == m {
+						want = math.NaN()
+					}
+				}
+				if got[i] != want && !(got[i] != got[i] && want != want) {
+					t.Fatalf("%s %+v element %d (raw %v): %v, want %v", ty.e, p, i, f, got[i], want)
+				}
+			}
+			if !raceEnabled {
+				if a := testing.AllocsPerRun(10, func() { dec.Decode(got, raw) }); a != 0 {
+					t.Errorf("%s: Decode allocates %v times per call", ty.e, a)
+				}
+			}
+		}
+	}
+}
+
 // storeFloat writes v as one element of d (host byte order).
 func storeFloat(b []byte, d DType, v float64) {
 	var u uint64

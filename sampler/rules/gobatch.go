@@ -46,6 +46,14 @@ func (gobatch) FillQuotient(row []float32, fill float32) {
 	}
 }
 
+func (gobatch) FillQuotient64(row []float64, fill float64) {
+	for i, v := range row {
+		if v != v {
+			row[i] = fill
+		}
+	}
+}
+
 func (gobatch) Layout() Layout { return Layout{} }
 
 func (gobatch) View(Batch) View { return nil }

@@ -42,6 +42,8 @@ type Rules interface {
 	// FillQuotient fills an example's row of a quotient (a points source divided by its
 	// capacity) that has a NaN: fill is the source's NaN fill value.
 	FillQuotient(row []float32, fill float32)
+	// FillQuotient64 is FillQuotient for a float64 quotient (a store of float64 values).
+	FillQuotient64(row []float64, fill float64)
 	// Layout is the axis order and the extra tensors of the job's batches.
 	Layout() Layout
 	// View is how the trainer sees a batch (nested keys, constants); nil: flat.

@@ -511,3 +511,31 @@ def test_nwp_steps_finer_than_the_resolution_are_said(root: Path, monkeypatch: p
     assert ukv and ukv[0]["count"] > 0 and cut not in t0s, (rep["t0_rejections"], sorted(t0s))
     short = ocf_reference(root, "finer.yaml", [(cut, pair[1])], raises=[])
     assert decode({"dict": short["samples"][0]})["nwp"]["ukv"]["nwp"].shape[0] == 6
+
+
+def test_float64_capacity_gives_a_float64_generation_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generation store whose capacity_mwp is float64 (generation_mw float32, a capacity with
+    a zero): ocf-data-sampler's quotient is then float64 (numpy's division), and so is
+    gobatch's, value for value with no float32 rounding on the way; capacity_mwp too; a zero
+    capacity's infinity is filled as numpy's nan_to_num fills a float64 row with a NaN."""
+    gen = xr.open_zarr(root / "gen.zarr").load()
+    cap = gen["capacity_mwp"].values.astype(np.float64) * (1 + 1e-9)  # not float32-exact
+    mw = gen["generation_mw"].values.copy()
+    cap[3, 1], mw[3, 1] = 0.0, 1.0  # +inf for location 2 at one step
+    mw[5, 2] = np.nan  # a NaN row for location 3
+    ds = gen.assign(capacity_mwp=(gen["capacity_mwp"].dims, cap), generation_mw=(gen["generation_mw"].dims, mw))
+    for v in ds.variables.values():
+        v.encoding = {}
+    ds.to_zarr(root / "gen64.zarr", mode="w", zarr_format=2, consolidated=True)
+    (root / "gen64.yaml").write_text(layout_config(gen={"zarr_path": "gen64.zarr", "end": 60}))
+    batches = take_batches(root, monkeypatch, 6, config="gen64.yaml")
+    assert batches[0]["generation"].dtype == np.float64 and batches[0]["capacity_mwp"].dtype == np.float64
+    rows = [(b, e) for b in batches for e in range(B)]
+    pairs = [(float(b["t0"][e]), int(b["location_id"][e])) for b, e in rows]
+    ref = ocf_reference(root, "gen64.yaml", pairs, raises=[])
+    for (b, e), sample, pair in zip(rows, ref["samples"], pairs):
+        want = decode({"dict": sample})
+        for key in ("generation", "capacity_mwp"):
+            exp = np.asarray(want[key])
+            assert exp.dtype == np.float64, (key, exp.dtype)
+            np.testing.assert_array_equal(b[key][e], exp, err_msg=f"{key} at {pair}")

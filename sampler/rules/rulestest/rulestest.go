@@ -74,6 +74,16 @@ func fillQuotient(t *testing.T, r rules.Rules) {
 	if row[0] != 1 || row[1] != 7 || row[2] != -2.5 || row[5] != 0 || row[6] != 7 {
 		t.Fatalf("fill 7: %v", row)
 	}
+	row64 := []float64{1, math.NaN(), -2.5, math.Inf(1), -math.Inf(1), 0, math.NaN()}
+	r.FillQuotient64(row64, 7)
+	for i, v := range row64 {
+		if v != v {
+			t.Fatalf("float64 element %d is NaN after the fill: %v", i, row64)
+		}
+	}
+	if row64[0] != 1 || row64[1] != 7 || row64[2] != -2.5 || row64[5] != 0 || row64[6] != 7 {
+		t.Fatalf("float64 fill 7: %v", row64)
+	}
 }
 
 // A view names only tensors of the batch, has keys of 1 to 8 non-empty parts, none a prefix of
