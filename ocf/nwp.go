@@ -22,8 +22,10 @@ import (
 // nwpTargets is the rule for one source.
 type nwpTargets struct {
 	first, res int64 // Window.First, Window.Res
+	step       int64 // the targets' spacing when finer than res (Finer); 0: res
 	maxStale   int64
 	note       string
+	fine       int64 // the store's finest step when finer than res; 0 otherwise
 }
 
 func (ocfRules) NWPTargets(n rules.NWP) (rules.Targets, error) {
@@ -42,26 +44,37 @@ func (ocfRules) NWPTargets(n rules.NWP) (rules.Targets, error) {
 		}
 		t.maxStale = n.MaxStaleness
 	}
-	t.note = finerSteps(n)
+	t.note, t.fine = finerSteps(n)
 	return t, nil
 }
 
-// finerSteps says, when the store's lead times are finer than the window's resolution, how
-// ocf-data-sampler's window then differs: with one run covering the window it takes every
-// stored step from the first target to the last (its label slice over steps), so its sample
-// has more steps than a window at the resolution; with several runs, one step per target.
-// gobatch's batches have one fixed shape, the steps at the resolution.
-func finerSteps(n rules.NWP) string {
+// Finer: ocf-data-sampler's select_time_slice_nwp takes, when one run covers the window, every
+// stored step between the first target's and the last's (its label slice over steps).
+func (t *nwpTargets) Finer() (rules.Targets, int64) {
+	if t.fine == 0 {
+		return nil, 0
+	}
+	f := *t
+	f.step, f.note = t.fine, ""
+	return &f, t.fine
+}
+
+// finerSteps gives, when the store's lead times are finer than the window's resolution, the
+// finest step and the note the job shows when it cannot follow ocf-data-sampler there: with
+// one run covering a window ocf takes every stored step from the first target to the last (its
+// label slice over steps); with several runs, one step per target. The job lays its windows on
+// the finer steps when one run covers every window (Finer), else keeps the resolution's.
+func finerSteps(n rules.NWP) (note string, finest int64) {
 	w := n.Window
-	finest := w.Res
+	finest = w.Res
 	for i := 1; i < len(n.Steps); i++ {
 		finest = min(finest, n.Steps[i]-n.Steps[i-1])
 	}
-	if finest >= w.Res {
-		return ""
+	if finest >= w.Res || w.Res%finest != 0 {
+		return "", 0
 	}
-	return fmt.Sprintf("%s: the store's steps are %d min apart, finer than time_resolution_minutes %d: where one run covers a window, ocf-data-sampler takes every stored step between its first and last target (up to %d steps where gobatch gives %d, one per %d min; and it fails to batch samples of both kinds), so such samples differ from ocf-data-sampler's (docs/OCF.md, \"Not yet matched\")",
-		n.Field, finest/60, w.Res/60, int64(w.N-1)*w.Res/finest+1, w.N, w.Res/60)
+	return fmt.Sprintf("%s: the store's steps are %d min apart, finer than time_resolution_minutes %d, and some windows take more than one run: ocf-data-sampler lays a window that one run covers on every stored step (up to %d steps) and one that several runs cover on the resolution's %d, and fails to batch the two; gobatch gives every window the resolution's %d steps (docs/OCF.md)",
+		n.Field, finest/60, w.Res/60, int64(w.N-1)*w.Res/finest+1, w.N, w.N), finest
 }
 
 func (t *nwpTargets) Note() string { return t.note }
@@ -73,7 +86,11 @@ func (t *nwpTargets) MaxStaleness() int64 { return t.maxStale }
 func (t *nwpTargets) OldestRun(steps []int64, start int64) int64 { return start - steps[len(steps)-1] }
 
 func (t *nwpTargets) Pick(inits, steps []int64, start, avail int64, n int, run, step []int) int {
-	return PickRuns(inits, steps, start, t.res, n, avail, run, step)
+	spacing := t.res
+	if t.step > 0 {
+		spacing = t.step
+	}
+	return PickRuns(inits, steps, start, spacing, n, avail, run, step)
 }
 
 // CeilTo rounds t up to a multiple of res (pandas' Timestamp.ceil, aligned to the epoch).

@@ -692,6 +692,7 @@ func (j *Job) layTensors() error {
 	names := map[string]bool{}
 	for _, s := range j.srcs {
 		shape, dt := s.spec().Example()
+		shape[0] = windowSteps(s) // an NWP's finer steps when one run covers each window (nwptargets.go)
 		if s.data().f64 {
 			dt = ring.Float64 // a float64 quotient's values (capacity.go)
 		}

@@ -108,7 +108,7 @@ func (l *locality) bytesOf(i int) int64 {
 	total := int64(0)
 	var at []int // scratch for unevenly spaced windows
 	for _, s := range l.j.srcs {
-		at = make([]int, max(len(at), s.spec().Steps()))
+		at = make([]int, max(len(at), windowSteps(s)))
 	}
 	for _, ci := range l.j.cands[l.lo[i]:l.hi[i]] {
 		t0 := l.j.times.value(int(ci))

@@ -21,7 +21,10 @@ import (
 //     the steps (v[k+1] - v[k]), the extra step dropped, before their (diff_c) normalisation;
 //     NaN becomes the fill value after that;
 //   - each example also gets the init time, step and target time of every step of its window,
-//     in the tensors <name>_init_time_utc, <name>_step and <name>_target_time_utc.
+//     in the tensors <name>_init_time_utc, <name>_step and <name>_target_time_utc;
+//   - where the store's steps are finer than the resolution and the rule's reference lays a
+//     window one run covers on them (rules.Targets.Finer), every window is laid so when one run
+//     covers each window of every valid t0 (checkRuns, layFine): batches have one shape.
 
 // targetWindow is what an NWP source with a per-target rule needs.
 type targetWindow struct {
@@ -36,6 +39,14 @@ type targetWindow struct {
 	fillV   float32
 	timesAt int    // index of the <name>_init_time_utc tensor in the batch (then step, target)
 	note    string // the rule's note for the user (rules.Targets.Note), a warning
+	// The window on the store's finer steps (rules.Targets.Finer; fine nil: none): laid so
+	// when every t0 the sample space may hold is covered by one run (manyRuns false, seen true:
+	// checkRuns, layFine).
+	fine          rules.Targets
+	spacing       int64
+	manyRuns      bool
+	seen          bool
+	runs0, steps0 []int // checkRuns' scratch
 }
 
 // normConsts are one channel's normalisation: clip to [lo, hi], then (v - mean) / std.
@@ -62,6 +73,7 @@ func (n *nwpSource) setupTargets(cfg *config.Config, sp *Spec) error {
 		return nil
 	}
 	o := &targetWindow{rule: rule, n: targets, res: w.res, note: rule.Note()}
+	o.fine, o.spacing = rule.Finer()
 	mean, std, lo, hi := normArrays(sp)
 	for _, name := range sp.AccumChannels {
 		for j, c := range sp.Channels {
@@ -135,12 +147,18 @@ func (n *nwpSource) fitsTargets(t0 int64) bool {
 	return true
 }
 
-// availables are the t0_available an example at t0 may have.
+// availables are the t0_available an example at t0 may have: t0 unless a dropout is certain,
+// and t0 moved by each timedelta a dropout may choose.
 func (n *nwpSource) availables(t0 int64) []int64 {
-	out := []int64{t0}
+	var out []int64
+	if n.s.DropoutFraction < 1 {
+		out = append(out, t0)
+	}
 	if n.s.DropoutFraction > 0 {
-		for _, d := range n.s.DropoutTimedeltasMinutes {
-			out = append(out, t0+d*60)
+		for k, d := range n.s.DropoutTimedeltasMinutes {
+			if n.s.DropoutFractions == nil || n.s.DropoutFractions[k] > 0 {
+				out = append(out, t0+d*60)
+			}
 		}
 	}
 	return out
@@ -171,6 +189,63 @@ func (n *nwpSource) whyNotTargets(t0 int64, detail bool) reject {
 			fmtTime(n.inits.value(i)), fmtOffset(target-n.inits.value(i)), fmtTime(target))}
 	}
 	return reject{}
+}
+
+// checkRuns notes whether the window at t0 is covered by one run for every t0_available, and
+// can then be laid on the finer steps (every one of them stored): a t0 the sample space may
+// hold (the job calls it for each valid t0 while the rule set finds its pairs).
+func (n *nwpSource) checkRuns(t0 int64) {
+	o := n.targets
+	if o == nil || o.fine == nil || o.manyRuns {
+		return
+	}
+	if o.runs0 == nil {
+		o.runs0, o.steps0 = make([]int, o.n), make([]int, o.n)
+	}
+	start := o.start(t0)
+	for _, avail := range n.availables(t0) {
+		if n.pickAt(start, avail, o.runs0, o.steps0) >= 0 {
+			continue // not a valid t0: no example there
+		}
+		for _, r := range o.runs0 {
+			if r != o.runs0[0] {
+				o.manyRuns = true
+				return
+			}
+		}
+		if o.fine.Pick(n.inits.vals, n.steps.vals, start, avail, o.fineTargets(), nil, nil) >= 0 {
+			o.manyRuns = true // a fine step the run lacks
+			return
+		}
+		o.seen = true
+	}
+}
+
+// fineTargets is the number of target times of the window on the finer steps: the same first
+// and last target, spacing apart.
+func (o *targetWindow) fineTargets() int { return int(int64(o.n-1)*o.res/o.spacing) + 1 }
+
+// layFine lays the window on the store's finer steps when every t0 checkRuns saw is covered by
+// one run (the rule set's reference takes every stored step then): more steps, spacing apart,
+// the same first and last target; the rule's note (which says it would differ) goes.
+func (n *nwpSource) layFine() {
+	o := n.targets
+	if o == nil || o.fine == nil || o.manyRuns || !o.seen {
+		return
+	}
+	targets := o.fineTargets()
+	n.rule.window.n = targets - (o.n - n.rule.window.n) // the extra target of accumulated channels stays one
+	o.rule, o.n, o.res, o.note = o.fine, targets, o.spacing, ""
+	o.runs0, o.steps0 = nil, nil
+}
+
+// windowSteps is the steps of source s's window: its configuration's, or an NWP's on the
+// store's finer steps (layFine).
+func windowSteps(s dataSource) int {
+	if n, ok := s.(*nwpSource); ok {
+		return n.rule.window.n
+	}
+	return s.spec().Steps()
 }
 
 // nwpPicks is rs's scratch for an example's run and step indices (n each).

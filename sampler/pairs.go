@@ -22,6 +22,11 @@ import (
 // findPairs asks the rule set for the job's sample space; with none, the t0 candidates.
 func (j *Job) findPairs() error {
 	space, err := j.rules.Pairs(j.spaceInput())
+	for _, s := range j.srcs {
+		if n, ok := s.(*nwpSource); ok {
+			n.layFine() // every valid t0 seen: one run each, or keep the resolution's steps
+		}
+	}
 	for si := range j.rejections { // most frequent cause first, as findCandidates orders them
 		cs := j.rejections[si].Causes
 		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
@@ -105,6 +110,13 @@ func (j *Job) validT0(t0 int64) bool {
 		if !s.fits(t0) {
 			ok = false
 			j.rejections[si].add(t0, s)
+		}
+	}
+	if ok {
+		for _, s := range j.srcs {
+			if n, isNWP := s.(*nwpSource); isNWP {
+				n.checkRuns(t0) // whether its window may lie on finer steps (nwptargets.go)
+			}
 		}
 	}
 	return ok

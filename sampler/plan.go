@@ -180,7 +180,7 @@ func (j *Job) plan(p *Plan) {
 		sp, c := s.spec(), s.data()
 		sp2 := SourcePlan{
 			Field: sp.Field, Name: sp.Name, Kind: "zarr", Role: sp.Role, Store: j.stores[i], Variable: sp.Variable,
-			Dims: c.arr.Dims(), Shape: c.arr.Shape(), Axes: c.axes, Order: c.orders, WindowSteps: sp.Steps(),
+			Dims: c.arr.Dims(), Shape: c.arr.Shape(), Axes: c.axes, Order: c.orders, WindowSteps: windowSteps(s),
 			MissingChunks: sp.MissingChunks,
 		}
 		planChunks(&sp2, c.arr)

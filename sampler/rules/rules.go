@@ -136,6 +136,12 @@ type Targets interface {
 	// Note is what a user should know about this window before the first batch, where the
 	// rule set follows its reference only in part (a sentence, shown once); "" for nothing.
 	Note() string
+	// Finer is the rule for the same window laid on the store's steps where they are finer
+	// than the resolution, as the rule set's reference lays a window that one run covers: the
+	// same first target, then a target every spacing seconds. nil, 0 when the rule set keeps
+	// the resolution's steps. The job lays its windows so only when every t0 of its sample
+	// space is covered by one run (a batch has one shape).
+	Finer() (fine Targets, spacing int64)
 }
 
 // KeyError is a configuration a rule refuses: the configuration field at fault

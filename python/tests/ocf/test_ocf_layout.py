@@ -478,39 +478,51 @@ def test_satellite_pixels_off_the_disk_as_ocf(root: Path, monkeypatch: pytest.Mo
     assert_batches_are_ocf_samples(root, batches, "disk.yaml", edge=None)
 
 
-def test_nwp_steps_finer_than_the_resolution_are_said(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hourly UKV steps under a 3-hour resolution, every window from one run (NWP dropout of
+def test_nwp_steps_finer_than_the_resolution_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hourly UKV steps under a 3-hour resolution, every window from one run (an NWP dropout of
     3 h, certain): ocf-data-sampler then takes every stored step between the first and the last
-    target (7 where the resolution gives 3). gobatch's batches keep one shape, the steps at the
-    resolution, and the Loader says so, naming the source, once at the user's line (not yet
-    matched: docs/OCF.md)."""
+    target (7 where the resolution gives 3), and so does gobatch, row for row equal to ocf's
+    samples. ocf also accepts t0s whose last target no run reaches (its label slice then cuts
+    the window short: 6 steps at 07:30); gobatch leaves them out and the plan counts them. Where
+    some window takes several runs (no dropout), the steps stay the resolution's and the Loader
+    says why, naming the source."""
     import gobatch
 
     unit = (0.0, 1.0)
-    text = cfg.config(
-        "finer", "hourly steps, 3-hour resolution", generation=cfg.generation(end=60),
-        nwp={"ukv": cfg.nwp("ukv", ["t"], cfg.norm(t=unit), height=4, width=6, res=180, start=-180, end=180,
-                            dropout_timedeltas_minutes=[-180], dropout_fraction=1.0)})
-    (root / "finer.yaml").write_text(text)
-    monkeypatch.chdir(root)
-    with pytest.warns(gobatch.GobatchWarning, match="finer than time_resolution_minutes 180"):
-        loader = gobatch.Loader("finer.yaml", batch_size=B, seed=5, framework="numpy")
-    with loader:
-        batch = next(iter(loader))
-        pair = (float(batch["t0"][0]), int(batch["location_id"][0]))
-        got = batch["nwp"]["ukv"]["nwp"].shape[1]
-        t0s = {float(t) for b in itertools.islice(loader, 30) for t in b["t0"]}  # no t0 it cannot lay
-    ref = ocf_reference(root, "finer.yaml", [pair], raises=[])
-    want = decode({"dict": ref["samples"][0]})["nwp"]["ukv"]["nwp"].shape[0]
-    assert (got, want) == (3, 7), (got, want)
-    # ocf accepts t0s whose last 3-hourly target no run reaches (its label slice then cuts the
-    # window short: 6 steps at 07:30); gobatch leaves them out of its pairs and the plan counts them
+
+    def finer(name: str, **dropout: Any) -> None:
+        (root / name).write_text(cfg.config(
+            "finer", "hourly steps, 3-hour resolution", generation=cfg.generation(end=60),
+            nwp={"ukv": cfg.nwp("ukv", ["t"], cfg.norm(t=unit), height=4, width=6, res=180, start=-180, end=180, **dropout)}))
+
+    finer("finer.yaml", dropout_timedeltas_minutes=[-180], dropout_fraction=1.0)
+    batches = take_batches(root, monkeypatch, 8, config="finer.yaml")
+    assert {b["nwp"]["ukv"]["nwp"].shape[1] for b in batches} == {7}
+    assert_batches_are_ocf_samples(root, batches, "finer.yaml", nwps=("ukv",), edge=None)
     cut = float(np.datetime64("2024-02-28T07:30", "s").astype(np.int64))
+    assert cut not in {float(t) for b in batches for t in b["t0"]}
     rep = gobatch.plan("finer.yaml", batch_size=B)
     ukv = [r for r in rep["t0_rejections"] if r["name"] == "ukv"]
-    assert ukv and ukv[0]["count"] > 0 and cut not in t0s, (rep["t0_rejections"], sorted(t0s))
-    short = ocf_reference(root, "finer.yaml", [(cut, pair[1])], raises=[])
+    assert ukv and ukv[0]["count"] > 0, rep["t0_rejections"]
+    short = ocf_reference(root, "finer.yaml", [(cut, 1)], raises=[])
     assert decode({"dict": short["samples"][0]})["nwp"]["ukv"]["nwp"].shape[0] == 6
+
+    # an accumulated channel: one more coarse target, differenced along the fine steps, the last
+    # fine step dropped, as ocf-data-sampler's diff_nwp_data does
+    (root / "finer_accum.yaml").write_text(cfg.config(
+        "finer", "hourly steps, 3-hour resolution, accumulated", generation=cfg.generation(end=60),
+        nwp={"ukv": cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, diff_dswrf=unit), height=4, width=6, res=180,
+                            start=-180, end=0, dropout_timedeltas_minutes=[-180], dropout_fraction=1.0,
+                            accum_channels=["dswrf"])}))
+    batches = take_batches(root, monkeypatch, 6, config="finer_accum.yaml")
+    assert {b["nwp"]["ukv"]["nwp"].shape[1] for b in batches} == {6}  # 2 coarse steps: (2 * 3 h) / 1 h
+    assert_batches_are_ocf_samples(root, batches, "finer_accum.yaml", nwps=("ukv",), edge=None)
+
+    finer("mixed.yaml")  # without dropout a window before t0 takes the run before
+    with pytest.warns(gobatch.GobatchWarning, match="finer than time_resolution_minutes 180"):
+        loader = gobatch.Loader("mixed.yaml", batch_size=B, seed=5, framework="numpy")
+    with loader:
+        assert next(iter(loader))["nwp"]["ukv"]["nwp"].shape[1] == 3
 
 
 def test_float64_capacity_gives_a_float64_generation_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
