@@ -383,3 +383,22 @@ func TestMergesAreBoundedInWork(t *testing.T) {
 		}
 	}
 }
+
+// An NWP key that cannot name its tensors (with the time tensors' suffixes) gets a short tensor
+// name and keeps the key as the label the batch nests it under; a short key names them.
+func TestTranslateLongNWPKey(t *testing.T) {
+	long := strings.Replace(base, "    ukv:\n", "    ukv_with_a_rather_long_key:\n", 1)
+	for _, c := range []struct{ text, name, label string }{{base, "ukv", ""}, {long, "nwp0", "ukv_with_a_rather_long_key"}} {
+		cfg, problems := Read([]byte(c.text), envOf(nil))
+		if len(problems) != 0 {
+			t.Fatal(problems)
+		}
+		srcs, problems := Translate(cfg, cfg.Line)
+		if len(problems) != 0 {
+			t.Fatal(problems)
+		}
+		if n := srcs[1]; n.Role != "nwp" || n.Name != c.name || n.Label != c.label {
+			t.Errorf("NWP source %q label %q; want %q, %q", n.Name, n.Label, c.name, c.label)
+		}
+	}
+}

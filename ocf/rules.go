@@ -95,12 +95,15 @@ func View(b rules.Batch) rules.View {
 		v = append(v, rules.ViewTensor(b.Anchor, "satellite_actual"))
 	}
 	for _, n := range b.NWP {
-		k := n.Name
-		v = append(v, rules.ViewTensor(k, "nwp", k, "nwp"), rules.ViewStrings(n.Channels, "nwp", k, "nwp_channel_names"))
+		t, k := n.Name, n.Label // the tensor, and the provider key it is nested under
+		if k == "" {
+			k = t
+		}
+		v = append(v, rules.ViewTensor(t, "nwp", k, "nwp"), rules.ViewStrings(n.Channels, "nwp", k, "nwp_channel_names"))
 		if n.Times {
-			v = append(v, rules.ViewTensor(k+rules.InitSuffix, "nwp", k, "nwp_init_time_utc"),
-				rules.ViewTensor(k+rules.StepSuffix, "nwp", k, "nwp_step"),
-				rules.ViewTensor(k+rules.TargetSuffix, "nwp", k, "nwp_target_time_utc"))
+			v = append(v, rules.ViewTensor(t+rules.InitSuffix, "nwp", k, "nwp_init_time_utc"),
+				rules.ViewTensor(t+rules.StepSuffix, "nwp", k, "nwp_step"),
+				rules.ViewTensor(t+rules.TargetSuffix, "nwp", k, "nwp_target_time_utc"))
 		}
 	}
 	if w := b.Locations; w != nil {

@@ -12,6 +12,9 @@ import (
 // from in the YAML file is recorded as it is set (from), for messages.
 type Source struct {
 	Name   string `key:"name"`
+	// Label is the provider key an NWP's tensors are nested under when the key cannot name
+	// them (translate.go, nwp).
+	Label string `key:"label"`
 	Kind   string `key:"kind"`
 	Role   string `key:"role"`
 	Anchor bool   `key:"anchor"`

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gobatch/gobatch/config"
+	"github.com/gobatch/gobatch/ring"
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 // Read reads and validates an ocf-data-sampler configuration, as load_yaml_configuration
@@ -126,8 +128,8 @@ func Translate(cfg *Config, lines func(field string) int) ([]*Source, []Problem)
 	case cfg.Generation == nil:
 		t.bad("input_data", "neither a satellite nor a generation; gobatch centres its examples on the satellite's grid or on the generation's locations, so it needs one of them (docs/OCF.md)")
 	}
-	for _, n := range cfg.NWP {
-		sources = append(sources, t.nwp(n))
+	for i, n := range cfg.NWP {
+		sources = append(sources, t.nwp(n, i))
 	}
 	if cfg.Generation != nil {
 		gen := t.generation(cfg)
@@ -276,9 +278,17 @@ func (t *translator) satellite(sat *Satellite, sites bool) *Source {
 	return s
 }
 
-func (t *translator) nwp(n *NWP) *Source {
+// nwp translates NWP provider key n (the i-th). Its tensors are named after the key, unless the
+// key is longer than a tensor name may be with the suffixes of its time tensors (or holds a
+// character a tensor name cannot): then they are "nwp<i>" and the key is the label the batch
+// nests them under.
+func (t *translator) nwp(n *NWP, i int) *Source {
 	path := "input_data.nwp." + n.Key
 	s := newSource(n.Key, "nwp")
+	if ring.ValidateTensorName(n.Key+rules.TargetSuffix) != nil {
+		s.Name, s.Label = fmt.Sprintf("nwp%d", i), n.Key
+		s.from(&s.Label, path)
+	}
 	t.grid(s, n.Grid, path, n.AccumChannels)
 	if crs := nwpCRS[strings.ToLower(n.Provider)]; crs != "" {
 		s.CRS = crs

@@ -17,6 +17,8 @@
 //	                                (default: the store's only data array, the one not named
 //	                                as a dimension or in a CF coordinates attribute); store
 //	                                may be a list of stores read as one along time (concat.go)
+//	label                           the name a rule set's view presents the source under
+//	                                (default: its name), for a name its tensors cannot carry
 //	variables_as_channels           true: the store holds one data array per channel (GFS's
 //	                                layout), read as one array with a channel dimension
 //	                                named by them (stacked.go); no variable then

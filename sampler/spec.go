@@ -60,6 +60,10 @@ type Spec struct {
 	Index int    // position among the sources (set by the job)
 	Name  string // tensor name (set by the job)
 	Field string // "source[2]", for messages
+	// Label is the name a rule set's view presents the source under (key label; "": Name),
+	// for a name the tensor cannot carry (longer than a tensor name may be, with the suffixes
+	// of its time tensors).
+	Label string
 
 	Store  string   // path relative to the data root (the first of Stores)
 	Stores []string // the store, or several read as one along time (concat.go)
@@ -293,6 +297,7 @@ func (d *specDecoder) storeAndRole() {
 	if len(s.Stores) > 0 {
 		s.Store = s.Stores[0]
 	}
+	s.Label = t.String("label", "")
 	s.Variable = t.String("variable", "") // "": the store's only data array (stores.go)
 	s.VariablesAsChannels = t.Bool("variables_as_channels", false)
 	if s.VariablesAsChannels && s.Variable != "" {

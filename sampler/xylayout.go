@@ -178,7 +178,11 @@ func (j *Job) View() View {
 	}
 	for _, s := range j.srcs {
 		if n, ok := s.(*nwpSource); ok {
-			b.NWP = append(b.NWP, rules.NWPTensor{Name: n.s.Name, Channels: n.s.Channels, Times: n.targets != nil})
+			label := n.s.Label
+			if label == "" {
+				label = n.s.Name
+			}
+			b.NWP = append(b.NWP, rules.NWPTensor{Name: n.s.Name, Label: label, Channels: n.s.Channels, Times: n.targets != nil})
 		}
 	}
 	if j.sites != nil && j.sites.src.s.TimeResolutionMinutes > 0 {

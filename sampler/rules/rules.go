@@ -248,7 +248,8 @@ type Batch struct {
 
 // NWPTensor is one NWP source of a Batch.
 type NWPTensor struct {
-	Name     string
+	Name     string // the tensor
+	Label    string // what the view calls it: the source's label, else its name
 	Channels []string
 	Times    bool
 }

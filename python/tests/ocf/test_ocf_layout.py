@@ -551,3 +551,17 @@ def test_float64_capacity_gives_a_float64_generation_as_ocf(root: Path, monkeypa
             exp = np.asarray(want[key])
             assert exp.dtype == np.float64, (key, exp.dtype)
             np.testing.assert_array_equal(b[key][e], exp, err_msg=f"{key} at {pair}")
+
+
+def test_a_long_nwp_key_as_ocf(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An NWP key too long to name a tensor with its time suffixes (26 characters): its tensors
+    take a short name and the batch nests them under the key, as ocf-data-sampler's; every row
+    equal to ocf's sample."""
+    key = "ukv_with_a_rather_long_key"
+    unit = (0.0, 1.0)
+    (root / "longkey.yaml").write_text(cfg.config(
+        "longkey", "a long NWP key", generation=cfg.generation(end=60),
+        nwp={key: cfg.nwp("ukv", ["t", "dswrf"], cfg.norm(t=unit, dswrf=unit), height=4, width=6, zarr_path="ukv.zarr")}))
+    batches = take_batches(root, monkeypatch, 4, config="longkey.yaml")
+    assert list(batches[0]["nwp"]) == [key]
+    assert_batches_are_ocf_samples(root, batches, "longkey.yaml", nwps=(key,), edge=None)
