@@ -11,10 +11,10 @@ import (
 // 0); nil pointers are keys left out and a pointer to a zero is a zero. Where each field comes
 // from in the YAML file is recorded as it is set (from), for messages.
 type Source struct {
-	Name   string `key:"name"`
+	Name string `key:"name"`
 	// Label is the provider key an NWP's tensors are nested under when the key cannot name
 	// them (translate.go, nwp).
-	Label string `key:"label"`
+	Label  string `key:"label"`
 	Kind   string `key:"kind"`
 	Role   string `key:"role"`
 	Anchor bool   `key:"anchor"`
