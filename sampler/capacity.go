@@ -96,39 +96,31 @@ func (j *Job) capacityTensors(at int) ([]config.Tensor, error) {
 	return nil, nil
 }
 
-// apply divides example e's generation by its capacity (float32 division, as numpy divides two
-// float32 arrays), fills the NaNs, and writes the first step's capacity.
+// apply divides example e's generation by its capacity (in float32, or float64 for a float64
+// quotient, as numpy divides), fills the NaNs, and writes the first step's capacity.
 func (d *capacityDiv) apply(tensors [][]byte, e int) {
 	if d.f64 {
-		d.apply64(tensors, e)
+		gen, capa := bytesAsFloat64(tensors[d.gen]), bytesAsFloat64(tensors[d.cap])
+		if divide(gen[e*d.per:(e+1)*d.per], capa[e*d.per:(e+1)*d.per]) && d.fill {
+			d.rules.FillQuotient64(gen[e*d.per:(e+1)*d.per], float64(d.fillV))
+		}
+		bytesAsFloat64(tensors[d.at])[e] = capa[e*d.per]
 		return
 	}
-	gen := bytesAsFloat32(tensors[d.gen])[e*d.per : (e+1)*d.per]
-	capa := bytesAsFloat32(tensors[d.cap])[e*d.per : (e+1)*d.per]
-	nan := false
-	for i, c := range capa {
-		v := gen[i] / c
-		nan = nan || v != v
-		gen[i] = v
+	gen, capa := bytesAsFloat32(tensors[d.gen]), bytesAsFloat32(tensors[d.cap])
+	if divide(gen[e*d.per:(e+1)*d.per], capa[e*d.per:(e+1)*d.per]) && d.fill {
+		d.rules.FillQuotient(gen[e*d.per:(e+1)*d.per], d.fillV)
 	}
-	if d.fill && nan {
-		d.rules.FillQuotient(gen, d.fillV)
-	}
-	bytesAsFloat32(tensors[d.at])[e] = capa[0]
+	bytesAsFloat32(tensors[d.at])[e] = capa[e*d.per]
 }
 
-// apply64 is apply in float64 (numpy's float64 division).
-func (d *capacityDiv) apply64(tensors [][]byte, e int) {
-	gen := bytesAsFloat64(tensors[d.gen])[e*d.per : (e+1)*d.per]
-	capa := bytesAsFloat64(tensors[d.cap])[e*d.per : (e+1)*d.per]
-	nan := false
+// divide divides gen by capa element by element, in their type (as numpy divides two arrays
+// of it), and says whether a quotient is NaN.
+func divide[T float32 | float64](gen, capa []T) (nan bool) {
 	for i, c := range capa {
 		v := gen[i] / c
 		nan = nan || v != v
 		gen[i] = v
 	}
-	if d.fill && nan {
-		d.rules.FillQuotient64(gen, float64(d.fillV))
-	}
-	bytesAsFloat64(tensors[d.at])[e] = capa[0]
+	return nan
 }

@@ -475,10 +475,7 @@ func (c *chunked) finish64(idx []int, dst []float64, native []byte) {
 	}
 	for i, v := range dst { // one channel: a points source's (time, id)
 		if c.normMean != nil {
-			if v == v {
-				v = min(max(v, c.normLo[0]), c.normHi[0])
-			}
-			v = (v - c.normMean[0]) / c.normStd[0]
+			v = normalise64(v, c.normMean[0], c.normStd[0], c.normLo[0], c.normHi[0])
 		}
 		if c.nanFill && v != v {
 			v = float64(c.fill)
@@ -628,11 +625,15 @@ func (c *chunked) normalise(ch int, v float32) float32 {
 // normaliseValue is the normalisation of v: clip to [lo, hi], then
 // (v - mean) / std in float64; NaN stays NaN.
 func normaliseValue(v float32, mean, std, lo, hi float64) float32 {
-	x := float64(v)
+	return float32(normalise64(float64(v), mean, std, lo, hi))
+}
+
+// normalise64 is normaliseValue in float64 (a float64 cache's values, keepFloat64).
+func normalise64(x, mean, std, lo, hi float64) float64 {
 	if x == x {
 		x = min(max(x, lo), hi)
 	}
-	return float32((x - mean) / std)
+	return (x - mean) / std
 }
 
 // fillValue is what a dropped-out (or otherwise absent) value becomes.

@@ -345,12 +345,8 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 		j.times, j.timeChunk, first = &j.anchor.times, j.anchor.c.chunks[0], j.anchor
 	}
 	for _, sp := range specs {
-		var src dataSource
-		ds := ads
-		switch {
-		case sp == anchor:
-			src = first
-		default:
+		src, ds := first, ads
+		if sp != anchor {
 			if ds, err = o.dataset(sp); err != nil {
 				return err
 			}
@@ -576,10 +572,7 @@ func (j *Job) findCandidates() error {
 			}
 		}
 	}
-	for si := range j.srcs {
-		cs := j.rejections[si].Causes
-		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
-	}
+	j.sortCauses()
 	if len(j.cands) > 0 {
 		return nil
 	}
@@ -597,6 +590,15 @@ func (j *Job) findCandidates() error {
 	return j.cfg.Errorf("source", "no valid t0: none of the %d anchor times%s (%s .. %s%s) has every source's window; %s",
 		in, within, fmtTime(j.times.value(lo)), fmtTime(j.times.value(hi-1)), of,
 		strings.Join(parts, "; "))
+}
+
+// sortCauses orders each source's rejections by cause, most frequent first: the cause that
+// rejects almost every t0 is the one to fix.
+func (j *Job) sortCauses() {
+	for si := range j.rejections {
+		cs := j.rejections[si].Causes
+		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
+	}
 }
 
 // firstOutside is the first anchor index outside ranges (some is).
@@ -947,11 +949,9 @@ func (j *Job) Stats() Stats {
 		s.ReadNS += c.readNS.Load()
 		s.DecodeNS += c.decodeNS.Load()
 		s.ReadSlots = max(s.ReadSlots, cap(c.reads))
-	}
-	for _, src := range j.srcs {
 		i := src.spec().Index
-		s.ChunksDecoded[i], s.ChunksMissing[i] = src.data().chunkCounts()
-		s.DecodedBytes[i] = s.ChunksDecoded[i] * uint64(src.data().chunkBytes())
+		s.ChunksDecoded[i], s.ChunksMissing[i] = c.chunkCounts()
+		s.DecodedBytes[i] = s.ChunksDecoded[i] * uint64(c.chunkBytes())
 		s.DeliveredBytes[i] = s.Batches * uint64(j.tensors[i].NBytes())
 	}
 	return s

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/gobatch/gobatch/sampler/rules"
 )
@@ -27,10 +26,7 @@ func (j *Job) findPairs() error {
 			n.layFine() // every valid t0 seen: one run each, or keep the resolution's steps
 		}
 	}
-	for si := range j.rejections { // most frequent cause first, as findCandidates orders them
-		cs := j.rejections[si].Causes
-		sort.SliceStable(cs, func(a, b int) bool { return cs[a].Count > cs[b].Count })
-	}
+	j.sortCauses()
 	var ke *rules.KeyError
 	switch {
 	case errors.As(err, &ke):

@@ -310,7 +310,6 @@ type pointSource struct {
 	ids    []int64
 	order  []int32 // system indices by ascending id (then index)
 	rank   []int32 // rank[i] = position of system i in order
-	anchor *gridSource
 	// crops in every source's own system: the system of each location (the site's own series,
 	// not the nearest system to the crop); nil otherwise
 	siteSys []int32
@@ -399,44 +398,22 @@ func (p *pointSource) addKeys(rs *readerState, ex *example, keys []uint64) []uin
 // fill64 is fill for a source whose cache holds float64 (chunked.keepFloat64): out is the
 // example's float64 rows.
 func (p *pointSource) fill64(rs *readerState, ex *example, out []float64) error {
-	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
-	if missing >= 0 {
-		return fmt.Errorf("%s: no time window at t0 %d", p.c.what, ex.t0)
-	}
-	c := p.c
-	k := p.s.NearestK
-	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.t0, ex.cut[p.s.Index])
-	fill := float64(c.fillValue())
-	ct, cs := c.chunks[0], c.chunks[1]
-	defer rs.pins.ReleaseAll()
-	lastKt := -1
-	for step := 0; step < p.win.n; step++ {
-		row := out[step*k : (step+1)*k]
-		if step >= nanFrom && step < nanTo {
-			for i := range row {
-				row[i] = fill
-			}
-			continue
-		}
-		t := sp.index(step)
-		kt, wt := t/ct, t%ct
-		if kt != lastKt {
-			rs.pins.ReleaseAll()
-			lastKt = kt
-		}
-		for q, sys := range rs.sel {
-			ks, ws := int(sys)/cs, int(sys)%cs
-			src, err := rs.pins.Get(c.key(kt*c.gstride[0]+ks*c.gstride[1]), c.chunkBytes(), c.load)
-			if err != nil {
-				return err
-			}
-			row[q] = bytesAsFloat64(src)[wt*cs+ws]
-		}
-	}
-	return nil
+	return gatherPoints(p, rs, ex, out, float64(p.c.fillValue()),
+		func(block []byte, i int) float64 { return bytesAsFloat64(block)[i] })
 }
 
 func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
+	c := p.c
+	cv := c.rowConv(0)
+	return gatherPoints(p, rs, ex, out, c.fillValue(),
+		func(block []byte, i int) float32 { return c.value(cv, block, i) })
+}
+
+// gatherPoints writes example ex's window of p's chosen systems (rs.sel) into out, steps by
+// systems: a dropped-out step as fill, every other value read from its cached chunk by value
+// (the cache's form: float32 or stored values, or float64).
+func gatherPoints[T float32 | float64](p *pointSource, rs *readerState, ex *example, out []T, fill T,
+	value func(block []byte, i int) T) error {
 	sp, missing := p.times.place(p.win, ex.t0, rs.timeScratch(p.win.n))
 	if missing >= 0 {
 		return fmt.Errorf("%s: no time window at t0 %d", p.c.what, ex.t0)
@@ -444,9 +421,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 	c := p.c
 	k := p.s.NearestK
 	nanFrom, nanTo := dropoutFills(p.s, p.win, ex.t0, ex.cut[p.s.Index])
-	fill := c.fillValue()
 	ct, cs := c.chunks[0], c.chunks[1]
-	cv := c.rowConv(0)
 	defer rs.pins.ReleaseAll()
 	lastKt := -1
 	for step := 0; step < p.win.n; step++ {
@@ -469,7 +444,7 @@ func (p *pointSource) fill(rs *readerState, ex *example, out []float32) error {
 			if err != nil {
 				return err
 			}
-			row[q] = c.value(cv, src, wt*cs+ws)
+			row[q] = value(src, wt*cs+ws)
 		}
 	}
 	return nil

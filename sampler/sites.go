@@ -278,8 +278,8 @@ func (j *Job) checkSitePositions() error {
 			continue
 		}
 		for k := range j.sites.n() {
-			if x, y := q.at.at(j.sites.centre(k)); x != x || y != y {
-				cy, cx := j.sites.centre(k)
+			cy, cx := j.sites.centre(k)
+			if x, y := q.at.at(cy, cx); x != x || y != y {
 				return j.cfg.Errorf(q.s.Field+".crs", "location %d's anchor pixel (row %d, column %d) has no position in the coordinates of %s, whose nearest systems are measured from it; expected a pixel with one",
 					j.sites.id(k), cy, cx, q.s.Name)
 			}

@@ -288,8 +288,8 @@ func openNWP(cfg *config.Config, sp *Spec, ds Dataset, anchor *gridSource) (*nwp
 	return n, nil
 }
 
-// openPoints opens a points source: its times, ids and positions (the job places it,
-// placePoints).
+// openPoints opens a points source: its times, ids and positions (the job places it on the
+// anchor's grid or systems: Job.openSource).
 func openPoints(cfg *config.Config, sp *Spec, ds Dataset) (*pointSource, error) {
 	arr, m, c, err := openData(cfg, sp, ds)
 	if err != nil {
@@ -309,7 +309,6 @@ func openPoints(cfg *config.Config, sp *Spec, ds Dataset) (*pointSource, error) 
 	if err := readPositions(cfg, p, ds, arr, m.name(axisID), nk); err != nil {
 		return nil, err
 	}
-
 	if nk < sp.NearestK {
 		return nil, cfg.Errorf(sp.Field+".nearest_k", "%d; the store has only %d systems", sp.NearestK, nk)
 	}

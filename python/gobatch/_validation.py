@@ -28,11 +28,11 @@ import numpy as np
 from ._batch_options import TimeLike
 from ._config import ConfigLike
 from ._loader import Loader
+from ._view import Key, _put
 from .errors import LoaderError
 
 __all__ = ["ValidationSet", "ValidationLoader"]
 
-Key = Tuple[str, ...]
 
 
 class ValidationSet:
@@ -235,10 +235,3 @@ def _leaves(node: Mapping[str, Any], path: Key = ()) -> Iterator[Tuple[Key, Any]
             yield from _leaves(value, path + (key,))
         else:
             yield path + (key,), value
-
-
-def _put(out: Dict[str, Any], key: Key, value: Any) -> None:
-    node = out
-    for part in key[:-1]:
-        node = node.setdefault(part, {})
-    node[key[-1]] = value
