@@ -19,11 +19,14 @@ import (
 // channel axis chanAxis, then the NaN policy).
 //
 // Where the conversion happens depends on the stored element (the cache's form of a chunk):
-//   - narrower than float32 (int8, uint8, int16, uint16, float16: stored): the entry holds the
-//     stored values, and the gather converts each row as it copies it (convs). An entry is
-//     half the bytes of a float32 one or less, so the cache holds twice the chunks or more.
-//   - float32 or wider: the entry holds float32, converted once at load (conv, postprocess),
-//     and the gather copies rows.
+//   - float32 that CF leaves as it is, or narrower (int8, uint8, int16, uint16, float16:
+//     stored): the entry holds the stored values, and the gather converts each row as it copies it (convs). A
+//     chunk is decoded far more often than all of it is delivered (a 24x24 crop out of a
+//     frame of hundreds of pixels), so converting only the rows a batch takes is the
+//     cheaper place; and an entry of a narrower type is half the bytes of a float32 one or
+//     less, so the cache holds twice the chunks or more.
+//   - wider (float64, int32, ...), or float32 with a scale, offset or mask: the entry holds float32, converted once at load (conv,
+//     postprocess), and the gather copies rows.
 //
 // The chunk is decoded straight into the entry's block when its decoded bytes are the entry's
 // form (stored, or float32, which CF and normalisation then convert in place) and its store
@@ -120,11 +123,11 @@ func newChunked(id int, what string, arr Array, m *dimMap) (*chunked, error) {
 	}
 	c.conv, c.elem = conv, elem
 	_, c.itemLen = arr.Native()
-	c.stored, c.width = c.itemLen < 4, 4
+	c.stored, c.width = c.itemLen < 4 || elem == zarr.Float32 && conv.Identity(), 4
 	if c.stored {
 		c.width = c.itemLen
 	}
-	c.direct = !c.transpose && (c.stored || elem == zarr.Float32)
+	c.direct = !c.transpose && c.stored
 	n := len(c.shape)
 	c.grid = make([]int, n)
 	c.gstride = make([]int, n)
@@ -333,8 +336,10 @@ func (c *chunked) finish(idx []int, dst, native []byte) {
 	case c.stored && c.direct:
 	case c.stored && c.width == 1:
 		transposeChunk(dst, native, c.chunks, c.tstride)
-	case c.stored:
+	case c.stored && c.width == 2:
 		transposeChunk(bytesAsUint16(dst), bytesAsUint16(native), c.chunks, c.tstride)
+	case c.stored:
+		transposeChunk(bytesAsFloat32(dst), bytesAsFloat32(native), c.chunks, c.tstride)
 	case c.f64:
 		c.finish64(idx, bytesAsFloat64(dst), native)
 	default:

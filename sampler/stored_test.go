@@ -153,11 +153,11 @@ func TestCacheHoldsStoredWidth(t *testing.T) {
 	if c.chunkBytes() != int64(c.elems)*2 || !c.stored || !c.direct {
 		t.Fatalf("int16 satellite: %d bytes per chunk of %d values, stored %v, direct %v", c.chunkBytes(), c.elems, c.stored, c.direct)
 	}
-	// A float32 source stays float32 (the preset's NWP and PV).
+	// A float32 source is cached as stored too (the preset's NWP and PV): 4 bytes a value.
 	ds := newMemNowcast(smallMem)
 	j, _ := newMemJob(t, smallMem, "", Options{})
 	nwp := j.srcs[1].data()
-	if nwp.stored || nwp.chunkBytes() != int64(nwp.elems)*4 || ds["nwp.zarr"].arrays["UKV"].size != 4 {
+	if !nwp.stored || nwp.chunkBytes() != int64(nwp.elems)*4 || ds["nwp.zarr"].arrays["UKV"].size != 4 {
 		t.Fatalf("float32 nwp: stored %v, %d bytes per chunk of %d values", nwp.stored, nwp.chunkBytes(), nwp.elems)
 	}
 }

@@ -8,12 +8,14 @@ import (
 )
 
 // arith holds what the arithmetic kernels (kernels_amd64.s) compute with; the assembly
-// reads it by offset: four float64 at 0, 8, 16, 24, three 32-bit words at 32, 36, 40.
+// reads it by offset: four float64 at 0, 8, 16, 24, four 32-bit words at 32, 36, 40, 44,
+// two float64 at 48, 56.
 type arith struct {
 	scale, offset, mean, std float64
 	mask0, mask1             int32  // raw integers (float16: float32 bits) that read as the masked value
 	masked                   uint32 // the decoder's bits for a masked value
-	_                        uint32
+	nanZero                  uint32 // the float32 kernel: all ones when NaN becomes 0
+	clipMin, clipMax         float64
 }
 
 // noMask is a mask no widened 8- or 16-bit value equals.
@@ -30,6 +32,9 @@ func arithI8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, s
 
 //go:noescape
 func arithU8AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
+
+//go:noescape
+func arithF32AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
 
 //go:noescape
 func arithF16AVX2(a *arith, t *float32, dst *float32, dstStride int, src *byte, srcStride int, n, m int, flags int, next *byte)
@@ -79,6 +84,27 @@ func newArith(c *Conv, p Params) {
 	if sameTable(got, table) {
 		c.kern[pathAVX2], c.a, c.flags = fn, a, flags
 	}
+}
+
+// newArithF32 sets up the AVX2 kernel for float32 values that are normalised (clipped or
+// not) or whose NaN becomes 0, and that CF leaves as stored (scale 1, offset 0, no mask):
+// its instructions are the scalar path's (see F32COMP), so no table is needed to check it;
+// FuzzRow and TestArithF32 compare them. A NaN fill other than 0 keeps the scalar path.
+func newArithF32(c *Conv, p Params) {
+	if !cpu.X86.HasAVX2 || p.CF.Scale != 1 || p.CF.Offset != 0 || hasMask(p.CF.Masks) || p.NaNFill && p.Fill != 0 {
+		return
+	}
+	a := &arith{mean: 0, std: 1, clipMin: math.Inf(-1), clipMax: math.Inf(1)}
+	if p.Norm {
+		a.mean, a.std = p.Mean, p.Std
+		if p.Clip {
+			a.clipMin, a.clipMax = p.ClipMin, p.ClipMax
+		}
+	}
+	if p.NaNFill {
+		a.nanZero = math.MaxUint32
+	}
+	c.kern[pathAVX2], c.a = arithF32AVX2, a
 }
 
 // intRange is the range of each integer type.

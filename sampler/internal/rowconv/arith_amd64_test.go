@@ -1,7 +1,10 @@
 package rowconv
 
 import (
+	"encoding/binary"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gobatch/gobatch/readers/zarr"
@@ -60,3 +63,69 @@ func goFuses() bool {
 
 //go:noinline
 func fmaProbe(x, y, z float64) float64 { return x*y + z }
+
+// TestArithF32: the float32 kernel is set up for normalised float32 (clipped or not) and
+// for a NaN fill of 0, not for other fills or CF, and gives the scalar path's bits for
+// every class of value (NaNs, infinities, zeros of both signs, subnormals, values equal to
+// the bounds) with bounds of every kind, including the zeros Go's min and max order.
+func TestArithF32(t *testing.T) {
+	if !cpu.X86.HasAVX2 {
+		t.Skip("no AVX2: no float32 kernel")
+	}
+	for _, p := range []Params{
+		{Src: zarr.Float32, CF: zarr.CFParams{Scale: 1}, NaNFill: true, Fill: -1},
+		{Src: zarr.Float32, CF: zarr.CFParams{Scale: 2}, Norm: true, Mean: 1, Std: 2},
+		{Src: zarr.Float32, CF: zarr.CFParams{Scale: 1, Masks: []float64{-999}}, Norm: true, Mean: 1, Std: 2},
+		{Src: zarr.Float32, CF: zarr.CFParams{Scale: 1}},
+	} {
+		c, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.hasArith() {
+			t.Errorf("%+v: a float32 kernel was set up", p)
+		}
+	}
+	specials := []uint32{0x7f800001, 0x7fc00000, 0xffbfffff, 0x7f800000, 0xff800000, 0x80000000, 0x00000000,
+		0x00000001, 0x807fffff, 0x3f800000, 0xbf800000, 0x40400000, 0x7f7fffff, 0xff7fffff}
+	bounds := [][2]float64{{math.Inf(-1), math.Inf(1)}, {0, 3}, {math.Copysign(0, -1), 3}, {-1, 0},
+		{-1, math.Copysign(0, -1)}, {0, 0}, {math.Copysign(0, -1), math.Copysign(0, -1)}, {-1, 1}, {-1e-40, 1e-40}}
+	rng := rand.New(rand.NewPCG(7, 28))
+	raw := make([]byte, 0, 4*1024)
+	for i := 0; i < 1024; i++ {
+		var v uint32
+		switch i % 4 {
+		case 0:
+			v = specials[rng.IntN(len(specials))]
+		case 1:
+			v = rng.Uint32() // any bits
+		default:
+			v = math.Float32bits(float32(rng.NormFloat64() * 2))
+		}
+		raw = binary.NativeEndian.AppendUint32(raw, v)
+	}
+	for _, b := range bounds {
+		for _, norm := range [][2]float64{{0, 1}, {0.25, 1.5}, {-3, 1e-3}} {
+			for _, clip := range []bool{false, true} {
+				for _, nan := range []bool{false, true} {
+					p := Params{Src: zarr.Float32, CF: zarr.CFParams{Scale: 1}, Norm: true, Mean: norm[0], Std: norm[1],
+						Clip: clip, ClipMin: b[0], ClipMax: b[1], NaNFill: nan}
+					c, err := New(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !c.hasArith() {
+						t.Fatalf("%+v: no float32 kernel", p)
+					}
+					want := reference(t, p, raw, len(raw)/4)
+					for _, m := range []int{1, 3, 8, 13, 24, 64} {
+						for _, off := range []int{0, 1, 5} {
+							fc := fuzzCase{p: p, n: len(want), dstOff: off, rowM: m, rowGap: off, nt: off == 5, raw: raw}
+							fc.checkConv(t, pathAVX2, c, fmt.Sprintf("float32 %+v rows of %d", p, m), want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

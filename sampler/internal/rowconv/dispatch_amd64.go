@@ -1,6 +1,9 @@
 package rowconv
 
-import "golang.org/x/sys/cpu"
+import (
+	"github.com/gobatch/gobatch/readers/zarr"
+	"golang.org/x/sys/cpu"
+)
 
 // On amd64 the kernels are assembly (kernels_amd64.s), called after the callers'
 // length checks (checkRows) with n and m positive and strides in bytes.
@@ -48,8 +51,8 @@ var copyKernels = [numPaths]kernel{pathSSE2: copySSE2, pathAVX2: copyAVX2}
 
 // setKernels picks c's kernels: table lookups for the 1- and 2-byte types (replaced
 // on the AVX2 path by the arithmetic kernel where newArith keeps one), copies for
-// float32 that nothing changes; float32 with CF or normalisation has none (the scalar
-// path).
+// float32 that nothing changes; float32 normalised, or whose NaN becomes 0, the float32
+// arithmetic kernel where CF leaves it as stored; other float32 the scalar path.
 func setKernels(c *Conv, p Params) {
 	c.kern, c.a, c.flags = [numPaths]kernel{}, nil, 0
 	switch {
@@ -63,8 +66,11 @@ func setKernels(c *Conv, p Params) {
 	if !cpu.X86.HasAVX2 {
 		c.kern[pathAVX2] = nil
 	}
-	if c.tab != nil {
+	switch {
+	case c.tab != nil:
 		newArith(c, p)
+	case p.Src == zarr.Float32 && !c.copy:
+		newArithF32(c, p)
 	}
 }
 

@@ -223,6 +223,57 @@ nonorm: \
 	VANDNPS Y3, Y2, Y3 \
 keepnan:
 
+// The float32 kernel (arithF32AVX2) computes post.apply on float32 values: widened to
+// float64 (exact), clipped, normalised (subtract, divide), rounded to float32, NaN to zero
+// where Y8 is all ones. It has no branches: parameters that change nothing (clip to
+// [-Inf, +Inf], mean 0, std 1) give back every value but a signalling NaN's bits, and the
+// kernel is set up only where the values are normalised or NaN becomes 0 (arith_amd64.go).
+// The instructions are those the scalar path compiles to, so the bits are the same: Go's
+// max and min order +0 above -0, which MAXPD and MINPD do not (they return one operand
+// for equal ones), so where a value equals a bound the lane takes their AND (max) or OR
+// (min) of the two: +0 against -0 as Go, any other equal pair unchanged. The bound is
+// MAXPD's first operand so that a NaN value passes through, as the scalar path skips it.
+// Y6 ClipMin, Y7 ClipMax, Y10 mean, Y11 std, Y8 the NaN-to-zero mask; Y1, Y2 scratch.
+#define F32ARGS \
+	MOVQ a+0(FP), AX \
+	VBROADCASTSD 16(AX), Y10 \
+	VBROADCASTSD 24(AX), Y11 \
+	VBROADCASTSD 48(AX), Y6 \
+	VBROADCASTSD 56(AX), Y7 \
+	VPBROADCASTD 44(AX), Y8
+
+#define CLIPPD(R) \
+	VCMPPD $0, Y6, R, Y1 \
+	VANDPD Y6, R, Y2 \
+	VMAXPD R, Y6, R \
+	VBLENDVPD Y1, Y2, R, R \
+	VCMPPD $0, Y7, R, Y1 \
+	VORPD Y7, R, Y2 \
+	VMINPD R, Y7, R \
+	VBLENDVPD Y1, Y2, R, R
+
+// F32COMP: the chain on the 8 float32 values in Y3, result in Y3.
+#define F32COMP \
+	VEXTRACTF128 $1, Y3, X4 \
+	VCVTPS2PD X3, Y3 \
+	VCVTPS2PD X4, Y4 \
+	CLIPPD(Y3) \
+	CLIPPD(Y4) \
+	VSUBPD Y10, Y3, Y3 \
+	VSUBPD Y10, Y4, Y4 \
+	VDIVPD Y11, Y3, Y3 \
+	VDIVPD Y11, Y4, Y4 \
+	VCVTPD2PSY Y3, X3 \
+	VCVTPD2PSY Y4, X4 \
+	VINSERTF128 $1, X4, Y3, Y3 \
+	VCMPPS $3, Y3, Y3, Y2 \
+	VANDPS Y8, Y2, Y2 \
+	VANDNPS Y3, Y2, Y3
+
+#define F32VEC VMOVUPS (SI), Y3; F32COMP
+// One value: the same chain on lane 0 (VMOVSS clears the others).
+#define F32ONE VMOVSS (SI), X3; F32COMP; VMOVSS X3, (DI); ADDQ $4, SI; ADDQ $4, DI; DECQ CX
+
 #define AI16 ARITH8(LOADI16)
 #define AU16 ARITH8(LOADU16)
 #define AI8 ARITH8(LOADI8)
@@ -278,6 +329,12 @@ TEXT ·arithF16AVX2(SB), NOSPLIT, $0-80
 	AARGS
 	ARGS
 	ROWS(AF16, 8, 16, 2, 31, ONE16, YSTORE, YNTSTORE, YEXIT)
+
+// AVX2: float32 values normalised (F32COMP).
+TEXT ·arithF32AVX2(SB), NOSPLIT, $0-80
+	F32ARGS
+	ARGS
+	ROWS(F32VEC, 8, 32, 4, 31, F32ONE, YSTORE, YNTSTORE, YEXIT)
 
 // func Fence()
 TEXT ·Fence(SB), NOSPLIT, $0-0

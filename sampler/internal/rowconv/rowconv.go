@@ -155,6 +155,9 @@ func (c *Conv) Value(src []byte) float32 {
 	case c.lut16 != nil:
 		return c.lut16[*(*uint16)(unsafe.Pointer(&src[:2][0]))]
 	}
+	if c.dec.Identity() { // float32 as stored: read in place (a decode into a local would escape)
+		return c.post.apply(*(*float32)(unsafe.Pointer(&src[:4][0])))
+	}
 	var v [1]float32
 	c.dec.Decode(v[:], src[:4])
 	return c.post.apply(v[0])
