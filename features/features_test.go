@@ -108,3 +108,25 @@ func TestSunAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per call", n)
 	}
 }
+
+// TestSunCache: the cache gives SunAt's position for every time asked, bit for bit,
+// whether the time was kept, never seen, or pushed out by another time in its slot (times
+// 512 minutes apart share one), and allocates nothing.
+func TestSunCache(t *testing.T) {
+	var c SunCache
+	base := int64(1_700_000_000)
+	times := []int64{base, base + 300, base, base + 512*60, base, -3600, base + 300, 0, base + 512*60}
+	for i, tt := range times {
+		if got, want := c.At(tt), SunAt(float64(tt)); got != want {
+			t.Fatalf("time %d (%d): cache %+v, SunAt %+v", i, tt, got, want)
+		}
+	}
+	lon, lat := -1.5, 52.6
+	az, el := c.At(base).Seen(lon, lat)
+	if waz, wel := Sun(float64(base), lon, lat); az != waz || el != wel {
+		t.Fatalf("Seen from the cache: %v %v, Sun: %v %v", az, el, waz, wel)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.At(base + 600) }); n != 0 {
+		t.Fatalf("%v allocations per At", n)
+	}
+}

@@ -21,6 +21,17 @@ const (
 // by the NREL solar position algorithm (Reda & Andreas 2004) with DeltaT. It does not
 // allocate.
 func Sun(t, lon, lat float64) (azimuth, elevation float64) {
+	return SunAt(t).Seen(lon, lat)
+}
+
+// Geocentric is the part of the sun's position that depends on the time alone (sections
+// 3.1-3.10 of the algorithm): most of its work, shared by every site at that time.
+type Geocentric struct {
+	r, alpha, delta, nu float64 // distance (AU), right ascension and declination (radians), sidereal time (degrees)
+}
+
+// SunAt returns the sun's geocentric position at unix time t (seconds).
+func SunAt(t float64) Geocentric {
 	jd := t/daySeconds + unixEpochJD
 	jde := jd + DeltaT/daySeconds
 	jc := (jd - j2000JD) / julianCentury
@@ -41,17 +52,44 @@ func Sun(t, lon, lat float64) (azimuth, elevation float64) {
 	nu0 := mod360(280.46061837 + 360.98564736629*(jd-j2000JD) + 0.000387933*jc*jc - jc*jc*jc/38710000)
 	nu := nu0 + dPsi*math.Cos(deg2rad(eps))
 
-	// Geocentric right ascension and declination (3.9, 3.10), the local hour angle (3.11).
+	// Geocentric right ascension and declination (3.9, 3.10).
 	alpha, delta := equatorial(deg2rad(lambda), deg2rad(eps), deg2rad(beta))
-	h := deg2rad(mod360(nu + lon - rad2deg(alpha)))
+	return Geocentric{r: r, alpha: alpha, delta: delta, nu: nu}
+}
 
-	// Parallax moves the sun to the observer's topocentric position (3.12).
-	hp, deltaP := topocentric(r, deg2rad(lat), h, delta)
+// Seen returns the azimuth and elevation, as Sun gives them, of the sun at g seen from
+// longitude lon and latitude lat.
+func (g Geocentric) Seen(lon, lat float64) (azimuth, elevation float64) {
+	// The local hour angle (3.11); parallax moves the sun to the observer's topocentric
+	// position (3.12).
+	h := deg2rad(mod360(g.nu + lon - rad2deg(g.alpha)))
+	hp, deltaP := topocentric(g.r, deg2rad(lat), h, g.delta)
 	phi := deg2rad(lat)
 	elevation = rad2deg(math.Asin(math.Sin(phi)*math.Sin(deltaP) + math.Cos(phi)*math.Cos(deltaP)*math.Cos(hp)))
 	gamma := math.Atan2(math.Sin(hp), math.Cos(hp)*math.Sin(phi)-math.Tan(deltaP)*math.Cos(phi))
 	azimuth = mod360(rad2deg(gamma) + 180)
 	return azimuth, elevation
+}
+
+// SunCache keeps the geocentric positions of the times last asked for, a few hundred of
+// them, by time: the examples of a batch share their times (sites at one t0, windows that
+// overlap), so most of Sun's work is done once per time. The zero value is ready; a
+// SunCache is one goroutine's (a sampler reader's), and it does not allocate.
+type SunCache struct {
+	t  [sunSlots]int64
+	ok [sunSlots]bool
+	g  [sunSlots]Geocentric
+}
+
+const sunSlots = 512
+
+// At returns SunAt(t) for unix time t (seconds).
+func (c *SunCache) At(t int64) Geocentric {
+	i := uint64(t) / 60 % sunSlots // minutes: times on a grid of minutes spread over the slots
+	if !c.ok[i] || c.t[i] != t {
+		c.t[i], c.ok[i], c.g[i] = t, true, SunAt(float64(t))
+	}
+	return c.g[i]
 }
 
 // series sums the earth periodic terms of one quantity (L, B or R): Σ_i jme^i Σ A cos(B + C jme),
@@ -141,6 +179,10 @@ func mod360(d float64) float64 {
 // SunNormalised is Sun scaled as ocf-data-sampler scales it for PVNet: azimuth / 360 and
 // elevation / 180 + 0.5, both in [0, 1].
 func SunNormalised(t, lon, lat float64) (azimuth, elevation float64) {
-	az, el := Sun(t, lon, lat)
-	return az / 360, el/180 + 0.5
+	return Normalised(Sun(t, lon, lat))
+}
+
+// Normalised scales an azimuth and elevation as SunNormalised does.
+func Normalised(azimuth, elevation float64) (float64, float64) {
+	return azimuth / 360, elevation/180 + 0.5
 }

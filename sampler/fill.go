@@ -195,7 +195,7 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 		}
 		if j.feat != nil {
 			lon, lat := j.sites.position(ex.site)
-			j.feat.fill(tensors, e, ex.t0, lon, lat)
+			j.feat.fill(tensors, e, ex.t0, lon, lat, &rs.sun)
 		}
 		for _, s := range j.srcs {
 			if n, ok := s.(*nwpSource); ok && n.targets != nil {

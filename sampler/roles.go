@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gobatch/gobatch/features"
 	"github.com/gobatch/gobatch/sampler/chunks"
 	"github.com/gobatch/gobatch/sampler/rules"
 )
@@ -47,7 +48,8 @@ type readerState struct {
 	// accumulated channels' step after the window
 	nwpRun, nwpStep []int
 	accum           []float32
-	xyBuf           []float32 // layout XYIncreasing: a crop in store order before its transpose (xylayout.go)
+	xyBuf           []float32         // layout XYIncreasing: a crop in store order before its transpose (xylayout.go)
+	sun             features.SunCache // the site features' sun positions by time (sitefeatures.go)
 }
 
 // timeScratch is rs.at with room for n indices; it grows once, so steady state allocates

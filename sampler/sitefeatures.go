@@ -128,8 +128,9 @@ type siteFeatureFill struct {
 	width int // of the t0 embedding (0: none)
 }
 
-// fill writes example e's features: t0 unix seconds, the site at lon/lat.
-func (s *siteFeatureFill) fill(tensors [][]byte, e int, t0 int64, lon, lat float64) {
+// fill writes example e's features: t0 unix seconds, the site at lon/lat; sun keeps the
+// reader's geocentric sun positions.
+func (s *siteFeatureFill) fill(tensors [][]byte, e int, t0 int64, lon, lat float64, sun *features.SunCache) {
 	i := s.at
 	if s.f.DateTime {
 		n := s.win.n
@@ -144,7 +145,7 @@ func (s *siteFeatureFill) fill(tensors [][]byte, e int, t0 int64, lon, lat float
 	if w := s.f.Solar; w != nil {
 		az, el := bytesAsFloat32(tensors[i])[e*w.n:(e+1)*w.n], bytesAsFloat32(tensors[i+1])[e*w.n:(e+1)*w.n]
 		for k := range w.n {
-			a, b := features.SunNormalised(float64(w.stepTime(t0, k)), lon, lat)
+			a, b := features.Normalised(sun.At(w.stepTime(t0, k)).Seen(lon, lat))
 			az[k], el[k] = float32(a), float32(b)
 		}
 		i += 2
