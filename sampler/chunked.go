@@ -98,6 +98,8 @@ type chunked struct {
 	// and the direction of the coordinates along y and x, as the roles found them.
 	axes   string
 	orders map[string]string
+	// from: the stores (resolved) and the variable, for the decoding identity (shared.go).
+	from string
 
 	scratch sync.Pool // *[]byte of elems * itemLen: the native chunk
 	load    chunks.Loader

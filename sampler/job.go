@@ -31,6 +31,9 @@ type Options struct {
 	// Open opens a store; default: the Zarr reader (OpenZarr). NewJob calls it once per
 	// distinct store, for all of them at once (concurrently).
 	Open func(path string) (Dataset, error)
+	// Shared, when set, is the cache the job uses instead of one of its own (CacheMB and the
+	// anchor's cache_mb are then ignored): the jobs of one node loader (shared.go).
+	Shared *SharedCache
 	// Stream is the rank the job fills batches for. Batches are global whatever it is, but
 	// with order = "epochs" the epoch length is rounded down to a multiple of the world size
 	// (Stream.Epoch); the zero value is world size 1.
@@ -93,6 +96,9 @@ type Job struct {
 	cx0, nx        int
 	tensors        []config.Tensor
 	cache          *chunks.Cache
+	shared         *SharedCache   // Options.Shared: the cache is its, keyed by decoding identity
+	sharedCache    bool           // j.cache is shared: Close leaves it open
+	keySrc         map[uint64]int // a chunk key's high bits -> its source's index in srcs (keyed)
 	loc            *locality
 	epochs         *epochs     // order = "epochs"; nil: the endless stream of independent draws
 	conc           *concurrent // [batch] concurrent: one t0 per batch, every location (concurrent.go); nil: not
@@ -117,7 +123,7 @@ type Job struct {
 // batch's tensors, then the cache and the sampling mode.
 func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	opt = opt.withDefaults(cfg)
-	j := &Job{cfg: cfg, size: cfg.Batch.Size, seed: cfg.Batch.Seed}
+	j := &Job{cfg: cfg, size: cfg.Batch.Size, seed: cfg.Batch.Seed, shared: opt.Shared}
 	if j.size < 1 && !cfg.Batch.Concurrent { // concurrent: the locations, once known (concurrent.go)
 		return nil, cfg.Errorf("batch.size", "%d; expected at least 1", j.size)
 	}
@@ -358,6 +364,7 @@ func (j *Job) openSources(specs []*Spec, anchor *Spec, o *opener) error {
 			j.points = append(j.points, p)
 			j.maxK = max(j.maxK, p.s.NearestK)
 		}
+		src.data().from = o.storesOf(sp) + "\x00" + ds.String()
 		j.srcs, j.stores = append(j.srcs, src), append(j.stores, j.cfg.Redact(ds.String()))
 	}
 	return nil
@@ -766,7 +773,14 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	if cacheMB > 0 {
 		mb = cacheMB
 	}
-	j.cache = chunks.NewCache(mb << 20)
+	if j.shared != nil {
+		if err := j.useShared(j.shared); err != nil {
+			return err
+		}
+	} else {
+		j.cache = chunks.NewCache(mb << 20)
+	}
+	j.indexKeys()
 	if j.conc != nil { // a batch reads one t0's chunks for all its locations (concurrent.go)
 		j.mode, j.why = SampleRandom, j.concurrentWhy()
 		return nil
@@ -911,7 +925,9 @@ func (j *Job) Cache() *chunks.Cache { return j.cache }
 // Close stops fetching ahead and releases the cache's memory. No Fill may run afterwards.
 func (j *Job) Close() {
 	j.closeAhead()
-	j.cache.Close()
+	if !j.sharedCache {
+		j.cache.Close()
+	}
 }
 
 // Stats returns the job's counters.

@@ -285,21 +285,21 @@ func (j *Job) planTraffic(n int) TrafficPlan {
 				lru.MoveToFront(e)
 				continue
 			}
-			size := j.srcs[key>>keyShift].data().chunkBytes()
+			size := j.srcs[j.keyed(key)].data().chunkBytes()
 			if k == 0 {
 				tr.FirstBatchMisses++
 			}
 			if k >= n/2 {
 				misses++
 				missBytes += size
-				missBy[key>>keyShift] += size
+				missBy[j.keyed(key)] += size
 			}
 			at[key] = lru.PushFront(key)
 			held += size
 			for held > j.cache.Budget() && lru.Len() > 1 {
 				old := lru.Remove(lru.Back()).(uint64)
 				delete(at, old)
-				held -= j.srcs[old>>keyShift].data().chunkBytes()
+				held -= j.srcs[j.keyed(old)].data().chunkBytes()
 			}
 		}
 	}

@@ -185,7 +185,7 @@ func (j *Job) prefetchBatch(ctx context.Context, g uint64, rs *readerState, minC
 	for _, k := range keys {
 		if !j.cache.Has(k) {
 			missing = append(missing, k)
-			bytes += j.srcs[k>>keyShift].data().chunkBytes()
+			bytes += j.srcs[j.keyed(k)].data().chunkBytes()
 		}
 	}
 	workers := min(j.prefetchWorkers(), len(missing))
@@ -253,7 +253,7 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 				if !ok {
 					return
 				}
-				c := j.srcs[k>>keyShift].data()
+				c := j.srcs[j.keyed(k)].data()
 				yield := func() {}
 				if !c.remote {
 					yield = j.decodes.yieldTo(kg) // a lower batch's gather keeps a core
@@ -280,7 +280,7 @@ func (j *Job) loadParallel(ctx context.Context, g uint64, keys []uint64, workers
 // readsAhead reports whether a chunk of keys belongs to a source that reads ahead.
 func (j *Job) readsAhead(keys []uint64) bool {
 	for _, k := range keys {
-		if j.srcs[k>>keyShift].data().readsAhead() {
+		if j.srcs[j.keyed(k)].data().readsAhead() {
 			return true
 		}
 	}
@@ -299,7 +299,7 @@ func (j *Job) readAhead(w *decodeWork, stop <-chan struct{}) {
 				break
 			}
 			if i < started+readAheadChunks {
-				j.srcs[k>>keyShift].data().readAhead(k)
+				j.srcs[j.keyed(k)].data().readAhead(k)
 				break
 			}
 			select {
