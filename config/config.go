@@ -255,8 +255,24 @@ func Parse(file string, data []byte, format Format) (*Config, error) {
 	return ParseWith(file, data, format, Overrides{})
 }
 
+// LoadIn is LoadWith for a process whose working directory is not the one the file's
+// relative paths mean (a sharing node loader opening a rank's configuration): wd stands for
+// it where a format resolves store paths from the working directory.
+func LoadIn(path string, o Overrides, wd string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(path, data, FormatOf(path), o, wd)
+}
+
 // ParseWith is Parse with gobatch's options given outside the file.
 func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, error) {
+	return parse(file, data, format, o, "")
+}
+
+// parse is ParseWith with the working directory wd ("": this process's).
+func parse(file string, data []byte, format Format, o Overrides, wd string) (*Config, error) {
 	c := &collector{file: file}
 	var raw map[string]any
 	base := filepath.Dir(file)
@@ -265,7 +281,10 @@ func ParseWith(file string, data []byte, format Format, o Overrides) (*Config, e
 		raw = decodeJSON(c, data)
 	case foreign:
 		raw = decodeForeign(c, f, data)
-		if wd, err := os.Getwd(); err == nil && f.PathsFromWorkingDir {
+		if wd == "" {
+			wd, _ = os.Getwd()
+		}
+		if wd != "" && f.PathsFromWorkingDir {
 			base = wd
 		}
 		if raw != nil && o.BatchSize == 0 && !o.Concurrent {

@@ -29,6 +29,24 @@ type Request struct {
 	// the reply carries no descriptor.
 	Join bool `json:"join,omitempty"`
 	FD   int  `json:"-"` // the descriptor the message carried (-1: none)
+	// Share: the job of a rank of a sharing node loader (`shmloader serve --share`), which
+	// opens the job's configuration for it; nil for a node loader of one configuration.
+	Share *ShareJob `json:"share,omitempty"`
+}
+
+// ShareJob says which job a rank of a sharing node loader belongs to: the ranks of one job
+// send the same one, and the node loader serves each job from its own configuration and
+// batch options (Request.Batch, DataRoot) over one decoded-chunk cache.
+type ShareJob struct {
+	// Job tells one job from the others that use the same configuration: the ranks of one
+	// torchrun job derive it alike; a Loader of its own draws one.
+	Job string `json:"job"`
+	// Config is the configuration file, an absolute path; the node loader reads it (the
+	// rank's user is the node loader's) and checks its sha256 against ConfigSHA256.
+	Config string `json:"config"`
+	// Cwd is the rank's working directory: what an ocf-data-sampler YAML's relative paths
+	// are resolved against, as ocf-data-sampler resolves them.
+	Cwd string `json:"cwd"`
 }
 
 // Reply answers a request: the ring (its memfd is the message's one descriptor), or an

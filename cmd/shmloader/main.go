@@ -25,7 +25,7 @@
 //	shmloader read STORE/ARRAY --out FILE.npy [--bench N] [--box BOX] [--cf]
 //	    [--log-format FORMAT] [--log-level LEVEL] [--parallel N] [-v]
 //	shmloader version [--json]
-//	shmloader serve --config FILE --local-world-size N (--socket NAME | --listen-fd FD)
+//	shmloader serve (--share | --config FILE --local-world-size N) (--socket NAME | --listen-fd FD)
 //	    [--allow-uid UID] [--batch-size N] [--cache-mb N] [--concurrent] [--data-root ROOT]
 //	    [--drop-last BOOL] [--linger D] [--log-format FORMAT] [--log-level LEVEL] [--node-rank G]
 //	    [--of-rank R] [--order ORDER] [--readers N] [--resident-segments N] [--seed N]
@@ -39,7 +39,8 @@
 // store's groups and arrays; read writes a Zarr array, or a box of it, to a .npy file;
 // version prints the build and the ring layout version; serve is the node loader, one process
 // feeding a memfd ring per local rank from one cache, which gobatch.Loader starts under
-// torchrun. Flags may come before or after the positional arguments; `shmloader VERB -h` prints the verb's flags to stdout.
+// torchrun (and, with --share, one process feeding every job on the node that asks, each from
+// its own configuration, over one cache: gobatch.Loader(share=True)). Flags may come before or after the positional arguments; `shmloader VERB -h` prints the verb's flags to stdout.
 //
 // Logs go to stderr through zerolog, warnings and errors only unless -v or --log-level says
 // otherwise; a command's failure is one plain line on stderr, and its exit status is one of

@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobatch/gobatch/config"
-	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/nodewire"
 	"github.com/gobatch/gobatch/sampler"
 	"github.com/gobatch/gobatch/shm"
@@ -42,6 +41,7 @@ func init() {
 }
 
 type serveFlags struct {
+	share      bool // serve any job that connects, each from its own configuration (serve_share.go)
 	config     string
 	socket     string // abstract Unix socket name to bind
 	listenFD   int    // or an inherited listening socket (gobatch.Loader binds it: the rendezvous)
@@ -59,8 +59,9 @@ func cmdServe(args []string) int {
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigc)
 
-	fs := newFlagSet("serve", "--config FILE --local-world-size N (--socket NAME | --listen-fd FD)")
+	fs := newFlagSet("serve", "(--share | --config FILE --local-world-size N) (--socket NAME | --listen-fd FD)")
 	var f serveFlags
+	fs.BoolVar(&f.share, "share", false, "serve every job that connects (each its own configuration, batch options and ranks) from one decoded-chunk cache of --cache-mb, instead of one configuration's ranks")
 	fs.StringVar(&f.config, "config", "", "configuration file (TOML, or JSON when it ends in .json; - reads JSON from stdin)")
 	fs.StringVar(&f.socket, "socket", "", "listen on the abstract Unix socket NAME (give the same name to gobatch.Loader(node=NAME) or GOBATCH_NODE)")
 	fs.IntVar(&f.listenFD, "listen-fd", -1, "listen on this inherited Unix socket (SOCK_SEQPACKET; gobatch.Loader binds it)")
@@ -93,40 +94,45 @@ func cmdServe(args []string) int {
 	if err != nil {
 		return usageError("serve", err)
 	}
-	cfg, err := config.Read(f.config, os.Stdin, f.batch)
-	if err != nil {
-		return usageError("serve", err)
-	}
-	src, err := openSources(cfg, f.sourceFlags, streams[0], log)
-	if err != nil {
-		return usageError("serve", err)
-	}
-	if _, err := (feed.Window{}).Layout(cfg, src); err != nil {
-		return usageError("serve", fmt.Errorf("%s: %w", cfg.File, err))
+	var srv *nodeServer
+	if f.share {
+		srv = newShareServer(log, f)
+	} else {
+		cfg, err := config.Read(f.config, os.Stdin, f.batch)
+		if err != nil {
+			return usageError("serve", err)
+		}
+		job, err := openJob(cfg, f.sourceFlags, streams, nil, f.readers, log)
+		if err != nil {
+			return usageError("serve", err)
+		}
+		srv = newNodeServer(log, f, job)
 	}
 	ln, err := f.listen()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
 		return exitFailure
 	}
-	srv := newNodeServer(log, f, cfg, src, streams)
 	srv.secret = nodewire.TakeSecret()
 	if err := srv.guard(); err != nil {
 		fmt.Fprintf(os.Stderr, "shmloader serve: %v\n", err)
 		return exitFailure
 	}
 	code = srv.run(ln, sigc)
-	src.logStats()
+	srv.closeJobs()
 	return code
 }
 
-// check validates the flag combination and returns the streams of the node's ranks.
+// check validates the flag combination and returns the streams of the node's ranks (none
+// with --share: each job's ranks are its own).
 func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 	switch {
 	case len(rest) > 0:
 		return nil, fmt.Errorf("unexpected argument %q", rest[0])
+	case f.share:
+		return nil, f.checkShare()
 	case f.config == "":
-		return nil, errors.New("--config FILE is required")
+		return nil, errors.New("--config FILE is required (or --share)")
 	case f.localWorld < 1:
 		return nil, errors.New("--local-world-size N is required (N >= 1)")
 	case (f.socket == "") == (f.listenFD < 0):
@@ -202,10 +208,8 @@ func (f *serveFlags) listen() (*net.UnixListener, error) {
 type nodeServer struct {
 	log     zerolog.Logger
 	flags   serveFlags
-	cfg     *config.Config
-	src     *runSource
-	streams []sampler.Stream    // by local rank
-	pool    *feed.Pool          // the readers of every ring
+	job     *nodeJob            // the one configuration's (nil with --share: jobs)
+	share   *shareHost          // --share: the jobs and their one cache
 	secret  []byte              // the node's secret (nodewire.TakeSecret)
 	next    string              // where the ranks meet should this process die (nodewire.NextName)
 	gate    *nodewire.Gate      // descriptors for peers that are not ranks (yet)
@@ -213,17 +217,23 @@ type nodeServer struct {
 	sleep   func(time.Duration) // accept's backoff (nil: time.Sleep; a test records it)
 
 	mu       sync.Mutex
-	sessions map[uint64]*rankSession // global rank -> the Loader connected for it
-	seen     map[uint64]bool         // ranks that have connected
+	sessions map[sessionKey]*rankSession // a job's global rank -> the Loader connected for it
+	seen     map[uint64]bool             // ranks of the one job that have connected
 	conns    int
 	stopped  error // set once every ring was failed (on_rank_death = "stop", a signal)
 	changed  chan struct{}
 }
 
-func newNodeServer(log zerolog.Logger, f serveFlags, cfg *config.Config, src *runSource, streams []sampler.Stream) *nodeServer {
-	return &nodeServer{log: log, flags: f, cfg: cfg, src: src, streams: streams,
-		sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{},
+func newNodeServer(log zerolog.Logger, f serveFlags, job *nodeJob) *nodeServer {
+	return &nodeServer{log: log, flags: f, job: job,
+		sessions: map[sessionKey]*rankSession{}, seen: map[uint64]bool{},
 		changed: make(chan struct{}, 1)}
+}
+
+// sessionKey names a rank's session: its job's key ("" for the one job) and its global rank.
+type sessionKey struct {
+	job  string
+	rank uint64
 }
 
 // guard draws the name of the next node loader's socket and shares the descriptors this
@@ -239,22 +249,16 @@ func (s *nodeServer) guard() error {
 	if err != nil {
 		return err
 	}
-	reserve := 64 + 4*len(s.streams) + 16*s.flags.readers
+	ranks := shareRanks // --share: room for this many ranks' connections and rings at once
+	if s.job != nil {
+		ranks = len(s.job.streams)
+	}
+	reserve := 64 + 4*ranks + 16*s.flags.readers
 	limits := nodewire.Limits(nofile, reserve, 1+len(s.flags.allowUID))
 	s.next, s.gate = next, nodewire.NewGate(limits)
 	s.log.Debug().Int("nofile", nofile).Int("reserve", reserve).Int("handshakes_per_uid", limits.PerUID).
 		Int("lingering_refusals", limits.Linger).Msg("descriptor shares")
 	return nil
-}
-
-// stream returns the stream of global rank, if this node serves it.
-func (s *nodeServer) stream(rank uint64) (sampler.Stream, bool) {
-	for _, st := range s.streams {
-		if st.Rank == rank {
-			return st, true
-		}
-	}
-	return sampler.Stream{}, false
 }
 
 // poke tells run that the connections changed.
@@ -268,11 +272,15 @@ func (s *nodeServer) poke() {
 // run accepts the ranks' connections until the node's work is over: every local rank has
 // come and gone, no rank was connected for --linger, or a signal.
 func (s *nodeServer) run(ln *net.UnixListener, sigc chan os.Signal) int {
-	s.log.Info().Int("local_world_size", len(s.streams)).Uint64("first_rank", s.streams[0].Rank).
-		Uint64("world_size", s.streams[0].WorldSize).Int("readers", s.flags.readers).
-		Str("on_rank_death", s.cfg.Node.OnRankDeath).Str("addr", ln.Addr().String()).
-		Dur("since_exec", time.Since(processStart)).Msg("serving")
-	s.pool = feed.NewPool(s.src, s.flags.readers)
+	if s.job != nil {
+		s.log.Info().Int("local_world_size", len(s.job.streams)).Uint64("first_rank", s.job.streams[0].Rank).
+			Uint64("world_size", s.job.streams[0].WorldSize).Int("readers", s.flags.readers).
+			Str("on_rank_death", s.job.cfg.Node.OnRankDeath).Str("addr", ln.Addr().String()).
+			Dur("since_exec", time.Since(processStart)).Msg("serving")
+	} else {
+		s.log.Info().Bool("share", true).Int64("cache_mb", s.share.cache.Cache().Budget()>>20).Int("readers", s.flags.readers).
+			Dur("linger", s.flags.linger).Str("addr", ln.Addr().String()).Dur("since_exec", time.Since(processStart)).Msg("serving")
+	}
 	go s.accept(ln)
 
 	code := s.waitDone(sigc)
@@ -328,7 +336,10 @@ func (s *nodeServer) idle() bool {
 func (s *nodeServer) allCame() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.seen) == len(s.streams) || s.stopped != nil
+	if s.job == nil {
+		return s.stopped != nil // --share: jobs come until none has for --linger
+	}
+	return len(s.seen) == len(s.job.streams) || s.stopped != nil
 }
 
 func (s *nodeServer) idleCode() int {
@@ -385,17 +396,25 @@ func (s *nodeServer) accept(ln acceptor) {
 	}
 }
 
-// rankDied applies on_rank_death to a rank whose process died with its ring open.
+// rankDied applies its job's on_rank_death to a rank whose process died with its ring open:
+// "stop" stops the job's other ranks (with --share, other jobs go on).
 func (s *nodeServer) rankDied(sess *rankSession, cause error) {
 	if !sess.died.CompareAndSwap(false, true) {
 		return
 	}
-	s.log.Warn().Uint64("rank", sess.rank).Int("pid", sess.pid).AnErr("cause", cause).
-		Str("on_rank_death", s.cfg.Node.OnRankDeath).Msg("rank died")
-	if s.cfg.Node.OnRankDeath == config.RankDeathStop {
-		s.stopAll(fmt.Errorf("rank %d (pid %d) died with its ring open (%v); the node loader stops every rank ([node] on_rank_death = %q)",
-			sess.rank, sess.pid, cause, config.RankDeathStop))
+	policy := sess.job.cfg.Node.OnRankDeath
+	s.log.Warn().Uint64("rank", sess.rank).Int("pid", sess.pid).AnErr("cause", cause).Str("job", sess.job.label).
+		Str("on_rank_death", policy).Msg("rank died")
+	if policy != config.RankDeathStop {
+		return
 	}
+	if s.share != nil {
+		s.stopJob(sess.job, fmt.Errorf("rank %d (pid %d) of job %s died with its ring open (%v); the node loader stops the job's every rank ([node] on_rank_death = %q)",
+			sess.rank, sess.pid, sess.job.label, cause, config.RankDeathStop))
+		return
+	}
+	s.stopAll(fmt.Errorf("rank %d (pid %d) died with its ring open (%v); the node loader stops every rank ([node] on_rank_death = %q)",
+		sess.rank, sess.pid, cause, config.RankDeathStop))
 }
 
 // stopAll fails every open ring with err (each consumer's next batch raises it) and refuses
@@ -405,7 +424,7 @@ func (s *nodeServer) stopAll(err error) {
 	if s.stopped == nil {
 		s.stopped = err
 	}
-	rings := s.openRings()
+	rings := s.openRings(nil)
 	for _, r := range rings {
 		r.ring.P.Fail(err) // under s.mu: no ring is unmapped meanwhile
 	}
@@ -416,11 +435,11 @@ func (s *nodeServer) stopAll(err error) {
 	s.poke()
 }
 
-// openRings lists the rings of the connected ranks (s.mu held).
-func (s *nodeServer) openRings() []*nodeRing {
+// openRings lists the rings of the connected ranks of job (nil: of every job; s.mu held).
+func (s *nodeServer) openRings(job *nodeJob) []*nodeRing {
 	var out []*nodeRing
 	for _, sess := range s.sessions {
-		if sess.cur != nil {
+		if sess.cur != nil && (job == nil || sess.job == job) {
 			out = append(out, sess.cur)
 		}
 	}
@@ -430,7 +449,7 @@ func (s *nodeServer) openRings() []*nodeRing {
 // closeAll stops and unmaps every ring (at exit).
 func (s *nodeServer) closeAll() {
 	s.mu.Lock()
-	rings := s.openRings()
+	rings := s.openRings(nil)
 	s.mu.Unlock()
 	for _, r := range rings {
 		r.close()

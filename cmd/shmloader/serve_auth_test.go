@@ -34,7 +34,7 @@ func TestAcceptBacksOff(t *testing.T) {
 		&net.OpError{Op: "accept", Net: "unixpacket", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
 	}, conn: a}
 	var waits []time.Duration // accept's backoffs, recorded instead of slept
-	srv := &nodeServer{log: zerolog.Nop(), sessions: map[uint64]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1),
+	srv := &nodeServer{log: zerolog.Nop(), sessions: map[sessionKey]*rankSession{}, seen: map[uint64]bool{}, changed: make(chan struct{}, 1),
 		gate: nodewire.NewGate(nodewire.GateLimits{PerUID: 1}), sleep: func(d time.Duration) { waits = append(waits, d) }}
 	done := make(chan struct{})
 	go func() { srv.accept(fl); close(done) }()

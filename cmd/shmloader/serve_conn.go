@@ -1,18 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gobatch/gobatch/config"
 	"github.com/gobatch/gobatch/feed"
 	"github.com/gobatch/gobatch/nodewire"
 )
@@ -28,6 +27,7 @@ const helloTimeout = 5 * time.Second
 
 // rankSession is the connection of one rank's Loader.
 type rankSession struct {
+	job  *nodeJob
 	rank uint64
 	pid  int
 	cur  *nodeRing   // its open ring (nil before the first request); guarded by nodeServer.mu
@@ -157,33 +157,39 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 	refuse := func(usage bool, format string, args ...any) (*rankSession, nodewire.Reply, int) {
 		return sess, nodewire.Reply{Error: fmt.Sprintf(format, args...), Usage: usage}, -1
 	}
-	differ := s.optionsDiffer(req)
-	switch {
-	case req.Rank == nil:
+	if req.Rank == nil {
 		return refuse(true, "request without a rank")
-	case req.WorldSize != s.streams[0].WorldSize:
-		return refuse(true, "rank %d asks for world size %d; this node loader serves world size %d", *req.Rank, req.WorldSize, s.streams[0].WorldSize)
-	case req.ConfigSHA256 != s.cfg.SHA256:
-		return refuse(true, "rank %d's configuration is not the node loader's (sha256 %.12s, the node loader's %.12s): give every rank the same configuration", *req.Rank, req.ConfigSHA256, s.cfg.SHA256)
-	case differ != "":
-		return refuse(true, "rank %d's %s: give every rank the same options", *req.Rank, differ)
-	case sess != nil && sess.rank != *req.Rank:
-		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, *req.Rank)
 	}
 	rank := *req.Rank
-	stream, ok := s.stream(rank)
+	if sess != nil && sess.rank != rank {
+		return refuse(true, "this connection serves rank %d, not rank %d", sess.rank, rank)
+	}
+	job, usage, err := s.jobOf(sess, req) // with --share, a new session's job is held for it (users)
+	if err != nil {
+		return refuse(usage, "%v", err)
+	}
+	stream, ok := job.stream(rank)
 	if !ok {
+		if sess == nil {
+			s.leaveJob(job)
+		}
+		if job.streams == nil {
+			return refuse(true, "rank %d is not a rank of world size %d", rank, job.world)
+		}
 		return refuse(true, "rank %d is not on this node: this node loader (node rank %d, %d local ranks) serves ranks %d .. %d of %d; check RANK, GROUP_RANK and LOCAL_WORLD_SIZE",
-			rank, s.flags.nodeRank, len(s.streams), s.streams[0].Rank, s.streams[len(s.streams)-1].Rank, s.streams[0].WorldSize)
+			rank, s.flags.nodeRank, len(job.streams), job.streams[0].Rank, job.streams[len(job.streams)-1].Rank, job.streams[0].WorldSize)
 	}
 	if sess == nil {
-		var err error
-		if sess, err = s.join(rank, req.PID); err != nil {
+		if sess, err = s.join(job, rank, req.PID); err != nil {
+			s.leaveJob(job)
 			return refuse(false, "%v", err)
 		}
 	}
 	s.mu.Lock()
 	stopped, prev := s.stopped, sess.cur
+	if stopped == nil {
+		stopped = job.stopped
+	}
 	s.mu.Unlock()
 	if stopped != nil {
 		return refuse(false, "%v", stopped)
@@ -197,7 +203,7 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 		return refuse(errors.As(err, &usage), "rank %d: %v", rank, err)
 	}
 	s.mu.Lock()
-	if stopped := s.stopped; stopped != nil { // stopped while the ring was made
+	if stopped := cmp.Or(s.stopped, job.stopped); stopped != nil { // stopped while the ring was made
 		s.mu.Unlock()
 		r.close()
 		return refuse(false, "%v", stopped)
@@ -221,18 +227,22 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 	return sess, nodewire.Reply{Rank: rank, Memfd: r.memfdName}, fd
 }
 
-// join starts rank's session, refusing a rank that another live connection holds.
-func (s *nodeServer) join(rank uint64, pid int) (*rankSession, error) {
+// join starts rank's session in job, refusing a rank that another live connection holds.
+func (s *nodeServer) join(job *nodeJob, rank uint64, pid int) (*rankSession, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.sessions[rank]; old != nil {
+	key := sessionKey{job.key, rank}
+	if old := s.sessions[key]; old != nil {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("rank %d is already served to pid %d: two processes with the same RANK?", rank, old.pid)
 	}
-	sess := &rankSession{rank: rank, pid: pid}
-	s.sessions[rank] = sess
-	s.seen[rank] = true
+	sess := &rankSession{job: job, rank: rank, pid: pid}
+	s.sessions[key] = sess
+	if s.share == nil {
+		s.seen[rank] = true
+	}
 	s.conns++
-	s.log.Info().Uint64("rank", rank).Int("pid", pid).Msg("rank connected")
+	s.mu.Unlock()
+	s.log.Info().Uint64("rank", rank).Int("pid", pid).Str("job", job.label).Msg("rank connected")
 	return sess, nil
 }
 
@@ -252,27 +262,11 @@ func (s *nodeServer) endSession(sess *rankSession) {
 		r.close()
 	}
 	s.mu.Lock()
-	delete(s.sessions, sess.rank)
+	delete(s.sessions, sessionKey{sess.job.key, sess.rank})
 	sess.cur = nil
 	s.conns--
 	s.mu.Unlock()
-	s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Msg("rank left")
+	s.leaveJob(sess.job)
+	s.log.Info().Uint64("rank", sess.rank).Int("pid", sess.pid).Str("job", sess.job.label).Msg("rank left")
 	s.poke()
-}
-
-// optionsDiffer says how a rank's batch options and data root differ from the node loader's
-// ("" when they are the same): with the same file they would make another stream, so a rank
-// given other options must not silently get this one's batches.
-func (s *nodeServer) optionsDiffer(req nodewire.Request) string {
-	o, err := config.ParseArgs(req.Batch)
-	if err != nil {
-		return fmt.Sprintf("batch options %q cannot be read (%v)", req.Batch, err)
-	}
-	if got, want := strings.Join(o.Args(), " "), strings.Join(s.flags.batch.Args(), " "); got != want {
-		return fmt.Sprintf("batch options [%s] are not the node loader's [%s]", got, want)
-	}
-	if req.DataRoot != s.flags.dataRoot {
-		return fmt.Sprintf("data root %q is not the node loader's %q", req.DataRoot, s.flags.dataRoot)
-	}
-	return ""
 }

@@ -47,7 +47,7 @@ func (s *nodeServer) openRing(sess *rankSession, stream sampler.Stream, req node
 	if req.Epoch != nil {
 		w.Epoch, w.EpochSet = *req.Epoch, true
 	}
-	l, err := w.Layout(s.cfg, s.src)
+	l, err := w.Layout(sess.job.cfg, sess.job.src)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (s *nodeServer) joinRing(req nodewire.Request, l ring.Layout) (*feed.Ring, 
 // start feeds the ring (nodeServer.mu held, so that close, which closeAll may call as soon as
 // the ring is listed, sees whether it ran).
 func (nr *nodeRing) start() {
-	nr.feed = nr.srv.pool.Start(nr.ring, nr.stream, ring.WatchOptions{})
+	nr.feed = nr.sess.job.pool.Start(nr.ring, nr.stream, ring.WatchOptions{})
 	go nr.watch()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +35,9 @@ type runSource struct {
 	sampler.Source
 	log   zerolog.Logger
 	start time.Time
-	fills atomic.Int64 // Fill calls so far (the first debugBatches are logged)
+	fills atomic.Int64  // Fill calls so far (the first debugBatches are logged)
+	stop  chan struct{} // closed by close: the progress log ends
+	once  sync.Once
 
 	rejections []sampler.Rejection // anchor times each zarr source rules out as t0 (logged at start-up)
 }
@@ -42,15 +45,20 @@ type runSource struct {
 // openSources opens the configured sources (for zarr: metadata and coordinates only). Its
 // errors are configuration errors (exit status 2).
 func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log zerolog.Logger) (*runSource, error) {
+	return openSourcesIn(cfg, f, stream, nil, log)
+}
+
+// openSourcesIn is openSources with the decoded-chunk cache shared (nil: one of its own).
+func openSourcesIn(cfg *config.Config, f sourceFlags, stream sampler.Stream, shared *sampler.SharedCache, log zerolog.Logger) (*runSource, error) {
 	t := time.Now()
-	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream})
+	src, err := sampler.Open(cfg, sampler.Options{DataRoot: f.dataRoot, CacheMB: f.cacheMB, Stream: stream, Shared: shared})
 	if err != nil {
 		return nil, err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(heapLimit)
 	}
-	s := &runSource{Source: src, log: log, start: time.Now(), rejections: src.Rejections()}
+	s := &runSource{Source: src, log: log, start: time.Now(), rejections: src.Rejections(), stop: make(chan struct{})}
 	st := src.Stats()
 	ev := log.Info().Int("tensors", len(src.Tensors())).Uint64("rank", stream.Rank).Uint64("world_size", stream.WorldSize).
 		Dur("open", time.Since(t)).Dur("since_exec", time.Since(processStart))
@@ -85,13 +93,32 @@ func openSources(cfg *config.Config, f sourceFlags, stream sampler.Stream, log z
 			Str("first", r.First).Msg("t0 rejections")
 	}
 	if log.GetLevel() <= zerolog.InfoLevel {
-		go func() { // progress for -v: the counters every statsEvery, until the process exits
-			for range time.Tick(statsEvery) {
-				s.logStats()
+		go func() { // progress for -v: the counters every statsEvery, until close
+			tick := time.NewTicker(statsEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					s.logStats()
+				case <-s.stop:
+					return
+				}
 			}
 		}()
 	}
 	return s, nil
+}
+
+// close logs the counters a last time and releases the sources (a node loader's job that
+// ended); no Fill may run afterwards.
+func (s *runSource) close() {
+	s.once.Do(func() {
+		close(s.stop)
+		s.logStats()
+		if c, ok := s.Source.(interface{ Close() }); ok {
+			c.Close()
+		}
+	})
 }
 
 // Fill is the source's Fill; the first few calls log, at debug level, when they began and

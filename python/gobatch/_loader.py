@@ -19,7 +19,7 @@ from ._child import Command, shmloader_path
 from ._config import ORDER_EPOCHS, ORDER_STREAM, ConfigLike, config_argument, config_identity
 from ._dataset import loader_class
 from ._lease import Batch, TensorSpec
-from ._node import NodeRings, node_spec
+from ._node import NodeRings, node_spec, share_spec
 from ._own import OwnChild, Restarts
 from ._ranks import placement
 from ._ring import STALL_WARNING_S, Ring, _check_framework, _stall_seconds
@@ -151,6 +151,15 @@ class Loader:
             loader killed by a signal is restarted under ``restarts`` as a child is (one rank
             starts it, and each rank's ring is joined by it); one started by hand is not, and
             its death ends every local rank's stream with a :class:`LoaderError` that says so.
+        share: several jobs on one node, one decode: True (or a name, for several such
+            loaders) gets this Loader's ring from the node's sharing node loader (``shmloader
+            serve --share``, started by the first Loader that asks and kept for a minute after
+            the last leaves), which serves every job of this user from its own configuration
+            file and options over one decoded-chunk cache: a chunk that two jobs read alike is
+            decoded once for both. Each job's stream is exactly the one it gets alone; a job's
+            death does not touch the others. The cache's budget is the first job's
+            ``cache_mb`` (or the default). The configuration must be a file. Not restarted when
+            killed: every job's stream then ends with a :class:`LoaderError`.
         local_world_size: ranks on this node, for the node loader (default: torchrun's
             ``LOCAL_WORLD_SIZE``).
         node_rank: this node's rank (default: torchrun's ``GROUP_RANK``, else rank //
@@ -225,6 +234,7 @@ class Loader:
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
         node: Union[None, bool, str] = None,
+        share: Union[None, bool, str] = None,
         local_world_size: Optional[int] = None,
         node_rank: Optional[int] = None,
         batch_size: Optional[int] = None, order: Optional[str] = None, seed: Optional[int] = None,
@@ -257,8 +267,15 @@ class Loader:
                           dict(env) if env is not None else None,
                           tuple(batch_flags(batch_size, order, seed, t0_start, t0_end, cache_mb, slots, segment_steps,
                                             time_periods, drop_last, concurrent, resident_segments)))
-        spec = None if where.in_worker else node_spec(
-            node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size, node_rank=node_rank)
+        if share not in (None, False) and node not in (None, False):
+            raise ValueError("give at most one of node and share: a sharing node loader serves every job's ranks")
+        if where.in_worker:
+            spec = None
+        elif share not in (None, False):
+            spec = share_spec(share, rank=where.rank, world_size=where.world_size)
+        else:
+            spec = node_spec(node, rank=where.rank, world_size=where.world_size, local_world_size=local_world_size,
+                             node_rank=node_rank)
         self._producer: Union[OwnChild, NodeRings]
         supervision = Restarts(restarts, float(restart_window_s), float(restart_backoff_s))
         if spec is not None:

@@ -49,7 +49,7 @@ from ._ring import Ring, process_state, producer_states
 from ._supervise import DeathWatch, Supervisor
 from .errors import ConfigError, LoaderError, RingError
 
-__all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "UNSUPERVISED"]
+__all__ = ["NodeSpec", "NodeSession", "NodeRings", "node_spec", "share_spec", "UNSUPERVISED"]
 
 _MAX_REPLY = 65536
 _POLL_S = 0.1  # how often a wait checks the child and the deadline
@@ -88,6 +88,10 @@ def _node_secret(spec: "NodeSpec", env: Mapping[str, str]) -> bytes:
     private as that environment: /proc/PID/environ is readable by the same user only, and
     ``torchrun --standalone``'s run id is a random uuid); else (a node loader started by hand
     without one) empty. Other users are kept out by the kernel's credentials whatever it is."""
+    if spec.share_job is not None:
+        # Every job of this user meets the sharing node loader, so the secret cannot be one
+        # job's: the kernel's credentials (this user only, both ways) are its gate.
+        return hashlib.sha256("\0".join(["gobatch-share-secret", str(os.getuid()), spec.socket]).encode()).hexdigest().encode()
     given = env.get(SECRET_ENV)
     if given:
         return given.encode()
@@ -117,6 +121,35 @@ class NodeSpec(NamedTuple):
     local_world_size: int
     node_rank: Optional[int]  # GROUP_RANK; None: the node loader finds it from the rank
     by_hand: bool  # the name was given: attach only, never start one
+    share_job: Optional[str] = None  # a sharing node loader's (serve --share): the job this rank is of
+
+
+# A sharing node loader keeps its cache this long after its last job left, so that the next run
+# on the node finds it warm; GOBATCH_SHARE_LINGER_S replaces it (seconds).
+SHARE_LINGER_S = 60.0
+SHARE_LINGER_ENV = "GOBATCH_SHARE_LINGER_S"
+
+
+def share_spec(share: Union[bool, str], *, rank: int, world_size: int) -> NodeSpec:
+    """The sharing node loader a Loader uses (``share=True``, or a name: several can run), and
+    the job it is of: the ranks of one torchrun job derive the same job (its rendezvous), any
+    other Loader draws one of its own. The socket's name is derived from the user and the name,
+    so every job of this user on the machine finds it; another user's process listening there
+    is refused (``_hello``), and the node loader admits this user's peers only."""
+    if share is True:
+        name = "default"
+    elif isinstance(share, str) and share and share.isprintable() and len(share) <= 64:
+        name = share
+    else:
+        raise ValueError(f"share must be True or a name (1 to 64 printable characters), not {share!r}")
+    env = os.environ
+    parts = ["gobatch-share", str(os.getuid()), env.get("GOBATCH_SHM_DIR", ""), name]
+    socket_name = "gobatch-share-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    if world_size > 1:
+        job = hashlib.sha256("\0".join(["job", *_job_parts(env), str(world_size)]).encode()).hexdigest()
+    else:
+        job = os.urandom(16).hex()
+    return NodeSpec(socket_name, rank, world_size, 1, None, False, job)
 
 
 def _default_socket(world_size: int, node_rank: Optional[int], env: Mapping[str, str]) -> str:
@@ -216,7 +249,13 @@ class NodeSession:
         self._sha = hashlib.sha256(command.config_bytes()).hexdigest()
         # With the file, these make the rank's stream: the node loader refuses a rank whose
         # differ from its own (it would otherwise serve its own stream to a rank asking for another).
-        self._options = {"batch": list(command.batch), "data_root": command.data_root or ""}
+        self._options: Dict[str, Any] = {"batch": list(command.batch), "data_root": command.data_root or ""}
+        if spec.share_job is not None:
+            if command.config == "-":
+                raise ConfigError("share: a sharing node loader opens each job's configuration file itself; "
+                                  "give the Loader a file (TOML or ocf-data-sampler YAML), not a dict")
+            self._options["share"] = {"job": spec.share_job, "config": os.path.abspath(command.config),
+                                      "cwd": os.getcwd()}
         self._timeout = start_timeout
         self._sock: Optional[socket.socket] = None
         self.child: Optional[Child] = None  # the node loader, when this rank started it
@@ -339,15 +378,28 @@ class NodeSession:
         """Starts ``shmloader serve`` on the bound socket, with no parent-death tie: it serves the
         other ranks after this one is gone (and exits once they all are)."""
         spec, cmd = self.spec, self._command
-        node = ["--node-rank", str(spec.node_rank)] if spec.node_rank is not None else ["--of-rank", str(spec.rank)]
-        args = [cmd.binary, "serve", *cmd.options(), "--listen-fd", str(listener.fileno()),
-                "--local-world-size", str(spec.local_world_size), *node,
-                "--world-size", str(spec.world_size), "--linger", f"{max(self._timeout, 1.0):g}s"]
+        if spec.share_job is not None:
+            # Every job brings its own configuration and options; the cache's budget is this
+            # job's cache_mb (the default's when it gives none), and it outlives the jobs.
+            cache = list(cmd.batch[cmd.batch.index("--cache-mb"):][:2]) if "--cache-mb" in cmd.batch else []
+            readers = ["--readers", str(cmd.readers)] if cmd.readers is not None else []
+            try:
+                linger = float(os.environ.get(SHARE_LINGER_ENV, SHARE_LINGER_S))
+            except ValueError:
+                raise ConfigError(f"{SHARE_LINGER_ENV}={os.environ[SHARE_LINGER_ENV]!r}: expected seconds") from None
+            args = [cmd.binary, "serve", "--share", "--listen-fd", str(listener.fileno()), *cache, *readers,
+                    "--linger", f"{max(linger, 0.001):g}s", *cmd.extra_args]
+        else:
+            node = ["--node-rank", str(spec.node_rank)] if spec.node_rank is not None else ["--of-rank", str(spec.rank)]
+            args = [cmd.binary, "serve", *cmd.options(), "--listen-fd", str(listener.fileno()),
+                    "--local-world-size", str(spec.local_world_size), *node,
+                    "--world-size", str(spec.world_size), "--linger", f"{max(self._timeout, 1.0):g}s"]
         env = dict(os.environ if cmd.env is None else cmd.env)
         env[SECRET_ENV] = self._secret.decode()
         self.child = Child("node loader", "shmloader serve refused its configuration (exit status 2)",
                            prefix="gobatch-serve-")
-        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=env)
+        self.child.start(args, pass_fds=(listener.fileno(),), config_json=None if spec.share_job else cmd.config_json,
+                         env=env)
 
     # ---- rings ----
 
@@ -519,7 +571,9 @@ class NodeRings:
         self._spec = spec
         self._command = command
         self._start_timeout = start_timeout
-        self._restarts = restarts if restarts is not None and not spec.by_hand else Restarts(0, 0.0, 0.0)
+        # Not restarted: one started by hand, and a sharing one (its jobs' rings are each their own).
+        supervised = restarts is not None and not spec.by_hand and spec.share_job is None
+        self._restarts = restarts if supervised else Restarts(0, 0.0, 0.0)
         self.session: Optional[NodeSession] = None
         self.supervisor: Optional[Supervisor] = None
         self._ring_fd = -1  # the open ring's memfd, kept to hand to a restarted node loader
