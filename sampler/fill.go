@@ -147,6 +147,9 @@ func (j *Job) Fill(ctx context.Context, g uint64, tensors [][]byte) error {
 	if err := checkTensors(j.tensors, g, tensors); err != nil {
 		return err
 	}
+	if err := j.pace(ctx, g); err != nil {
+		return err
+	}
 	rs := j.state()
 	defer j.putState(rs)
 	rs.nt = j.nt && !j.layout.XYIncreasing // XY: the gather writes a scratch buffer read back at once

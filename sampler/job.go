@@ -99,6 +99,7 @@ type Job struct {
 	shared         *SharedCache   // Options.Shared: the cache is its, keyed by decoding identity
 	sharedCache    bool           // j.cache is shared: Close leaves it open
 	keySrc         map[uint64]int // a chunk key's high bits -> its source's index in srcs (keyed)
+	paced          *paceMember    // a shared cache's job that walks a block shuffle: its place (pace.go)
 	loc            *locality
 	epochs         *epochs     // order = "epochs"; nil: the endless stream of independent draws
 	conc           *concurrent // [batch] concurrent: one t0 per batch, every location (concurrent.go); nil: not
@@ -170,6 +171,9 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 		return nil, err
 	}
 	j.ahead = newAheadFetcher(j.aheadBatches(anchor), opt.Stream)
+	if j.shared != nil && j.epochs != nil && j.epochs.blocks != nil {
+		j.paced = j.shared.pace.join(j.epochs.blocks.paceKey())
+	}
 	return j, nil
 }
 
@@ -924,6 +928,9 @@ func (j *Job) Cache() *chunks.Cache { return j.cache }
 
 // Close stops fetching ahead and releases the cache's memory. No Fill may run afterwards.
 func (j *Job) Close() {
+	if j.paced != nil {
+		j.shared.pace.leave(j.paced)
+	}
 	j.closeAhead()
 	if !j.sharedCache {
 		j.cache.Close()

@@ -22,13 +22,14 @@ import (
 // entries of its own. Every job plans with the whole budget.
 type SharedCache struct {
 	cache *chunks.Cache
+	pace  *pacer // jobs of one block-shuffle order keep pace (pace.go)
 	mu    sync.Mutex
 	ids   map[string]uint64 // decoding identity -> the high bits of its keys
 }
 
 // NewSharedCache makes a shared cache of budget bytes.
 func NewSharedCache(budget int64) *SharedCache {
-	return &SharedCache{cache: chunks.NewCache(budget), ids: map[string]uint64{}}
+	return &SharedCache{cache: chunks.NewCache(budget), pace: newPacer(), ids: map[string]uint64{}}
 }
 
 // Cache is the cache itself (its counters are every job's).

@@ -8,6 +8,8 @@ independent xarray reference (nowcast_ref.py) for examples:
 - two jobs of different configurations (batch size, seed, the satellite's normalisation) at once:
   each job's batches equal its own Loader's, value for value; one process serves both; between
   them they decode fewer chunks than the two alone (a chunk both read is decoded once);
+- two jobs of one seed whose data exceed the cache keep pace through the block shuffle's groups:
+  between them they decode about what one decodes alone, each epoch still its own Loader's;
 - a job killed with ``kill -9``: the other reads its whole stream, correct, and the sharing node
   loader exits after its linger once no job is left; nothing is left in the (private) shm dir;
 - another user's request is refused, naming its uid (run as uid 65534 through ``setpriv``);
@@ -113,6 +115,36 @@ def test_jobs_share_one_decode(tmp_path: Path, data: Path, ref: NowcastReference
     both, apart = shared[0][1] + shared[1][1], alone[0][1] + alone[1][1]
     assert 0 < both < apart, f"the jobs decoded {both} chunks sharing, {apart} alone"
     wait_for(lambda: process_gone(pids.pop()), 10, "the sharing node loader to exit after its linger")
+
+
+def test_jobs_share_the_block_shuffle(tmp_path: Path, data: Path, share: str) -> None:
+    """The data 1.8x the cache (cache_mb 32): each job's epochs are the block shuffle, and two
+    jobs of one seed (other batch sizes and normalisation) keep pace through its groups, so
+    that each group's chunks are decoded about once for both; each job's epoch is still its
+    own Loader's."""
+    paths = jobs(tmp_path)
+    for name, size in (("a", 6), ("b", 4)):
+        cfg = json.loads(paths[name].read_text())
+        cfg["batch"].update(order="epochs", seed=3, size=size)
+        cfg["batch"].pop("batches", None)
+        write_config(paths[name], cfg)
+
+    for name in "ab":
+        why = gobatch.plan(paths[name], data_root=data, cache_mb=32)["sampling_why"]
+        assert "block shuffle" in why, why
+
+    def epoch(i: int, **kw: Any) -> "tuple[List[Batch], int]":
+        with gobatch.Loader(paths["ab"[i]], data_root=data, framework="numpy", cache_mb=32, **kw) as L:
+            got = [{k: np.array(v) for k, v in b.items()} for b in L]
+            return got, settled_decodes(L)
+
+    shared = in_threads(lambda i: epoch(i, share=share), [0, 1])
+    alone = {i: epoch(i) for i in (0, 1)}
+    for i in (0, 1):
+        assert len(shared[i][0]) == len(alone[i][0]) > 0
+        assert same(shared[i][0], alone[i][0]), f"job {'ab'[i]}: the shared epoch differs from its own Loader's"
+    both, one = shared[0][1] + shared[1][1], max(alone[0][1], alone[1][1])
+    assert both <= 1.2 * one, f"the jobs decoded {both} chunks sharing an epoch; one alone decodes {one}"
 
 
 DYING_JOB = """
