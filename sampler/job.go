@@ -877,8 +877,14 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	j.epochs.blocks = newBlocks(l, locations, group, j.seed)
 	j.blockSteps, j.blockBytes = l.steps, l.segBytes
-	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
-		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, j.mixingTrade(l, group), j.dataBytes*10/9>>20+1)
+	short := ""
+	if fit(l.segBytes) < 1 {
+		short = fmt.Sprintf(" (the cache holds less than two segments of %.0f MB: a group's chunks are decoded again within it; cache_mb >= %d holds two)",
+			float64(l.segBytes)/(1<<20), 2*l.segBytes*10/9>>20+1)
+	}
+	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group%s; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
+		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, short,
+		j.mixingTrade(l, j.epochs.blocks.group), j.dataBytes*10/9>>20+1)
 	return nil
 }
 
