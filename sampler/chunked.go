@@ -429,10 +429,7 @@ func (c *chunked) decodeNow(sidx []int, dst []byte) (bool, error) {
 	defer slot(c.reads)()
 	start := time.Now()
 	defer func() { c.decodeNS.Add(uint64(time.Since(start))) }() // the read and the decode in one call
-	if p, ok := c.arr.(presenceArray); ok {
-		return p.DecodeChunkFound(sidx, dst)
-	}
-	return true, c.arr.DecodeChunk(sidx, dst)
+	return c.decodeWhole(sidx, dst)
 }
 
 // chunkCounts are the chunks decoded since the start and those among them that were not stored.

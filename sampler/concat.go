@@ -297,6 +297,56 @@ func (c *concatArray) decode(idx []int, dst []byte, presence bool) (bool, error)
 	return found, nil
 }
 
+// FetchChunk reads chunk idx's stored bytes without decoding them when the chunk is one
+// stored chunk of one part that reads that way (fetchingArray): every chunk but those a
+// store boundary cuts, whose parts are read and decoded together in the decode step
+// (errWhole).
+func (c *concatArray) FetchChunk(idx []int, buf []byte) ([]byte, bool, error) {
+	f, at, ok := c.single(idx)
+	if !ok {
+		return nil, false, errWhole
+	}
+	return f.FetchChunk(at, buf)
+}
+
+// DecodeFetched decodes FetchChunk's bytes into dst (fetchingArray).
+func (c *concatArray) DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	f, at, ok := c.single(idx)
+	if !ok {
+		return fmt.Errorf("chunk %v: no stored chunk of one part to decode (a store boundary cuts it)", idx)
+	}
+	return f.DecodeFetched(at, raw, found, dst)
+}
+
+// rawChunkBytes bounds a stored chunk's size over the parts (fetchingArray).
+func (c *concatArray) rawChunkBytes() int {
+	n := 0
+	for _, p := range c.parts {
+		if f, ok := p.(fetchingArray); ok {
+			n = max(n, f.rawChunkBytes())
+		}
+	}
+	return n
+}
+
+// single is the part's array and index of chunk idx when it is one whole stored chunk of a
+// part that fetches in two steps.
+func (c *concatArray) single(idx []int) (fetchingArray, []int, bool) {
+	ps := c.pieces(idx[c.axis])
+	n := c.Chunks()[c.axis]
+	p := ps[0]
+	if len(ps) != 1 || p.from != 0 || p.hi-p.lo != n || c.parts[p.part].Chunks()[c.axis] != n {
+		return nil, nil, false
+	}
+	f, ok := c.parts[p.part].(fetchingArray)
+	if !ok {
+		return nil, nil, false
+	}
+	at := slices.Clone(idx)
+	at[c.axis] = p.chunk
+	return f, at, true
+}
+
 // strides returns how many slabs lie outside the axis in a chunk of size bytes, and the bytes
 // of one row along it within a slab.
 func (c *concatArray) strides(size int) (outer, inner int) {

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -162,5 +163,93 @@ func TestConcatenatedStoresRefusedOrWarned(t *testing.T) {
 	}
 	if w := strings.Join(j.Warnings(), "\n"); !strings.Contains(w, "sat-1.zarr/x differs from sat-0.zarr/x; the first store's is used") {
 		t.Errorf("warnings %q; want the differing coordinate named", w)
+	}
+}
+
+// fetchingMem is a memArray that reads a chunk in two steps, as a store-backed array does
+// (fetchingArray): FetchChunk "reads" its bytes (the decoded values stand for them), and
+// DecodeFetched copies them into place. It counts both steps.
+type fetchingMem struct {
+	*memArray
+	fetched, decoded *atomic.Int64
+}
+
+func (f fetchingMem) FetchChunk(idx []int, buf []byte) ([]byte, bool, error) {
+	f.fetched.Add(1)
+	raw := append(buf[:0], make([]byte, f.rawChunkBytes())...)
+	return raw, true, f.memArray.DecodeChunk(idx, raw)
+}
+
+func (f fetchingMem) DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error {
+	f.decoded.Add(1)
+	copy(dst, raw)
+	return nil
+}
+
+func (f fetchingMem) rawChunkBytes() int {
+	n := f.size
+	for _, c := range f.chunks {
+		n *= c
+	}
+	return n
+}
+
+// fetchingDS gives its "data" array as a fetchingMem.
+type fetchingDS struct {
+	*memDataset
+	fetched, decoded *atomic.Int64
+}
+
+func (d fetchingDS) Array(n string) (Array, error) {
+	a, err := d.memDataset.Array(n)
+	if err != nil || n != "data" {
+		return a, err
+	}
+	return fetchingMem{a.(*memArray), d.fetched, d.decoded}, nil
+}
+
+// TestConcatenatedStoresFetchInTwoSteps: a concatenation of stores that read a chunk in two
+// steps (object storage's: the read bounded by fetch_depth, the decode by the cores) reads
+// each chunk that is one stored chunk of one store that way, and each chunk a store boundary
+// cuts in one step; every batch is still the uncut stores'.
+func TestConcatenatedStoresFetchInTwoSteps(t *testing.T) {
+	whole, _ := newMemJob(t, smallMem, "", Options{})
+	want := fillRange(t, whole, 0, 12, 2)
+	ds := newMemNowcast(smallMem)
+	sat := splitTime(ds["satellite.zarr"], "time", "sat", 48, 101) // 101: inside a 12-step chunk
+	var fetched, decoded atomic.Int64
+	open := map[string]Dataset{"nwp.zarr": ds["nwp.zarr"], "pv.zarr": ds["pv.zarr"]}
+	for _, p := range sat {
+		open[p.name] = fetchingDS{p, &fetched, &decoded}
+	}
+	cfg, err := parseCfg(t, concatConfig("", map[string][]*memDataset{"satellite.zarr": sat}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJob(cfg, Options{Open: func(path string) (Dataset, error) {
+		if d, ok := open[filepath.Base(path)]; ok {
+			return d, nil
+		}
+		return nil, fmt.Errorf("no store %s", path)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	got := fillRange(t, j, 0, 12, 2)
+	for b := range want {
+		for i := range want[b] {
+			if string(got[b][i]) != string(want[b][i]) {
+				t.Fatalf("batch %d, tensor %s differs from the uncut stores'", b, j.Tensors()[i].Name)
+			}
+		}
+	}
+	sd, _ := j.srcs[0].data().chunkCounts()
+	f, d := fetched.Load(), decoded.Load()
+	if d == 0 || f != d {
+		t.Fatalf("%d chunks fetched and %d decoded in two steps; want every fetched chunk decoded, some", f, d)
+	}
+	if uint64(d) >= sd {
+		t.Errorf("%d of %d satellite chunks read in two steps; the chunks a store boundary cuts cannot be", d, sd)
 	}
 }

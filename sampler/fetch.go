@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"errors"
 	"runtime"
 	"time"
 
@@ -50,11 +51,26 @@ func fetchDepth(sp *Spec, remote bool, perRead int64) int {
 }
 
 // fetchingArray is implemented by arrays that can fetch a chunk's stored bytes and decode them
-// in two steps (the store-backed arrays).
+// in two steps (the store-backed arrays, and their concatenations). FetchChunk returns errWhole
+// for a chunk that it cannot fetch apart from its decode: fetchDecode then reads and decodes
+// it whole in its decode step.
 type fetchingArray interface {
 	FetchChunk(idx []int, buf []byte) (raw []byte, found bool, err error)
 	DecodeFetched(idx []int, raw []byte, found bool, dst []byte) error
 	rawChunkBytes() int
+}
+
+// errWhole is FetchChunk's answer for a chunk read and decoded in one step (a concatenation's
+// chunk that a store boundary cuts: concat.go).
+var errWhole = errors.New("chunk read and decoded whole")
+
+// decodeWhole reads and decodes chunk sidx in one step, telling a chunk that is not stored
+// where the array can.
+func (c *chunked) decodeWhole(sidx []int, dst []byte) (bool, error) {
+	if p, ok := c.arr.(presenceArray); ok {
+		return p.DecodeChunkFound(sidx, dst)
+	}
+	return true, c.arr.DecodeChunk(sidx, dst)
 }
 
 // readBytes is what one chunk read of c holds: the stored bytes (the array's bound when it
@@ -65,6 +81,19 @@ func (c *chunked) readBytes() int64 {
 		return int64(f.rawChunkBytes()) + decoded
 	}
 	return 2 * decoded
+}
+
+// ReadBufferBytes is the most the job's chunk reads in flight hold in the Go heap at once:
+// each source's reads (depth) of its stored bytes and decode buffer (readBytes), as
+// fetch_buffer_mb bounds them. A process that keeps its heap small (GOMEMLIMIT) must leave
+// room for them, or its collector runs without end while object storage is read.
+func (j *Job) ReadBufferBytes() int64 {
+	var n int64
+	for _, s := range j.srcs {
+		c := s.data()
+		n += int64(c.depth) * c.readBytes()
+	}
+	return n
 }
 
 // limitReads bounds the source's chunk reads in flight to depth; a remote source's reads go
@@ -113,6 +142,10 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	}
 	start := time.Now()
 	raw, found, err := f.FetchChunk(sidx, buf)
+	whole := errors.Is(err, errWhole)
+	if whole {
+		err = nil
+	}
 	took := time.Since(start)
 	c.readNS.Add(uint64(took))
 	if c.window != nil {
@@ -122,7 +155,11 @@ func (c *chunked) fetchDecode(f fetchingArray, sidx []int, dst []byte) (bool, er
 	if err == nil {
 		done = slot(c.decodes)
 		start = time.Now()
-		err = f.DecodeFetched(sidx, raw, found, dst)
+		if whole {
+			found, err = c.decodeWhole(sidx, dst)
+		} else {
+			err = f.DecodeFetched(sidx, raw, found, dst)
+		}
 		c.decodeNS.Add(uint64(time.Since(start)))
 		done()
 	}
