@@ -209,6 +209,17 @@ func (s *Set) SiteExclusions() []SiteExclusion {
 }
 
 // Close releases what the sources hold (the zarr job's cache). No Fill may run afterwards.
+// ReadBufferBytes is the heap the parts' chunk reads in flight may hold (Job.ReadBufferBytes).
+func (s *Set) ReadBufferBytes() int64 {
+	var n int64
+	for _, p := range s.parts {
+		if j, ok := p.(*Job); ok {
+			n += j.ReadBufferBytes()
+		}
+	}
+	return n
+}
+
 func (s *Set) Close() {
 	for _, p := range s.parts {
 		if j, ok := p.(*Job); ok {

@@ -18,9 +18,12 @@ import (
 // sampler.Source, with the process's logging around it (start-up facts, the first fills' timings at debug level,
 // progress with -v). Package feed publishes its counters to the ring.
 
-// heapLimit is the Go heap's soft limit. The decoded-chunk cache lives outside the Go heap
-// (its own mappings, within cache_mb); what the heap holds is small (coordinates, decode
-// scratch), so keep the collector close to it: the bound is RSS <= cache_mb + 100 MB.
+// heapLimit is the Go heap's soft limit beside the chunk reads in flight. The decoded-chunk
+// cache lives outside the Go heap (its own mappings, within cache_mb); what the heap holds is
+// small (coordinates, decode scratch) but for the reads in flight (the stored bytes of up to
+// fetch_depth chunks per source of object storage, within fetch_buffer_mb), so keep the
+// collector close to that: the bound is RSS <= cache_mb + the reads' buffers + 100 MB. A limit
+// below the reads' buffers would have the collector run without end while they are full.
 // GOMEMLIMIT, when set, wins.
 const heapLimit = 64 << 20
 
@@ -56,7 +59,7 @@ func openSourcesIn(cfg *config.Config, f sourceFlags, stream sampler.Stream, sha
 		return nil, err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(heapLimit)
+		setHeapLimit(src)
 	}
 	s := &runSource{Source: src, log: log, start: time.Now(), rejections: src.Rejections(), stop: make(chan struct{})}
 	st := src.Stats()
@@ -109,6 +112,40 @@ func openSourcesIn(cfg *config.Config, f sourceFlags, stream sampler.Stream, sha
 	return s, nil
 }
 
+// heapLimits is the reads' buffers of every source open in the process (a sharing node
+// loader opens several): the heap limit is heapLimit beside all of them.
+var heapLimits struct {
+	sync.Mutex
+	reads map[sampler.Source]int64
+}
+
+// setHeapLimit counts src's read buffers in the heap limit (nil: recompute after a close).
+func setHeapLimit(src sampler.Source) {
+	heapLimits.Lock()
+	defer heapLimits.Unlock()
+	if heapLimits.reads == nil {
+		heapLimits.reads = map[sampler.Source]int64{}
+	}
+	if r, ok := src.(interface{ ReadBufferBytes() int64 }); ok {
+		heapLimits.reads[src] = r.ReadBufferBytes()
+	}
+	var sum int64
+	for _, n := range heapLimits.reads {
+		sum += n
+	}
+	debug.SetMemoryLimit(heapLimit + sum)
+}
+
+// dropHeapLimit takes a closed source's read buffers out of the heap limit.
+func dropHeapLimit(src sampler.Source) {
+	heapLimits.Lock()
+	delete(heapLimits.reads, src)
+	heapLimits.Unlock()
+	if os.Getenv("GOMEMLIMIT") == "" {
+		setHeapLimit(nil)
+	}
+}
+
 // close logs the counters a last time and releases the sources (a node loader's job that
 // ended); no Fill may run afterwards.
 func (s *runSource) close() {
@@ -118,6 +155,7 @@ func (s *runSource) close() {
 		if c, ok := s.Source.(interface{ Close() }); ok {
 			c.Close()
 		}
+		dropHeapLimit(s.Source)
 	})
 }
 
