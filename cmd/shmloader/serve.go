@@ -35,6 +35,10 @@ import (
 // "continue" stops that ring only. The process exits once every local rank has come and gone
 // (no connection left), or once none is connected for --linger. Only peers that pass
 // package nodewire's checks (their uid, the node's secret) become ranks.
+//
+// With --share the process serves every job that connects, each from its own configuration,
+// over one cache (serve_share.go): a job is what a nodeJob holds (configuration, sources,
+// readers, ranks), and a rank's session belongs to its job.
 
 func init() {
 	register("serve", "one loader per node: a ring for each local rank, fed from one cache", cmdServe)
