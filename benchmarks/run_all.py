@@ -152,6 +152,26 @@ PARTS: dict[str, tuple[str, list[str], list[str], str]] = {
         "resident_segments variants): batches/s, the satellite's decode amplification, the limiting "
         "stage, distinct t0s per batch against a uniform shuffle's, Spearman(position, t0).",
     ),
+    "ocfregime": (
+        "OCF's regime on an OCF-shaped archive: the satellite 10x the cache, local disk and S3 (issue 28)",
+        [PY, "benchmarks/ocf_regime_bench.py", "--data", "data/ocf-archive"],
+        [PY, "benchmarks/ocf_regime_bench.py", "--days", "1", "--rounds", "1", "--epochs", "1", "--seconds", "10"],
+        "benchmarks/ocf_archive.py's archive (3 days: the 11-channel int16 satellite in two stores at the "
+        "public chunking, 17-channel UKV and ECMWF, Blosc zstd, 24 sites) with cache_mb a tenth of the "
+        "satellite: gobatch's epochs from local disk and through a real S3 server on loopback at default "
+        "settings, alternated, against PVNetDataset through PVNet's DataLoader and the decode-once loop "
+        "(issue 28 asks for >= 30x PVNetDataset, >= 0.8x the loop, S3 >= 0.8x local).",
+    ),
+    "share": (
+        "Several jobs on a node, one decode (issue 28)",
+        [PY, "benchmarks/share_bench.py", "--hours", "240", "--rounds", "1", "--epochs", "1"],
+        [PY, "benchmarks/share_bench.py", "--hours", "48", "--rounds", "1", "--epochs", "1", "--jobs", "1", "2"],
+        "N = 1, 2, 4 jobs at once, each its own process and Loader on the OCF-shaped stores of mixing_bench "
+        "(240 h: the satellite 10x the cache), each with its own loader against all from the sharing node "
+        "loader (share=), a training step of 0 and 10 ms per batch: each job's batches/s against one job "
+        "alone, and the bytes all jobs decoded against one alone's (issue 28 asks for 4 jobs decoding "
+        "<= 1.1x one's bytes, each >= 0.9x its solo speed).",
+    ),
     "percore": (
         "Per-core efficiency (issue 11): against the tree before it, in cache, larger than the cache, cache bytes, readers, cold first batch",
         [PY, "benchmarks/percore_bench.py", "--baseline-commit", "0d579d4"],
