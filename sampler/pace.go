@@ -14,13 +14,16 @@ import (
 // for all of them only while they are in it together. The cache holds a group and the next
 // (what each job plans with), so a job may begin group p only once every other job of its
 // order has begun group p - paceLag: the slowest job's group and the next stay resident, and
-// the jobs ahead wait instead of decoding what a lagging job would decode again. A job that
+// the jobs ahead wait instead of decoding what a lagging job would decode again. A lag of one
+// group rather than none lets jobs of unequal steps drift within a group without waiting at
+// each boundary (share_bench, 4 jobs with a 10 ms step: 0.98x their solo speed at 1.03x one
+// job's decoded bytes, against 0.88x at 0.98x with no lag). A job that
 // fills nothing for paceStall (a trainer that stopped reading, to validate or to save) holds no
 // one back. Jobs whose orders differ (another seed, other segments) do not pace each other:
 // their chunks are shared when they happen to meet, and the trade is theirs to set.
 
 const (
-	paceLag   = 0               // groups a job may run ahead of the slowest of its order
+	paceLag   = 1               // groups a job may run ahead of the slowest of its order
 	paceStall = 2 * time.Second // a job that filled nothing for this long holds no one back
 	paceTick  = 20 * time.Millisecond
 )

@@ -25,9 +25,9 @@ func returned(t *testing.T, done chan error, within time.Duration) (error, bool)
 }
 
 // TestPacer: a job of an order waits at a group until every other job of that order still
-// filling has begun it (paceLag 0), and goes on when the slowest moves, leaves, or stops
-// filling for the stall time; jobs of another order never hold it; a cancelled context ends
-// the wait.
+// filling has begun the group paceLag (1) before it, and goes on when the slowest moves,
+// leaves, or stops filling for the stall time; jobs of another order never hold it; a
+// cancelled context ends the wait.
 func TestPacer(t *testing.T) {
 	p := newPacer()
 	p.stall = 300 * time.Millisecond
@@ -39,23 +39,23 @@ func TestPacer(t *testing.T) {
 	if err := p.wait(ctx, other, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.wait(ctx, a, 0); err != nil { // both at group 0
+	if err := p.wait(ctx, a, 1); err != nil { // one group ahead of b: allowed
 		t.Fatal(err)
 	}
-	done := waitDone(ctx, p, a, 1)
+	done := waitDone(ctx, p, a, 2)
 	if _, ok := returned(t, done, 100*time.Millisecond); ok {
-		t.Fatal("a began group 1 while b was still at group 0")
+		t.Fatal("a began group 2 while b was still at group 0")
 	}
-	if err := p.wait(ctx, b, 1); err != nil { // b begins group 1: a may too
+	if err := p.wait(ctx, b, 1); err != nil { // b begins group 1: a may begin 2
 		t.Fatal(err)
 	}
 	if err, ok := returned(t, done, time.Second); !ok || err != nil {
 		t.Fatalf("a still waits after b began group 1 (%v, %v)", err, ok)
 	}
 	// b leaves: a goes on alone.
-	done = waitDone(ctx, p, a, 2)
+	done = waitDone(ctx, p, a, 3)
 	if _, ok := returned(t, done, 100*time.Millisecond); ok {
-		t.Fatal("a began group 2 while b was at group 1")
+		t.Fatal("a began group 3 while b was at group 1")
 	}
 	p.leave(b)
 	if err, ok := returned(t, done, time.Second); !ok || err != nil {
@@ -67,7 +67,7 @@ func TestPacer(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := p.wait(ctx, a, 3); err != nil {
+	if err := p.wait(ctx, a, 4); err != nil {
 		t.Fatal(err)
 	}
 	if held := time.Since(start); held < 200*time.Millisecond || held > 2*time.Second {
@@ -82,9 +82,9 @@ func TestPacer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	done = waitDone(cctx, p, a, 4)
+	done = waitDone(cctx, p, a, 5)
 	if _, ok := returned(t, done, 50*time.Millisecond); ok {
-		t.Fatal("a began group 4 while d was at group 3")
+		t.Fatal("a began group 5 while d was at group 3")
 	}
 	cancel()
 	if err, ok := returned(t, done, time.Second); !ok || !errors.Is(err, context.Canceled) {
