@@ -106,7 +106,7 @@ func cmdServe(args []string) int {
 		if err != nil {
 			return usageError("serve", err)
 		}
-		job, err := openJob(cfg, f.sourceFlags, streams, nil, f.readers, log)
+		job, err := openJob(cfg, f.sourceFlags, streams, streams[0].WorldSize, nil, f.readers, log)
 		if err != nil {
 			return usageError("serve", err)
 		}

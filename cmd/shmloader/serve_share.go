@@ -52,8 +52,11 @@ type nodeJob struct {
 
 // openJob opens cfg's sources (in shared, when not nil) and checks that its batches fit a
 // ring; streams are the ranks it serves (nil: any rank of world).
-func openJob(cfg *config.Config, f sourceFlags, streams []sampler.Stream, shared *sampler.SharedCache, readers int, log zerolog.Logger) (*nodeJob, error) {
-	stream := sampler.Stream{WorldSize: 1}
+func openJob(cfg *config.Config, f sourceFlags, streams []sampler.Stream, world uint64, shared *sampler.SharedCache, readers int, log zerolog.Logger) (*nodeJob, error) {
+	stream, err := sampler.NewStream(0, int(world))
+	if err != nil {
+		return nil, fmt.Errorf("world size %d: %w", world, err)
+	}
 	if len(streams) > 0 {
 		stream = streams[0]
 	}
@@ -180,9 +183,6 @@ func (s *nodeServer) openShared(req nodewire.Request) (*nodeJob, error) {
 	if !filepath.IsAbs(sj.Config) || !filepath.IsAbs(sj.Cwd) {
 		return nil, fmt.Errorf("share: config %q and cwd %q must be absolute paths", sj.Config, sj.Cwd)
 	}
-	if req.WorldSize < 1 {
-		return nil, fmt.Errorf("world size %d; want at least 1", req.WorldSize)
-	}
 	var f sourceFlags
 	fs := newFlagSet("serve", "")
 	addDataFlags(fs, &f)
@@ -200,7 +200,7 @@ func (s *nodeServer) openShared(req nodewire.Request) (*nodeJob, error) {
 	if cfg.SHA256 != req.ConfigSHA256 {
 		return nil, fmt.Errorf("%s changed under the rank (sha256 %.12s, the rank's %.12s)", sj.Config, cfg.SHA256, req.ConfigSHA256)
 	}
-	return openJob(cfg, f, nil, s.share.cache, s.flags.readers, s.log.With().Str("job", sj.Config).Logger())
+	return openJob(cfg, f, nil, req.WorldSize, s.share.cache, s.flags.readers, s.log.With().Str("job", sj.Config).Logger())
 }
 
 // refusal says why the one job's node loader cannot serve a request (nil: it can).

@@ -234,6 +234,13 @@ func openRank(t *testing.T, nc *nodeClient, rank, world uint64, sha string, star
 		s := uint64(start)
 		req.Start = &s
 	}
+	return openRankWith(t, nc, req)
+}
+
+// openRankWith is openRank for a request made by the caller.
+func openRankWith(t *testing.T, nc *nodeClient, req nodewire.Request) *rankRing {
+	t.Helper()
+	rank := *req.Rank
 	reply, fd, err := nc.request(req)
 	if err != nil || fd < 0 {
 		t.Fatalf("rank %d: %v %+v", rank, err, reply)
@@ -471,4 +478,58 @@ func TestServeRankDeath(t *testing.T) {
 			p.expectExit(t, want)
 		})
 	}
+}
+
+// TestServeShare: a sharing node loader (serve --share) serves two jobs of other
+// configurations at once, each rank exactly its own job's stream (the synthetic contract of
+// its own configuration at its global indices), refuses requests that name no job, a relative
+// configuration path and a file whose sha256 is not the rank's, and exits 0 once no job has
+// been connected for its linger.
+func TestServeShare(t *testing.T) {
+	cfgA := writeConfig(t, "a.toml", allDTypes(3, 10, ""))
+	cfgB := writeConfig(t, "b.toml", allDTypes(2, 14, ""))
+	cwd, _ := os.Getwd()
+	socket := socketName(t)
+	p := start(t, "serve", "--share", "--socket", socket, "--readers", "2", "--linger", "300ms")
+	u := func(v uint64) *uint64 { return &v }
+	job := func(name, cfg string, rank, world uint64) nodewire.Request {
+		return nodewire.Request{Rank: u(rank), WorldSize: world, ConfigSHA256: fileSHA(t, cfg), PID: os.Getpid(),
+			Share: &nodewire.ShareJob{Job: name, Config: cfg, Cwd: cwd}}
+	}
+	for _, c := range []struct {
+		req  nodewire.Request
+		want string
+	}{
+		{nodewire.Request{Rank: u(0), WorldSize: 1, ConfigSHA256: fileSHA(t, cfgA)}, "a request without its job (share)"},
+		{func() nodewire.Request { r := job("x", cfgA, 0, 1); r.Share.Config = "a.toml"; return r }(), "must be absolute paths"},
+		{func() nodewire.Request { r := job("x", cfgA, 0, 1); r.ConfigSHA256 = "00"; return r }(), "changed under the rank"},
+		{job("x", cfgA, 2, 2), "rank 2 is not a rank of world size 2"},
+	} {
+		nc := dialNode(t, socket, p)
+		reply, fd, err := nc.request(c.req)
+		if err != nil || fd >= 0 || !reply.Usage || !strings.Contains(reply.Error, c.want) {
+			t.Errorf("%+v: %v fd %d %+v, want a usage error containing %q", c.req, err, fd, reply, c.want)
+		}
+		nc.close()
+	}
+	var wg sync.WaitGroup
+	for _, j := range []struct {
+		name, cfg      string
+		world, batches uint64
+	}{{"a", cfgA, 2, 10}, {"b", cfgB, 1, 14}} {
+		for rank := range j.world {
+			nc := dialNode(t, socket, p)
+			rr := openRankWith(t, nc, job(j.name, j.cfg, rank, j.world))
+			wg.Go(func() {
+				defer nc.close()
+				got, err := rr.read(-1, j.world)
+				rr.c.Close()
+				if err != nil || uint64(len(got)) != j.batches || got[len(got)-1] != (j.batches-1)*j.world+rank {
+					t.Errorf("job %s rank %d: %v %v, want its %d batches", j.name, rank, got, err, j.batches)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	p.expectExit(t, exitOK)
 }
