@@ -246,6 +246,30 @@ class ProcessMonitor:
         return sorted(set(self._names.values()))
 
 
+def read_seconds(array: str | os.PathLike[str], cf: bool = False, reads: int = 3) -> float:
+    """The decode-once loop of one array: the fastest of ``reads`` whole reads by ``shmloader
+    read --bench`` (every chunk decoded once, on every core; with ``cf`` CF-decoded to
+    float32, else to the stored type)."""
+    import json
+    import subprocess
+
+    args = [str(REPO / "bin" / "shmloader"), "read", str(array), "--out", os.devnull, "--bench", str(reads)]
+    r = subprocess.run(args + (["--cf"] if cf else []), capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise SystemExit(r.stderr[-2000:])
+    seconds = []
+    for line in r.stderr.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("seconds"), list):
+            seconds += [float(v) for v in doc["seconds"]]
+    if not seconds:
+        raise SystemExit(f"no timings in shmloader read's output: {r.stderr[-500:]}")
+    return min(seconds)
+
+
 def memcpy_MBps(nbytes: int, repeat: int = 24, sources: int = 4) -> float:
     """The roofline: MB/s of ``np.copyto`` of ``nbytes`` (one batch), the median of ``repeat``
     copies that rotate over ``sources`` distinct source buffers (as a consumer rotates over

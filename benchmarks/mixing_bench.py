@@ -31,9 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import MB, REPO  # noqa: E402
+from baselines import MB, REPO, read_seconds  # noqa: E402
 
 sys.path.insert(0, str(REPO / "python" / "tests"))
 from ocf_stores import write_pvnet_stores  # noqa: E402
@@ -69,25 +67,6 @@ def distinct_per_batch(t0s: np.ndarray) -> float:
 
 # Every array an epoch of PVNET_CONFIG reads: its chunks are what the epoch must decode.
 EPOCH_ARRAYS = ("sat.zarr/data", "ukv.zarr/UKV", "gen.zarr/generation_mw", "gen.zarr/capacity_mwp")
-
-
-def decode_once_seconds(root: Path, array: str) -> float:
-    """The fastest of 3 whole reads of one array (every chunk decoded once, all cores)."""
-    r = subprocess.run([str(REPO / "bin" / "shmloader"), "read", str(root / array), "--cf",
-                        "--out", os.devnull, "--bench", "3"], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise SystemExit(r.stderr[-2000:])
-    seconds = []
-    for line in r.stderr.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("seconds"), list):
-            seconds += [float(v) for v in doc["seconds"]]
-    if not seconds:
-        raise SystemExit(f"no timings in shmloader read's output: {r.stderr[-500:]}")
-    return min(seconds)
 
 
 def one_epoch(config: str, cache_mb: int | None, segment_steps: int | None, resident: int | None = None) -> dict:
@@ -128,7 +107,7 @@ def main() -> int:
         print(f"stores: {args.hours:g} h, satellite {args.pixels}x{args.pixels} px x 2 channels at 5 min "
               f"({sat_mb:.0f} MB float32), {args.sites} sites, batch size {BATCH}; small cache {small} MB "
               f"({sat_mb / small:.1f}x under the satellite); load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
-        parts = {a: decode_once_seconds(root, a) for a in EPOCH_ARRAYS}
+        parts = {a: read_seconds(root / a, cf=True) for a in EPOCH_ARRAYS}
         loop = sum(parts.values())
         print(f"decode-once loop: every chunk of the epoch's arrays decoded once in {loop:.3f} s ("
               + ", ".join(f"{a} {t:.3f} s" for a, t in parts.items()) + ")")

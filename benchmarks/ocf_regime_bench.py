@@ -27,10 +27,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import MB, REPO, measure  # noqa: E402
+from baselines import MB, REPO, measure, read_seconds  # noqa: E402
 from ocf_archive import satellite_bytes, write_archive  # noqa: E402
 from ocf_bench import ocf_loader  # noqa: E402
 
@@ -50,19 +48,6 @@ import s3_server  # noqa: E402
 BATCH = 32
 ARRAYS = ("sat-0.zarr/data", "sat-1.zarr/data", "ukv.zarr/UKV", "ecmwf.zarr/ECMWF", "gen.zarr/generation_mw",
           "gen.zarr/capacity_mwp")
-
-
-def decode_once_seconds(root: Path) -> dict[str, float]:
-    """Each array read whole (every chunk decoded once, to its stored type), the fastest of 3."""
-    out = {}
-    for a in ARRAYS:
-        r = subprocess.run([str(REPO / "bin" / "shmloader"), "read", str(root / a), "--out", os.devnull, "--bench", "3"],
-                           capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            raise SystemExit(r.stderr[-2000:])
-        docs = [json.loads(line) for line in r.stderr.splitlines() if line.startswith("{")]
-        out[a] = min(min(d["seconds"]) for d in docs if "seconds" in d)
-    return out
 
 
 def s3_yaml(config: Path, bucket: str) -> Path:
@@ -132,7 +117,7 @@ def main() -> int:
         print(f"archive: {args.days:g} days, 11-channel satellite {sat / MB:.0f} MB as int16 in 2 stores (zstd), UKV and "
               f"ECMWF 17 channels, {args.sites} sites; cache_mb {cache_mb} ({sat / (cache_mb << 20):.1f}x under the "
               f"satellite); load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)", flush=True)
-        loop = decode_once_seconds(root)
+        loop = {a: read_seconds(root / a) for a in ARRAYS}
         print("decode-once loop: " + ", ".join(f"{a} {s:.2f} s" for a, s in loop.items()), flush=True)
 
         rows: dict[str, list[dict[str, Any]]] = {"local": [], "S3": []}

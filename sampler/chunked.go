@@ -20,13 +20,13 @@ import (
 //
 // Where the conversion happens depends on the stored element (the cache's form of a chunk):
 //   - float32 that CF leaves as it is, or narrower (int8, uint8, int16, uint16, float16:
-//     stored): the entry holds the stored values, and the gather converts each row as it copies it (convs). A
-//     chunk is decoded far more often than all of it is delivered (a 24x24 crop out of a
-//     frame of hundreds of pixels), so converting only the rows a batch takes is the
-//     cheaper place; and an entry of a narrower type is half the bytes of a float32 one or
-//     less, so the cache holds twice the chunks or more.
-//   - wider (float64, int32, ...), or float32 with a scale, offset or mask: the entry holds float32, converted once at load (conv,
-//     postprocess), and the gather copies rows.
+//     stored): the entry holds the stored values, and the gather converts each row as it
+//     copies it (convs). A chunk is decoded far more often than all of it is delivered (a
+//     24x24 crop out of a frame of hundreds of pixels), so converting only the rows a batch
+//     takes is the cheaper place; and an entry of a narrower type is half the bytes of a
+//     float32 one or less, so the cache holds twice the chunks or more.
+//   - wider (float64, int32, ...), or float32 with a scale, offset or mask: the entry holds
+//     float32, converted once at load (conv, postprocess), and the gather copies rows.
 //
 // The chunk is decoded straight into the entry's block when its decoded bytes are the entry's
 // form (stored, or float32, which CF and normalisation then convert in place) and its store

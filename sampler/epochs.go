@@ -58,16 +58,22 @@ func (ep *epochs) sample(seed, g, e uint64) (epoch, sample uint64) {
 // sampleSeg is sample that also returns the time segment of the sample with the block shuffle
 // (-1 without it).
 func (ep *epochs) sampleSeg(seed, g, e uint64) (epoch, sample uint64, seg int) {
-	epoch = g / ep.global
-	place := (g%ep.global)*ep.size + e
-	if place >= ep.samples { // drop_last = false: the last batch is padded with the first samples
-		place %= ep.samples
-	}
+	epoch, place := ep.place(g, e)
 	if ep.blocks != nil {
 		sample, seg = ep.blocks.at(epoch, place)
 		return epoch, sample, seg
 	}
 	return epoch, newPermutation(ep.samples, seed, epoch).at(place), -1
+}
+
+// place is the epoch of global batch g and the epoch place of its example e.
+func (ep *epochs) place(g, e uint64) (epoch, place uint64) {
+	epoch = g / ep.global
+	place = (g%ep.global)*ep.size + e
+	if place >= ep.samples { // drop_last = false: the last batch is padded with the first samples
+		place %= ep.samples
+	}
+	return epoch, place
 }
 
 // String describes the epochs for logs and errors.

@@ -96,10 +96,9 @@ type Job struct {
 	cx0, nx        int
 	tensors        []config.Tensor
 	cache          *chunks.Cache
-	shared         *SharedCache   // Options.Shared: the cache is its, keyed by decoding identity
-	sharedCache    bool           // j.cache is shared: Close leaves it open
-	keySrc         map[uint64]int // a chunk key's high bits -> its source's index in srcs (keyed)
-	paced          *paceMember    // a shared cache's job that walks a block shuffle: its place (pace.go)
+	shared         *SharedCache // Options.Shared: the cache is its (Close leaves it open), keyed by decoding identity
+	keySrc         []int        // a chunk key's high bits -> its source's index in srcs (keyed)
+	paced          *paceMember  // a shared cache's job that walks a block shuffle: its place (pace.go)
 	loc            *locality
 	epochs         *epochs     // order = "epochs"; nil: the endless stream of independent draws
 	conc           *concurrent // [batch] concurrent: one t0 per batch, every location (concurrent.go); nil: not
@@ -778,7 +777,7 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 		mb = cacheMB
 	}
 	if j.shared != nil {
-		if err := j.useShared(j.shared); err != nil {
+		if err := j.useShared(); err != nil {
 			return err
 		}
 	} else {
@@ -938,7 +937,7 @@ func (j *Job) Close() {
 		j.shared.pace.leave(j.paced)
 	}
 	j.closeAhead()
-	if !j.sharedCache {
+	if j.shared == nil {
 		j.cache.Close()
 	}
 }

@@ -137,13 +137,8 @@ func (j *Job) pace(ctx context.Context, g uint64) error {
 	if j.paced == nil {
 		return nil
 	}
-	ep := j.epochs
-	epoch := g / ep.global
-	place := (g % ep.global) * ep.size
-	if place >= ep.samples {
-		place %= ep.samples
-	}
-	b := ep.blocks
+	epoch, place := j.epochs.place(g, 0)
+	b := j.epochs.blocks
 	pos := epoch*uint64(b.groups()) + uint64(b.groupAt(b.layout(epoch), place))
 	return j.shared.pace.wait(ctx, j.paced, pos)
 }

@@ -55,11 +55,11 @@ func (s *SharedCache) id(identity string) (uint64, error) {
 
 // useShared makes the job's sources key their chunks in the shared cache by their decoding
 // identity (after their normalisation and forms are settled: chooseMode).
-func (j *Job) useShared(s *SharedCache) error {
-	j.cache, j.sharedCache = s.cache, true
+func (j *Job) useShared() error {
+	j.cache = j.shared.cache
 	for _, src := range j.srcs {
 		c := src.data()
-		id, err := s.id(c.decodingIdentity())
+		id, err := j.shared.id(c.decodingIdentity())
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,11 @@ func (j *Job) useShared(s *SharedCache) error {
 
 // indexKeys records which source each key prefix is (keyed), once the prefixes are set.
 func (j *Job) indexKeys() {
-	j.keySrc = map[uint64]int{}
+	var top uint64
+	for _, src := range j.srcs {
+		top = max(top, src.data().id)
+	}
+	j.keySrc = make([]int, top+1)
 	for i, src := range j.srcs {
 		j.keySrc[src.data().id] = i
 	}

@@ -106,7 +106,7 @@ func cmdServe(args []string) int {
 		if err != nil {
 			return usageError("serve", err)
 		}
-		job, err := openJob(cfg, f.sourceFlags, streams, streams[0].WorldSize, nil, f.readers, log)
+		job, err := openJob(cfg, f.sourceFlags, streams, 0, nil, f.readers, log)
 		if err != nil {
 			return usageError("serve", err)
 		}
@@ -130,37 +130,28 @@ func cmdServe(args []string) int {
 // check validates the flag combination and returns the streams of the node's ranks (none
 // with --share: each job's ranks are its own).
 func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
-	switch {
-	case len(rest) > 0:
+	if len(rest) > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", rest[0])
-	case f.share:
+	}
+	if f.share {
 		return nil, f.checkShare()
+	}
+	switch {
 	case f.config == "":
 		return nil, errors.New("--config FILE is required (or --share)")
 	case f.localWorld < 1:
 		return nil, errors.New("--local-world-size N is required (N >= 1)")
-	case (f.socket == "") == (f.listenFD < 0):
-		return nil, errors.New("give exactly one of --socket NAME and --listen-fd FD")
-	case f.readers < 1 || f.readers > 1024:
-		return nil, fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
-	case f.linger < 0:
-		return nil, fmt.Errorf("--linger %v: want a duration >= 0", f.linger)
 	case f.nodeRank >= 0 && f.ofRank >= 0:
 		return nil, errors.New("give at most one of --node-rank and --of-rank")
+	}
+	if err := f.checkProcess(); err != nil {
+		return nil, err
 	}
 	switch {
 	case f.ofRank >= 0:
 		f.nodeRank = sampler.NodeOf(f.ofRank, f.localWorld)
 	case f.nodeRank < 0:
 		f.nodeRank = 0
-	}
-	if f.socket != "" {
-		if err := shm.ValidateName(f.socket); err != nil {
-			return nil, fmt.Errorf("--socket: %w", err)
-		}
-	}
-	if err := f.checkData(); err != nil {
-		return nil, err
 	}
 	if f.world == 0 {
 		f.world = f.localWorld
@@ -170,6 +161,25 @@ func (f *serveFlags) check(rest []string) ([]sampler.Stream, error) {
 		return nil, fmt.Errorf("--node-rank %d --local-world-size %d --world-size %d: %w", f.nodeRank, f.localWorld, f.world, err)
 	}
 	return streams, nil
+}
+
+// checkProcess validates the flags of the process itself, with or without --share: where it
+// listens, its readers, its linger and its cache.
+func (f *serveFlags) checkProcess() error {
+	switch {
+	case (f.socket == "") == (f.listenFD < 0):
+		return errors.New("give exactly one of --socket NAME and --listen-fd FD")
+	case f.readers < 1 || f.readers > 1024:
+		return fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
+	case f.linger < 0:
+		return fmt.Errorf("--linger %v: want a duration >= 0", f.linger)
+	}
+	if f.socket != "" {
+		if err := shm.ValidateName(f.socket); err != nil {
+			return fmt.Errorf("--socket: %w", err)
+		}
+	}
+	return f.checkData()
 }
 
 // rankFlag parses a rank (>= 0) into dst.

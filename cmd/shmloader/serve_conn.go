@@ -186,10 +186,7 @@ func (s *nodeServer) request(c *net.UnixConn, sess *rankSession, req nodewire.Re
 		}
 	}
 	s.mu.Lock()
-	stopped, prev := s.stopped, sess.cur
-	if stopped == nil {
-		stopped = job.stopped
-	}
+	stopped, prev := cmp.Or(s.stopped, job.stopped), sess.cur
 	s.mu.Unlock()
 	if stopped != nil {
 		return refuse(false, "%v", stopped)

@@ -51,14 +51,16 @@ type nodeJob struct {
 }
 
 // openJob opens cfg's sources (in shared, when not nil) and checks that its batches fit a
-// ring; streams are the ranks it serves (nil: any rank of world).
+// ring; streams are the ranks it serves (nil: any rank of world, which only then counts).
 func openJob(cfg *config.Config, f sourceFlags, streams []sampler.Stream, world uint64, shared *sampler.SharedCache, readers int, log zerolog.Logger) (*nodeJob, error) {
-	stream, err := sampler.NewStream(0, int(world))
-	if err != nil {
-		return nil, fmt.Errorf("world size %d: %w", world, err)
-	}
+	var stream sampler.Stream
 	if len(streams) > 0 {
 		stream = streams[0]
+	} else {
+		var err error
+		if stream, err = sampler.NewStream(0, int(world)); err != nil {
+			return nil, fmt.Errorf("world size %d: %w", world, err)
+		}
 	}
 	src, err := openSourcesIn(cfg, f, stream, shared, log)
 	if err != nil {
@@ -93,12 +95,9 @@ func (f *serveFlags) checkShare() error {
 		return errors.New("--config with --share: a sharing node loader opens each job's configuration as its ranks ask")
 	case f.localWorld != 0 || f.nodeRank >= 0 || f.ofRank >= 0 || f.world != 0:
 		return errors.New("--local-world-size, --node-rank, --of-rank or --world-size with --share: each job's ranks say their own")
-	case (f.socket == "") == (f.listenFD < 0):
-		return errors.New("give exactly one of --socket NAME and --listen-fd FD")
-	case f.readers < 1 || f.readers > 1024:
-		return fmt.Errorf("--readers %d: want 1 to 1024", f.readers)
-	case f.linger < 0:
-		return fmt.Errorf("--linger %v: want a duration >= 0", f.linger)
+	}
+	if err := f.checkProcess(); err != nil {
+		return err
 	}
 	if f.linger == 0 {
 		f.linger = shareLinger
@@ -106,7 +105,7 @@ func (f *serveFlags) checkShare() error {
 	if f.cacheMB == 0 {
 		f.cacheMB = sampler.DefaultCacheMB
 	}
-	return f.checkData()
+	return nil
 }
 
 // shareHost is a sharing node loader's jobs and their cache.

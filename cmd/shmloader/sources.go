@@ -58,9 +58,7 @@ func openSourcesIn(cfg *config.Config, f sourceFlags, stream sampler.Stream, sha
 	if err != nil {
 		return nil, err
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		setHeapLimit(src)
-	}
+	countReads(src, true)
 	s := &runSource{Source: src, log: log, start: time.Now(), rejections: src.Rejections(), stop: make(chan struct{})}
 	st := src.Stats()
 	ev := log.Info().Int("tensors", len(src.Tensors())).Uint64("rank", stream.Rank).Uint64("world_size", stream.WorldSize).
@@ -119,31 +117,28 @@ var heapLimits struct {
 	reads map[sampler.Source]int64
 }
 
-// setHeapLimit counts src's read buffers in the heap limit (nil: recompute after a close).
-func setHeapLimit(src sampler.Source) {
+// countReads counts src's read buffers in the heap limit (open) or takes them out (a source
+// closed), and sets the limit, unless GOMEMLIMIT set it.
+func countReads(src sampler.Source, open bool) {
 	heapLimits.Lock()
 	defer heapLimits.Unlock()
 	if heapLimits.reads == nil {
 		heapLimits.reads = map[sampler.Source]int64{}
 	}
-	if r, ok := src.(interface{ ReadBufferBytes() int64 }); ok {
+	r, ok := src.(interface{ ReadBufferBytes() int64 })
+	if open && ok {
 		heapLimits.reads[src] = r.ReadBufferBytes()
+	} else {
+		delete(heapLimits.reads, src)
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
 	var sum int64
 	for _, n := range heapLimits.reads {
 		sum += n
 	}
 	debug.SetMemoryLimit(heapLimit + sum)
-}
-
-// dropHeapLimit takes a closed source's read buffers out of the heap limit.
-func dropHeapLimit(src sampler.Source) {
-	heapLimits.Lock()
-	delete(heapLimits.reads, src)
-	heapLimits.Unlock()
-	if os.Getenv("GOMEMLIMIT") == "" {
-		setHeapLimit(nil)
-	}
 }
 
 // close logs the counters a last time and releases the sources (a node loader's job that
@@ -155,7 +150,7 @@ func (s *runSource) close() {
 		if c, ok := s.Source.(interface{ Close() }); ok {
 			c.Close()
 		}
-		dropHeapLimit(s.Source)
+		countReads(s.Source, false)
 	})
 }
 

@@ -398,8 +398,7 @@ class NodeSession:
         env[SECRET_ENV] = self._secret.decode()
         self.child = Child("node loader", "shmloader serve refused its configuration (exit status 2)",
                            prefix="gobatch-serve-")
-        self.child.start(args, pass_fds=(listener.fileno(),), config_json=None if spec.share_job else cmd.config_json,
-                         env=env)
+        self.child.start(args, pass_fds=(listener.fileno(),), config_json=cmd.config_json, env=env)
 
     # ---- rings ----
 
