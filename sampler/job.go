@@ -171,7 +171,7 @@ func NewJob(cfg *config.Config, opt Options) (*Job, error) {
 	}
 	j.ahead = newAheadFetcher(j.aheadBatches(anchor), opt.Stream)
 	if j.shared != nil && j.epochs != nil && j.epochs.blocks != nil {
-		j.paced = j.shared.pace.join(j.epochs.blocks.paceKey())
+		j.paced = j.shared.pace.join(j.epochs.blocks.paceKey(), j.paceLag())
 	}
 	return j, nil
 }

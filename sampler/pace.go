@@ -11,19 +11,23 @@ import (
 
 // Pacing: the jobs of a SharedCache whose epochs walk one block-shuffle order (the same time
 // segments, grouped alike, in the same seeded order: epochs.go) decode a group's chunks once
-// for all of them only while they are in it together. The cache holds a group and the next
-// (what each job plans with), so a job may begin group p only once every other job of its
-// order has begun group p - paceLag: the slowest job's group and the next stay resident, and
-// the jobs ahead wait instead of decoding what a lagging job would decode again. A lag of one
-// group rather than none lets jobs of unequal steps drift within a group without waiting at
-// each boundary (share_bench, 4 jobs with a 10 ms step: 0.98x their solo speed at 1.03x one
-// job's decoded bytes, against 0.88x at 0.98x with no lag). A job that
-// fills nothing for paceStall (a trainer that stopped reading, to validate or to save) holds no
-// one back. Jobs whose orders differ (another seed, other segments) do not pace each other:
-// their chunks are shared when they happen to meet, and the trade is theirs to set.
+// for all of them only while they are in it together. A job may begin group p only once every
+// other job of its order has begun group p - lag, where the lag is what the cache holds beyond
+// the groups the job keeps resident itself (its group, and the next when it fetches ahead):
+// then the slowest job's group and the leaders' all stay resident, and the leaders wait
+// instead of decoding what a lagging job would decode again. Where the cache holds two groups
+// and the job reads a local disk (no fetch-ahead), a lag of one group lets jobs of unequal
+// steps drift within a group without waiting at each boundary (share_bench, 4 jobs with a
+// 10 ms step: 0.98x their solo speed at 1.03x one job's decoded bytes, against 0.88x at 0.98x
+// with no lag); where it holds less, a lag of one would keep more than the cache holds and
+// every job would decode its groups again (two jobs over data 1.8x a cache that holds less
+// than two segments: 44 to 47 chunks against one job's 35, python/tests/node/test_share.py).
+// A job that fills nothing for paceStall (a trainer that stopped reading, to validate or to
+// save) holds no one back. Jobs whose orders differ (another seed, other segments) do not
+// pace each other: their chunks are shared when they happen to meet, and the trade is theirs
+// to set.
 
 const (
-	paceLag   = 1               // groups a job may run ahead of the slowest of its order
 	paceStall = 2 * time.Second // a job that filled nothing for this long holds no one back
 	paceTick  = 20 * time.Millisecond
 )
@@ -39,6 +43,7 @@ type pacer struct {
 // paceMember is one job's place in its order.
 type paceMember struct {
 	key   string    // the order: jobs of one key pace each other
+	lag   uint64    // groups it may run ahead of the slowest of its order (Job.paceLag)
 	pos   uint64    // the furthest group it has begun (epoch * groups + group)
 	began bool      // pos is set
 	last  time.Time // its last fill
@@ -48,9 +53,9 @@ func newPacer() *pacer {
 	return &pacer{changed: make(chan struct{}), members: map[*paceMember]bool{}, stall: paceStall}
 }
 
-// join adds a job of order key.
-func (p *pacer) join(key string) *paceMember {
-	m := &paceMember{key: key}
+// join adds a job of order key that may run lag groups ahead of the slowest of its order.
+func (p *pacer) join(key string, lag uint64) *paceMember {
+	m := &paceMember{key: key, lag: lag}
 	p.mu.Lock()
 	p.members[m] = true
 	p.mu.Unlock()
@@ -72,7 +77,7 @@ func (p *pacer) moved() {
 }
 
 // wait returns once m may fill a batch of group pos: when no other job of its order that is
-// still filling is more than paceLag groups behind.
+// still filling is more than m.lag groups behind.
 func (p *pacer) wait(ctx context.Context, m *paceMember, pos uint64) error {
 	for {
 		p.mu.Lock()
@@ -82,7 +87,7 @@ func (p *pacer) wait(ctx context.Context, m *paceMember, pos uint64) error {
 			m.pos, m.began = pos, true
 			p.moved()
 		}
-		if p.behind(m, now) <= paceLag {
+		if p.behind(m, now) <= m.lag {
 			p.mu.Unlock()
 			return nil
 		}
@@ -141,4 +146,17 @@ func (j *Job) pace(ctx context.Context, g uint64) error {
 	b := j.epochs.blocks
 	pos := epoch*uint64(b.groups()) + uint64(b.groupAt(b.layout(epoch), place))
 	return j.shared.pace.wait(ctx, j.paced, pos)
+}
+
+// paceLag is how many groups a job that walks a block shuffle may run ahead of the slowest
+// job of its order: the groups the cache holds beyond those the job keeps resident itself
+// (its group, and the next when it fetches ahead: fetchGroupsAhead).
+func (j *Job) paceLag() uint64 {
+	group := max(int64(j.epochs.blocks.group)*j.blockBytes, 1)
+	held := j.cache.Budget() * 9 / 10 / group // as the group was sized (chooseOrder)
+	own := int64(1)
+	if j.ahead != nil && j.ahead.batches > 0 {
+		own = 2
+	}
+	return uint64(max(held-own, 0))
 }
