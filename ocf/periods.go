@@ -143,6 +143,16 @@ func (g t0Grid) n() uint64 { return g.cum[len(g.cum)-1] }
 // periods is the number of non-empty periods.
 func (g t0Grid) periods() int { return len(g.first) }
 
+// before is the number of t0s before t.
+func (g t0Grid) before(t int64) uint64 {
+	k := sort.Search(len(g.first), func(k int) bool { return g.first[k] >= t }) - 1 // the last period starting before t
+	if k < 0 {
+		return 0
+	}
+	in := uint64((t - g.first[k] + g.res - 1) / g.res) // its t0s before t, were it endless
+	return g.cum[k] + min(in, g.cum[k+1]-g.cum[k])
+}
+
 // at is t0 number i (< n).
 func (g t0Grid) at(i uint64) int64 {
 	k := sort.Search(len(g.first), func(k int) bool { return g.cum[k+1] > i })

@@ -1,8 +1,11 @@
 package ocf
 
 import (
+	"math"
 	"reflect"
 	"testing"
+
+	"github.com/gobatch/gobatch/sampler/rules"
 )
 
 const min5 = 300 // five minutes, in seconds
@@ -139,5 +142,34 @@ func TestKeptLocationsDropLocationZeroOnlyWithOthers(t *testing.T) {
 	}
 	if got := keptLocations([]int64{3, 4}); !reflect.DeepEqual(got, []bool{true, true}) {
 		t.Fatalf("%v", got)
+	}
+}
+
+// TestPairSpaceIsTimeOrdered: Before(k, t) is run k's first pair at or after t, counted
+// against every pair, for t0s on the grid, between them, before and after all; in both modes.
+func TestPairSpaceIsTimeOrdered(t *testing.T) {
+	common := []period{{0, 20000}}
+	for _, s := range []*pairSpace{
+		newPairSpace(common, 1800, []int{0, 2, 3}, []period{{-3600, 14400}}, nil),
+		newPairSpace(common, 1800, []int{0, 1, 2, 3}, nil, [][]period{{{0, 1800}, {5400, 9000}}, nil, {{3600, 30000}}, {{100, 1700}}}),
+	} {
+		var ts rules.TimeOrdered = s
+		for k := range ts.Runs() {
+			loc := s.locs[k]
+			for _, at := range []int64{math.MinInt64, -1, 0, 1, 1799, 1800, 1801, 5400, 7000, 9000, 9001, 19800, 20000, math.MaxInt64} {
+				want := uint64(0)
+				for i := uint64(0); i < s.n(); i++ {
+					if t0, l := s.pair(i); l == loc && t0 >= at {
+						want = i
+						break
+					} else if l == loc || (l < loc) {
+						want = i + 1
+					}
+				}
+				if got := ts.Before(k, at); got != want {
+					t.Fatalf("%s: Before(%d, %d) = %d, want %d", s.mode, k, at, got, want)
+				}
+			}
+		}
 	}
 }

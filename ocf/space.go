@@ -58,6 +58,17 @@ func (s *pairSpace) pair(i uint64) (t0 int64, loc int) {
 func (s *pairSpace) N() uint64                         { return s.n() }
 func (s *pairSpace) Pair(i uint64) (t0 int64, loc int) { return s.pair(i) }
 
+// Runs implements rules.TimeOrdered: a run is a location's pairs.
+func (s *pairSpace) Runs() int { return len(s.locs) }
+
+// Before implements rules.TimeOrdered.
+func (s *pairSpace) Before(k int, t int64) uint64 {
+	if s.mode == SpaceComplete {
+		return uint64(k)*s.shared.n() + s.shared.before(t)
+	}
+	return s.cum[k] + s.perLoc[k].before(t)
+}
+
 func (s *pairSpace) Grid() ([]int64, []int) {
 	if s.mode != SpaceComplete {
 		return nil, nil

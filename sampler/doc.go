@@ -196,8 +196,11 @@
 // permutation is a block shuffle instead: a seeded order of time segments, cut into groups
 // sized for two to fit in the cache, each group's samples permuted among themselves, so that
 // consecutive batches share chunks; with object storage the next group is fetched while the
-// current one drains (ahead.go). [Set.Plan]'s mixing reports the segments per batch and the
-// rank correlation of position and t0.
+// current one drains (ahead.go). A rule set's own pairs numbered in time-ordered runs
+// (rules.TimeOrdered: ocf's per-location pairs, each location its own t0s) are walked the same
+// way: a segment holds each run's pairs in its time span (pairblocks.go). [Set.Plan]'s mixing
+// reports the segments per batch and the rank correlation of position and t0. Jobs of a shared
+// cache that walk one block shuffle keep pace, within what the cache holds (pace.go).
 //
 // # Cache and sampling modes
 //

@@ -154,6 +154,7 @@ type blocks struct {
 	lo, n []uint64 // segment i's samples are [lo[i], lo[i]+n[i]), in time order
 	group int      // segments per group
 	seed  uint64
+	pairs *pairSegments // a rule set's pairs (pairblocks.go): lo is then a rank in time order
 
 	mu      sync.Mutex
 	layouts map[uint64]*blockLayout // epoch -> layout (a few recent epochs)
@@ -234,6 +235,9 @@ func (b *blocks) at(epoch, p uint64) (sample uint64, seg int) {
 	last := min(first+b.group, len(v.order))
 	i := first + sort.Search(last-first, func(i int) bool { return v.start[first+i+1] > q })
 	s := v.order[i]
+	if b.pairs != nil {
+		return b.pairs.pick(int(s), q-v.start[i]), int(s)
+	}
 	return b.lo[s] + (q - v.start[i]), int(s)
 }
 

@@ -89,6 +89,7 @@ type Job struct {
 	windowT        *windowTensors
 
 	cands          []int32         // anchor time indices where every window fits, ascending
+	pairTimes      []int32         // a rule set's pairs in time segments: anchor times where every window fits (segmentTimes)
 	space          rules.PairSpace // site-anchored: the rule set's own (t0, location) pairs, if any (pairs.go)
 	drawSites      []int           // the locations examples are drawn from when the rule set's are not all; nil: all
 	rejections     []Rejection
@@ -798,16 +799,21 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
-	if j.drawsPairs() && j.mode == SampleLocality {
-		// Locality sampling and the block shuffle cut the anchor's t0 candidates into time
-		// segments; pairs that are not candidates times sites (each location with its own t0s,
-		// a location left out, t0s off the anchor's times) are drawn at random instead (the
-		// cache evicts).
+	epochs := j.cfg.Batch.Order == config.OrderEpochs
+	if j.drawsPairs() && j.mode == SampleLocality && (!epochs || j.pairsInSegments() == nil) {
+		// Locality sampling draws t0 candidates from time segments, and a rule set's own pairs
+		// (each location with its own t0s, t0s off the anchor's times) are no candidates times
+		// sites: they are drawn at random instead (the cache evicts), unless the epochs' block
+		// shuffle can walk them in time segments (pairblocks.go).
+		walk := "stream order's locality sampling over a rule set's own pairs is not built; order = \"epochs\" walks them in time segments"
+		if epochs {
+			walk = "the rule set does not number its pairs in time order"
+		}
 		j.mode = SampleRandom
-		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (locality sampling over a rule set's own pairs is not built); the %.0f MB of decoded data exceed cache_mb %d",
-			j.rules.Name(), float64(j.dataBytes)/(1<<20), mb)
+		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (%s); the %.0f MB of decoded data exceed cache_mb %d",
+			j.rules.Name(), walk, float64(j.dataBytes)/(1<<20), mb)
 	}
-	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
+	if j.mode != SampleLocality || epochs {
 		return nil
 	}
 	var err error
@@ -856,7 +862,12 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 				j.size, config.OrderEpochs, j.rules.Name(), n, max(s.WorldSize, 1), n)
 		}
 		j.epochs, err = newEpochs(j.cfg, n, 1, j.size, s)
-		return err
+		if err != nil || j.mode != SampleLocality {
+			return err
+		}
+		ts := j.pairsInSegments()
+		j.blockShuffle(a, func(l *locality, group int) *blocks { return newPairBlocks(l, ts, group, j.seed) })
+		return nil
 	}
 	locations := uint64(1) // a drawn centre per t0
 	if j.sites != nil {
@@ -866,6 +877,14 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	if err != nil || j.mode != SampleLocality {
 		return err
 	}
+	j.blockShuffle(a, func(l *locality, group int) *blocks { return newBlocks(l, locations, group, j.seed) })
+	return nil
+}
+
+// blockShuffle lays the epochs' block shuffle (epochs.go) over segments of the anchor's time
+// axis, in groups of resident_segments or of as many as the cache holds twice over; made
+// makes the blocks of the samples in them.
+func (j *Job) blockShuffle(a *Spec, made func(l *locality, group int) *blocks) {
 	fit := func(segBytes int64) int { // this group and the next fit
 		return int(j.cache.Budget()*9/10/max(segBytes, 1)) / 2
 	}
@@ -874,7 +893,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	if group <= 0 {
 		group = fit(l.segBytes)
 	}
-	j.epochs.blocks = newBlocks(l, locations, group, j.seed)
+	j.epochs.blocks = made(l, group)
 	j.blockSteps, j.blockBytes = l.steps, l.segBytes
 	short := ""
 	if fit(l.segBytes) < 1 {
@@ -882,9 +901,8 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 			float64(l.segBytes)/(1<<20), 2*l.segBytes*10/9>>20+1)
 	}
 	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group%s; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
-		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(l.segs), l.steps, j.epochs.blocks.group, short,
+		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(j.epochs.blocks.lo), l.steps, j.epochs.blocks.group, short,
 		j.mixingTrade(l, j.epochs.blocks.group), j.dataBytes*10/9>>20+1)
-	return nil
 }
 
 // mixingTrade says what the block shuffle's groups cost in mixing: the distinct t0s a batch
@@ -898,9 +916,9 @@ func (j *Job) mixingTrade(l *locality, group int) string {
 		}
 		return g * (1 - math.Pow(1-1/g, float64(j.size)))
 	}
-	perSeg := float64(len(j.cands)) / float64(max(len(l.segs), 1))
+	perSeg := float64(len(l.times)) / float64(max(len(l.segs), 1))
 	inGroup := distinct(perSeg * float64(min(group, len(l.segs))))
-	uniform := distinct(float64(len(j.cands)))
+	uniform := distinct(float64(len(l.times)))
 	return fmt.Sprintf("a batch mixes about %.1f t0s where a uniform shuffle of the epoch mixes %.1f; %s above %d mixes more t0s at the cost of decoding chunks again (the cache holds two groups)",
 		inGroup, uniform, config.Spell("resident_segments"), group)
 }

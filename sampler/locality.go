@@ -21,7 +21,8 @@ type locality struct {
 	j        *Job
 	steps    int     // L
 	segs     []int   // non-empty segment numbers
-	lo, hi   []int32 // candidates of segs[i] are j.cands[lo[i]:hi[i]]
+	times    []int32 // the anchor time indices segments are cut from (Job.segmentTimes)
+	lo, hi   []int32 // candidates of segs[i] are times[lo[i]:hi[i]]
 	resident int     // R
 	every    uint64  // P
 	segBytes int64   // cache bytes one segment needs (the largest)
@@ -82,12 +83,12 @@ func pickSegments(j *Job, a *Spec, fit func(segBytes int64) int, mix int) *local
 
 // segmentsOf cuts the anchor's time axis into segments of steps time indices.
 func segmentsOf(j *Job, a *Spec, steps int) *locality {
-	l := &locality{j: j, steps: steps, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}}
+	l := &locality{j: j, steps: steps, every: uint64(a.RotateEveryBatches), perms: map[uint64][]int32{}, times: j.segmentTimes()}
 	T := j.times.len()
 	nseg := (T + l.steps - 1) / l.steps
 	for m := 0; m < nseg; m++ {
-		lo := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= m*l.steps })
-		hi := sort.Search(len(j.cands), func(i int) bool { return int(j.cands[i]) >= (m+1)*l.steps })
+		lo := sort.Search(len(l.times), func(i int) bool { return int(l.times[i]) >= m*l.steps })
+		hi := sort.Search(len(l.times), func(i int) bool { return int(l.times[i]) >= (m+1)*l.steps })
 		if hi > lo {
 			l.segs = append(l.segs, m)
 			l.lo = append(l.lo, int32(lo))
@@ -110,7 +111,7 @@ func (l *locality) bytesOf(i int) int64 {
 	for _, s := range l.j.srcs {
 		at = make([]int, max(len(at), windowSteps(s)))
 	}
-	for _, ci := range l.j.cands[l.lo[i]:l.hi[i]] {
+	for _, ci := range l.times[l.lo[i]:l.hi[i]] {
 		t0 := l.j.times.value(int(ci))
 		for si, s := range l.j.srcs {
 			c := s.data()
@@ -197,10 +198,10 @@ func (l *locality) draw(g, e uint64, rs *readerState) int {
 					rs.segs = append(rs.segs, s)
 				}
 			}
-			return int(l.j.cands[int(l.lo[s])+u])
+			return int(l.times[int(l.lo[s])+u])
 		}
 		u -= n
 	}
 	// Unreachable: u < total. Keep the last candidate rather than fail.
-	return int(l.j.cands[len(l.j.cands)-1])
+	return int(l.times[len(l.times)-1])
 }

@@ -209,6 +209,18 @@ type PairSpace interface {
 	Info() SpaceInfo
 }
 
+// TimeOrdered is implemented by a PairSpace whose pairs are numbered in runs, each run's pairs
+// in ascending t0 (ocf's per-location pairs: a location's own t0s, location by location). The
+// pairs of a span of time are then one index range of each run, so the epochs' block shuffle
+// can walk time segments of the pairs without a table of them.
+type TimeOrdered interface {
+	// Runs is the number of runs; run k's pairs are [Before(k, MinInt64), Before(k, MaxInt64)).
+	Runs() int
+	// Before is the index of run k's first pair whose t0 is at or after t (unix seconds), or
+	// the end of run k when it has none.
+	Before(k int, t int64) uint64
+}
+
 // SpaceInfo describes a sample space: its mode (the rule set's word), pairs, the filled
 // periods they come from, the locations that take part, and the t0s every location shares (0
 // when they do not share them).

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/gobatch/gobatch/sampler/rules"
@@ -263,6 +264,9 @@ func pairsOf(t *testing.T, r rules.Rules, grid bool) {
 	if info := space.Info(); info.Pairs != space.N() || info.Rules != r.Name() {
 		t.Fatalf("Info %+v, want %d pairs of rules %q", info, space.N(), r.Name())
 	}
+	if ts, ok := space.(rules.TimeOrdered); ok {
+		timeOrdered(t, space, ts)
+	}
 	if t0s, locs := space.Grid(); t0s != nil {
 		if uint64(len(t0s)*len(locs)) != space.N() {
 			t.Fatalf("a grid of %d t0s times %d locations, but %d pairs", len(t0s), len(locs), space.N())
@@ -273,6 +277,36 @@ func pairsOf(t *testing.T, r rules.Rules, grid bool) {
 				t.Fatalf("pair %d = (%d, %d) is not on the grid of t0s and locations", i, t0, loc)
 			}
 		}
+	}
+}
+
+// timeOrdered: the runs of a TimeOrdered space tile its pairs in order, each run's t0s
+// ascend, and Before(k, t) is run k's first pair at or after t.
+func timeOrdered(t *testing.T, space rules.PairSpace, ts rules.TimeOrdered) {
+	next := uint64(0)
+	for k := range ts.Runs() {
+		lo, hi := ts.Before(k, math.MinInt64), ts.Before(k, math.MaxInt64)
+		if lo != next || hi < lo {
+			t.Fatalf("run %d is pairs [%d, %d); want it to start at %d", k, lo, hi, next)
+		}
+		for i := lo; i < hi; i++ {
+			t0, _ := space.Pair(i)
+			if i > lo {
+				if prev, _ := space.Pair(i - 1); prev >= t0 {
+					t.Fatalf("run %d: pair %d at t0 %d after pair %d at %d; want ascending t0s", k, i, t0, i-1, prev)
+				}
+			}
+			for _, at := range []int64{t0, t0 + 1, t0 - 1} {
+				want := lo + uint64(sort.Search(int(hi-lo), func(j int) bool { w, _ := space.Pair(lo + uint64(j)); return w >= at }))
+				if got := ts.Before(k, at); got != want {
+					t.Fatalf("run %d: Before(%d) = %d, want %d", k, at, got, want)
+				}
+			}
+		}
+		next = hi
+	}
+	if next != space.N() {
+		t.Fatalf("the runs hold %d of the %d pairs", next, space.N())
 	}
 }
 
