@@ -14,9 +14,11 @@ the datetime features and a t0 embedding), in one run:
   batches long, and restarting the workers for each would measure their start, which a real
   epoch's length hides.
 
-Six cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth and
+Seven cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth and
 of a tenth of the satellite (``cache_mb``, at least gobatch's minimum of 16 MB; issue 28's
-regime is the satellite at least 10x the cache); the satellite cut along time
+regime is the satellite at least 10x the cache); the generation with an hour of NaN at each
+site, so that ocf-data-sampler is in its per-location mode (each site its own t0s), at a tenth;
+the satellite cut along time
 into 7 stores, the YAML listing them as OCF's real data paths list a store per year (in cache);
 the YAML without its satellite, as OCF's NWP-only models are configured (in cache); and
 concurrent samples, every site for one t0 (``gobatch.Loader(yaml, concurrent=True)`` against
@@ -96,11 +98,21 @@ def ocf_loader(config: str, batch_size: int, workers: int, concurrent: bool = Fa
     return Endless(lambda: loader)
 
 
-def variants(root: Path, config: str) -> tuple[str, str]:
-    """The YAML with the satellite read from 7 stores cut along time, and the YAML without a
-    satellite; returns their paths."""
+def variants(root: Path, config: str) -> tuple[str, str, str]:
+    """The YAML with the satellite read from 7 stores cut along time, the YAML without a
+    satellite, and the YAML over a generation with an hour of NaN at each site (ocf's
+    per-location mode: each site its own t0s); returns their paths."""
+    import numpy as np
     import xarray as xr
     import yaml
+
+    gen = xr.open_zarr(root / "gen.zarr").load()
+    mw = gen["generation_mw"].values.copy()
+    for k in range(mw.shape[1]):  # a site's hour of NaN, each at its own time
+        at = 4 + (k * 7) % max(mw.shape[0] - 8, 1)
+        mw[at:at + 2, k] = np.nan
+    gen["generation_mw"].values = mw
+    gen.to_zarr(root / "gen_gaps.zarr", mode="w", zarr_format=2, consolidated=True)
 
     n = xr.open_zarr(root / "sat.zarr").sizes["time"]
     parts = split_store(root, "sat.zarr", "time", [n * k // 7 for k in range(1, 7)], {"variable": 1, "time": 1})
@@ -109,7 +121,10 @@ def variants(root: Path, config: str) -> tuple[str, str]:
     (root / "sat7.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     del doc["input_data"]["satellite"]
     (root / "nosat.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return str(root / "sat7.yaml"), str(root / "nosat.yaml")
+    doc = yaml.safe_load(Path(config).read_text())
+    doc["input_data"]["generation"]["zarr_path"] = "gen_gaps.zarr"
+    (root / "perloc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(root / "sat7.yaml"), str(root / "nosat.yaml"), str(root / "perloc.yaml")
 
 
 def row(r: Result, best: float | None) -> str:
@@ -151,10 +166,11 @@ def main() -> int:
               f"batch size {args.batch_size}; written in {time.perf_counter() - t:.0f} s")
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
 
-        sat7, nosat = variants(root, config)
+        sat7, nosat, perloc = variants(root, config)
         cases = {"in cache": (config, None, False),
                  f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache, False),
                  f"satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (config, tenth_cache, False),
+                 f"per-location, satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (perloc, tenth_cache, False),
                  "satellite in 7 stores (in cache)": (sat7, None, False),
                  "no satellite (in cache)": (nosat, None, False),
                  f"concurrent: a batch is one t0's {args.sites} sites (in cache)": (config, None, True)}

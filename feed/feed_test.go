@@ -129,8 +129,13 @@ func TestPoolStalledRingHoldsNoReader(t *testing.T) {
 	if err != io.EOF || fmt.Sprint(got) != "[0 1 2 3 4 5 6 7]" {
 		t.Fatalf("rank 1: %v after %v", err, got)
 	}
-	if st := feeds[0].Ring().R.Stats(); st.BatchesWritten != 2 {
-		t.Errorf("rank 0's ring: %d batches written, want its 2 slots", st.BatchesWritten)
+	// Rank 0's fills may come after rank 1's whole stream (one reader): wait for its slots.
+	written := func() uint64 { return feeds[0].Ring().R.Stats().BatchesWritten }
+	for deadline := time.Now().Add(5 * time.Second); written() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := written(); n != 2 {
+		t.Errorf("rank 0's ring: %d batches written, want its 2 slots", n)
 	}
 	for _, f := range feeds {
 		if !f.Stop(time.Second) {
