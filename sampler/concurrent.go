@@ -9,13 +9,15 @@ import (
 // Concurrent batches ([batch] concurrent = true): every batch is one t0 with every location,
 // row k the job's k-th location, as ocf-data-sampler's PVNetConcurrentDataset stacks a sample.
 // The order draws t0s: independently per batch (order = "stream"), or each once per epoch
-// (order = "epochs": an epoch permutes the t0s, one per batch). The batch size is the number
+// (order = "epochs": an epoch permutes the t0s, one per batch; with the data larger than the
+// cache, the block shuffle of the t0s in time segments: concurrentEpochs). The batch size is the number
 // of locations. The t0s are those every location pairs with: gobatch's t0 candidates, or the
 // rule set's common t0s (rules.PairSpace.Grid); a rule set whose locations do not share their
 // t0s (ocf's per-location mode, where PVNetConcurrentDataset has no t0s either) is refused.
 //
 // One batch reads its t0's chunks once for all its locations: the cache holds a t0's windows
-// whatever the cache size, and no locality sampling is needed. Dropout is drawn once per batch
+// whatever the cache size. The windows of nearby t0s overlap (a satellite window of an hour at
+// 5 minutes, t0s every 30 minutes), which only an order that keeps them together reuses. Dropout is drawn once per batch
 // and source, as ocf-data-sampler slices time (and drops out) once per concurrent sample.
 
 // concurrent is the grid of a concurrent job: its t0s and, for each row, the location.
@@ -88,11 +90,25 @@ func (j *Job) concurrentWhy() string {
 		len(j.conc.locs), len(j.conc.t0s), float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20)
 }
 
-// concurrentEpochs lays epochs over the t0s, one per batch.
-func (j *Job) concurrentEpochs(s Stream) (*epochs, error) {
+// concurrentEpochs lays epochs over the t0s, one per batch: a permutation of them, or with the
+// decoded data larger than the cache (and sampling not "random") the block shuffle of the
+// t0s in time segments, so that the windows of consecutive batches' t0s share their chunks.
+func (j *Job) concurrentEpochs(a *Spec, s Stream) error {
 	n := uint64(len(j.conc.t0s))
 	if _, perRank := s.Epoch(n); perRank == 0 && !j.cfg.Batch.KeepLast {
-		return nil, j.cfg.Errorf("batch.concurrent", "true with order = %q: %d t0s, fewer than one batch for each of %d ranks", config.OrderEpochs, n, max(s.WorldSize, 1))
+		return j.cfg.Errorf("batch.concurrent", "true with order = %q: %d t0s, fewer than one batch for each of %d ranks", config.OrderEpochs, n, max(s.WorldSize, 1))
 	}
-	return newEpochs(j.cfg, n, 1, 1, s)
+	var err error
+	if j.epochs, err = newEpochs(j.cfg, n, 1, 1, s); err != nil {
+		return err
+	}
+	fits := j.dataBytes <= j.cache.Budget()*9/10
+	if a.Sampling == SampleRandom || (fits && a.Sampling == SampleAuto) || uint64(len(j.cands)) != n {
+		return nil // the t0s in the cache, or not all anchor times (j.cands are then not the t0s)
+	}
+	j.mode = SampleLocality
+	_, segments := j.blockShuffle(a, func(l *locality, group int) *blocks { return newBlocks(l, 1, group, j.seed) })
+	j.why = fmt.Sprintf("concurrent: each batch is one t0 with all %d locations, its chunks decoded once for all of them (%d t0s); %s; consecutive batches' t0s share their windows' chunks (a batch is one t0 whatever the order); cache_mb >= %d would hold everything",
+		len(j.conc.locs), n, segments, j.dataBytes*10/9>>20+1)
+	return nil
 }

@@ -99,3 +99,72 @@ func TestConcurrentRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentEpochsBlockShuffle: with the data larger than the cache, concurrent epochs walk
+// the t0s in the block shuffle's time segments: every t0 candidate once per epoch, each
+// batch's rows the reference's examples, and far fewer chunks decoded than the permutation of
+// the t0s (sampling = "random") over the same cache.
+func TestConcurrentEpochsBlockShuffle(t *testing.T) {
+	t.Parallel() // whole epochs, long under -race
+	job := func(extra string) (*Job, map[string]*memDataset) {
+		text := strings.Replace(epochsConfig(`locations = "pv"`+extra), "size = 4\n", "concurrent = true\n", 1)
+		cfg, err := parseCfg(t, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := newMemNowcast(bigSites)
+		j, err := NewJob(cfg, Options{Open: memOpen(ds), CacheMB: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(j.Close)
+		return j, ds
+	}
+	j, ds := job("")
+	if j.epochs.blocks == nil || !strings.Contains(j.Why(), "block shuffle") {
+		t.Fatalf("no block shuffle: %s", j.Why())
+	}
+	times := ds["satellite.zarr"].arrays["time"].ints
+	buf := batchBuf(j)
+	B := j.Stats().EpochBatches
+	if B != uint64(j.Candidates()) {
+		t.Fatalf("%d batches an epoch for %d t0 candidates", B, j.Candidates())
+	}
+	seen := map[int64]bool{}
+	for b := range B {
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+		t0 := bytesAsInt64(buf[3])[0]
+		if seen[t0] {
+			t.Fatalf("t0 %d twice in an epoch", t0)
+		}
+		seen[t0] = true
+		if b%97 == 0 { // the rows of some batches against the reference
+			sats := bytesAsFloat32(buf[0])
+			for e := 0; e < j.Locations(); e++ {
+				bt0, ti, cy, cx := j.Draw(b, e)
+				ws, _, _, _ := refExample(ds, ti, cy, cx)
+				if times[ti] != bt0 || bt0 != t0 {
+					t.Fatalf("batch %d row %d: t0 %d, want the batch's %d", b, e, bt0, t0)
+				}
+				sameFloats(t, "satellite", sats[e*len(ws):(e+1)*len(ws)], ws)
+			}
+		}
+	}
+	r, _ := job("\nsampling = \"random\"")
+	if r.epochs.blocks != nil {
+		t.Fatal("sampling = random: a block shuffle")
+	}
+	rbuf := batchBuf(r)
+	for b := range B {
+		if err := r.Fill(ctx, b, rbuf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blockDec, randDec := j.Stats().ChunksDecoded[0], r.Stats().ChunksDecoded[0]
+	t.Logf("satellite chunks decoded in an epoch: %d in the block shuffle, %d at random; %s", blockDec, randDec, j.Why())
+	if blockDec*3 > randDec {
+		t.Errorf("the block shuffle decoded %d satellite chunks, the permutation %d: want a third or less", blockDec, randDec)
+	}
+}

@@ -852,8 +852,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	}
 	var err error
 	if j.conc != nil { // one t0 per batch (concurrent.go)
-		j.epochs, err = j.concurrentEpochs(s)
-		return err
+		return j.concurrentEpochs(a, s)
 	}
 	if j.drawsPairs() { // one sample per pair (fill.go maps it to its t0 and location)
 		n := j.space.N()
@@ -866,7 +865,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 			return err
 		}
 		ts := j.pairsInSegments()
-		j.blockShuffle(a, func(l *locality, group int) *blocks { return newPairBlocks(l, ts, group, j.seed) })
+		j.why = j.blockWhy(j.blockShuffle(a, func(l *locality, group int) *blocks { return newPairBlocks(l, ts, group, j.seed) }))
 		return nil
 	}
 	locations := uint64(1) // a drawn centre per t0
@@ -877,14 +876,15 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 	if err != nil || j.mode != SampleLocality {
 		return err
 	}
-	j.blockShuffle(a, func(l *locality, group int) *blocks { return newBlocks(l, locations, group, j.seed) })
+	j.why = j.blockWhy(j.blockShuffle(a, func(l *locality, group int) *blocks { return newBlocks(l, locations, group, j.seed) }))
 	return nil
 }
 
 // blockShuffle lays the epochs' block shuffle (epochs.go) over segments of the anchor's time
 // axis, in groups of resident_segments or of as many as the cache holds twice over; made
-// makes the blocks of the samples in them.
-func (j *Job) blockShuffle(a *Spec, made func(l *locality, group int) *blocks) {
+// makes the blocks of the samples in them. It returns the segments and what the plan says of
+// them.
+func (j *Job) blockShuffle(a *Spec, made func(l *locality, group int) *blocks) (*locality, string) {
 	fit := func(segBytes int64) int { // this group and the next fit
 		return int(j.cache.Budget()*9/10/max(segBytes, 1)) / 2
 	}
@@ -893,16 +893,23 @@ func (j *Job) blockShuffle(a *Spec, made func(l *locality, group int) *blocks) {
 	if group <= 0 {
 		group = fit(l.segBytes)
 	}
-	j.epochs.blocks = made(l, group)
+	b := made(l, group)
+	j.epochs.blocks = b
 	j.blockSteps, j.blockBytes = l.steps, l.segBytes
 	short := ""
 	if fit(l.segBytes) < 1 {
 		short = fmt.Sprintf(" (the cache holds less than two segments of %.0f MB: a group's chunks are decoded again within it; cache_mb >= %d holds two)",
 			float64(l.segBytes)/(1<<20), 2*l.segBytes*10/9>>20+1)
 	}
-	j.why = fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group%s; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
-		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(j.epochs.blocks.lo), l.steps, j.epochs.blocks.group, short,
-		j.mixingTrade(l, j.epochs.blocks.group), j.dataBytes*10/9>>20+1)
+	return l, fmt.Sprintf("epochs over %.0f MB of decoded data with cache_mb %d: block shuffle of %d segments of %d steps, %d per group%s",
+		float64(j.dataBytes)/(1<<20), j.cache.Budget()>>20, len(b.lo), l.steps, b.group, short)
+}
+
+// blockWhy is the plan's account of a block shuffle of examples: the segments, the mixing it
+// costs and the cache that would hold everything.
+func (j *Job) blockWhy(l *locality, segments string) string {
+	return fmt.Sprintf("%s; %s; cache_mb >= %d would hold everything (and with sampling auto permute the whole epoch)",
+		segments, j.mixingTrade(l, j.epochs.blocks.group), j.dataBytes*10/9>>20+1)
 }
 
 // mixingTrade says what the block shuffle's groups cost in mixing: the distinct t0s a batch

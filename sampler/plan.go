@@ -220,7 +220,7 @@ func (j *Job) planMixing() MixingPlan {
 				sizes = append(sizes, b.n[v.order[i]])
 			}
 			from, to := b.groupPlaces(v, k)
-			sum += float64(to-from) * distinctExpected(sizes, j.size)
+			sum += float64(to-from) * distinctExpected(sizes, int(j.epochs.size)) // a concurrent batch is one sample
 			weight += float64(to - from)
 		}
 		m.SegmentsPerBatch = sum / max(weight, 1)

@@ -275,6 +275,37 @@ def test_per_location_epochs_walk_time_segments(root: Path, refs: dict[str, dict
     assert_batches_are_ocf_samples(root, first, "per_location.yaml", nwps=("ukv",), edge=None)
 
 
+def test_concurrent_epochs_walk_time_segments(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concurrent batches (every location at one t0, as PVNetConcurrentDataset) with the data
+    twice the cache: the epochs walk the t0s in the block shuffle's time segments, so the
+    windows of consecutive batches share their chunks. Each of ocf-data-sampler's t0s once an
+    epoch, each of the satellite's chunks decoded about once (26 to 28 of its 28; a
+    permutation of the t0s, the build before, decoded 43 to 45: these t0s are every 30 minutes,
+    their windows half an hour, so nearby windows share one chunk of an hour), the first
+    batches equal to its samples."""
+    import gobatch
+    from test_ocf_concurrent import _CONCURRENT_SCRIPT, _copy, check_same
+    from test_ocf_layout import decode
+
+    monkeypatch.chdir(root)
+    config = "complete_sites.yaml"
+    why = gobatch.plan(config, concurrent=True, order="epochs", cache_mb=16)["sampling_why"]
+    assert "block shuffle" in why, why
+    meta = json.loads((root / "sat.zarr" / "data" / ".zarray").read_text())
+    sat_chunks = -(-meta["shape"][1] // meta["chunks"][1])
+    sat = [s["name"] for s in gobatch.plan(config, concurrent=True, cache_mb=16)["sources"]].index("satellite")
+    with gobatch.Loader(config, concurrent=True, order="epochs", seed=5, cache_mb=16, framework="numpy") as loader:
+        batches = [_copy(dict(batch)) for batch in loader]
+        decoded = loader.stats()["chunks_decoded"][sat]  # with what the ring filled ahead
+    t0s = [float(b["t0"][0]) for b in batches]
+    ref = run_ocf(_CONCURRENT_SCRIPT, [config], root, t0s[:3])
+    assert ref["opened"] and not ref["failed"], ref
+    assert len(batches) == ref["len"] and sorted(t0s) == sorted(ref["t0s"]), (len(batches), ref["len"])
+    assert decoded <= 1.5 * sat_chunks, f"an epoch decoded {decoded} of the satellite's {sat_chunks} chunks"
+    for b, sample, t0 in zip(batches[:3], ref["samples"], t0s):
+        check_same(b, decode({"dict": sample}), f"t0 {t0}")
+
+
 def test_plan_says_the_mixing_trade_and_resident_segments_sets_it(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Epochs larger than the cache: the plan says how many t0s a batch of the block shuffle
     mixes against a uniform shuffle, and names the setting that trades decoding again for more;
