@@ -198,7 +198,8 @@
 // consecutive batches share chunks; with object storage the next group is fetched while the
 // current one drains (ahead.go). A rule set's own pairs numbered in time-ordered runs
 // (rules.TimeOrdered: ocf's per-location pairs, each location its own t0s) are walked the same
-// way: a segment holds each run's pairs in its time span (pairblocks.go). [Set.Plan]'s mixing
+// way, and drawn by locality sampling in stream order: a segment holds each run's pairs in its
+// time span (pairblocks.go). [Set.Plan]'s mixing
 // reports the segments per batch and the rank correlation of position and t0. Jobs of a shared
 // cache that walk one block shuffle keep pace, within what the cache holds (pace.go).
 //

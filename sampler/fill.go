@@ -27,6 +27,8 @@ func (j *Job) draw(g uint64, e int, ex *example, rs *readerState) {
 		j.drawConcurrent(g, e, ex)
 	case j.epochs != nil:
 		j.drawEpochs(g, ue, ex, rs)
+	case j.drawsPairs() && j.loc != nil: // the rule set's pairs in the resident segments
+		j.placePair(ex, j.loc.drawPair(g, ue, rs))
 	case j.drawsPairs(): // the rule set's pairs (pairs.go), drawn uniformly
 		j.placePair(ex, uniform64(hashKey(j.seed, drawT0, g, ue), j.space.N()))
 	case j.loc != nil:

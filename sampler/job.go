@@ -800,18 +800,14 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 		}
 	}
 	epochs := j.cfg.Batch.Order == config.OrderEpochs
-	if j.drawsPairs() && j.mode == SampleLocality && (!epochs || j.pairsInSegments() == nil) {
-		// Locality sampling draws t0 candidates from time segments, and a rule set's own pairs
-		// (each location with its own t0s, t0s off the anchor's times) are no candidates times
-		// sites: they are drawn at random instead (the cache evicts), unless the epochs' block
-		// shuffle can walk them in time segments (pairblocks.go).
-		walk := "stream order's locality sampling over a rule set's own pairs is not built; order = \"epochs\" walks them in time segments"
-		if epochs {
-			walk = "the rule set does not number its pairs in time order"
-		}
+	if j.drawsPairs() && j.mode == SampleLocality && j.pairsInSegments() == nil {
+		// Locality sampling and the block shuffle cut the anchor's time axis into segments; a
+		// rule set's own pairs (each location with its own t0s, t0s off the anchor's times) are
+		// drawn in them when the rule set numbers them in time-ordered runs (pairblocks.go),
+		// and at random otherwise (the cache evicts).
 		j.mode = SampleRandom
-		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (%s); the %.0f MB of decoded data exceed cache_mb %d",
-			j.rules.Name(), walk, float64(j.dataBytes)/(1<<20), mb)
+		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (the rule set does not number its pairs in time order); the %.0f MB of decoded data exceed cache_mb %d",
+			j.rules.Name(), float64(j.dataBytes)/(1<<20), mb)
 	}
 	if j.mode != SampleLocality || epochs {
 		return nil

@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -19,13 +20,14 @@ import (
 // about R segments (Stats.SegmentsPerBatch).
 type locality struct {
 	j        *Job
-	steps    int     // L
-	segs     []int   // non-empty segment numbers
-	times    []int32 // the anchor time indices segments are cut from (Job.segmentTimes)
-	lo, hi   []int32 // candidates of segs[i] are times[lo[i]:hi[i]]
-	resident int     // R
-	every    uint64  // P
-	segBytes int64   // cache bytes one segment needs (the largest)
+	steps    int           // L
+	segs     []int         // non-empty segment numbers
+	times    []int32       // the anchor time indices segments are cut from (Job.segmentTimes)
+	lo, hi   []int32       // candidates of segs[i] are times[lo[i]:hi[i]]
+	resident int           // R
+	every    uint64        // P
+	segBytes int64         // cache bytes one segment needs (the largest)
+	pairs    *pairSegments // a rule set's own pairs drawn in the segments (walkPairs); nil: candidates
 
 	mu    sync.Mutex
 	perms map[uint64][]int32 // pass -> permutation of 0..len(segs)-1 (a few recent passes)
@@ -38,6 +40,9 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 		return int(budget*9/10/max(segBytes, 1)) - 1
 	}
 	l := pickSegments(j, a, fit, 0)
+	if ts := j.pairsInSegments(); ts != nil {
+		l.walkPairs(ts)
+	}
 	r := a.ResidentSegments
 	if r == 0 {
 		r = fit(l.segBytes)
@@ -49,6 +54,9 @@ func newLocality(j *Job, a *Spec) (*locality, error) {
 			config.Spell("segment_steps"))
 	}
 	l.resident = min(r, len(l.segs))
+	if l.pairs != nil {
+		l.pairs.keep = max(l.pairs.keep, 2*l.resident) // the resident set's prefixes, and the next
+	}
 	return l, nil
 }
 
@@ -186,22 +194,48 @@ func (l *locality) draw(g, e uint64, rs *readerState) int {
 		s := l.seq(q + uint64(r))
 		n := int(l.hi[s] - l.lo[s])
 		if u < n {
-			if rs != nil {
-				seen := false
-				for _, x := range rs.segs {
-					if x == s {
-						seen = true
-						break
-					}
-				}
-				if !seen {
-					rs.segs = append(rs.segs, s)
-				}
-			}
+			rs.sawSegment(s)
 			return int(l.times[int(l.lo[s])+u])
 		}
 		u -= n
 	}
 	// Unreachable: u < total. Keep the last candidate rather than fail.
 	return int(l.times[len(l.times)-1])
+}
+
+// size is the samples of segment s: its candidates, or its pairs.
+func (l *locality) size(s int) uint64 {
+	if l.pairs != nil {
+		return l.pairs.n[s]
+	}
+	return uint64(l.hi[s] - l.lo[s])
+}
+
+// drawPair returns the pair of a rule set's own (walkPairs) that example e of global batch g
+// is: uniform over the pairs of the resident set, as draw is over its candidates.
+func (l *locality) drawPair(g, e uint64, rs *readerState) uint64 {
+	q := g / l.every
+	var total uint64
+	for r := 0; r < l.resident; r++ {
+		total += l.pairs.n[l.seq(q+uint64(r))]
+	}
+	u := uniform64(hashKey(l.j.seed, drawT0, g, e), total)
+	for r := 0; r < l.resident; r++ {
+		s := l.seq(q + uint64(r))
+		if n := l.pairs.n[s]; u >= n {
+			u -= n
+			continue
+		}
+		rs.sawSegment(s)
+		return l.pairs.pick(s, u)
+	}
+	return l.pairs.pick(l.seq(q), 0) // unreachable: u < total
+}
+
+// sawSegment counts segment s among the batch's segments (Stats.SegmentsPerBatch); rs may be
+// nil (a draw outside a fill).
+func (rs *readerState) sawSegment(s int) {
+	if rs != nil && !slices.Contains(rs.segs, s) {
+		rs.segs = append(rs.segs, s)
+	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/gobatch/gobatch/sampler/rules"
 )
 
-// The block shuffle over a rule set's own pairs (ocf's per-location mode: each location its
-// own t0s). Such pairs are numbered in runs (a location's pairs, in ascending t0:
+// Time segments of a rule set's own pairs (ocf's per-location mode: each location its own
+// t0s), for the epochs' block shuffle and for locality sampling (drawPair). Such pairs are numbered in runs (a location's pairs, in ascending t0:
 // rules.TimeOrdered), not by time, so a time segment is no range of pair numbers but one range
 // of each run. The epochs cut the anchor's time axis into segments as for t0 candidates
 // (locality.go, over the anchor times at which every window fits), and segment i holds the
@@ -24,8 +24,9 @@ import (
 // pairSegments are the time segments of a TimeOrdered pair space.
 type pairSegments struct {
 	space    rules.TimeOrdered
-	from, to []int64 // segment i holds the pairs with t0 in [from[i], to[i])
-	keep     int     // prefix sums kept (segments of a few groups)
+	n        []uint64 // pairs of segment i
+	from, to []int64  // segment i holds the pairs with t0 in [from[i], to[i])
+	keep     int      // prefix sums kept (segments of a few groups)
 
 	mu     sync.Mutex
 	prefix map[int][]uint64 // segment -> pairs of runs before run k in it, k = 0 .. Runs()
@@ -69,21 +70,21 @@ func (j *Job) pairsInSegments() rules.TimeOrdered {
 	return ts
 }
 
-// newPairBlocks makes the block shuffle over the pairs of ts in the segments of l, group
-// segments per group. Segment i of l begins at its first anchor time (the first at the start
-// of time) and ends where the next begins (the last at the end of time).
-func newPairBlocks(l *locality, ts rules.TimeOrdered, group int, seed uint64) *blocks {
+// segmentStarts are the bounds of l's segments for a rule set's pairs: segment i begins at its
+// first anchor time (the first at the start of time) and ends where the next begins (the last
+// at the end of time), so that every pair lies in one.
+func segmentStarts(l *locality) []int64 {
 	starts := make([]int64, len(l.segs)+1)
 	starts[0], starts[len(l.segs)] = math.MinInt64, math.MaxInt64
 	for i := 1; i < len(l.segs); i++ {
 		starts[i] = l.j.times.value(l.segs[i] * l.steps)
 	}
-	return pairBlocks(ts, starts, group, seed)
+	return starts
 }
 
-// pairBlocks makes the block shuffle over the pairs of ts in the segments [starts[i],
-// starts[i+1]), group segments per group; segments without a pair are left out.
-func pairBlocks(ts rules.TimeOrdered, starts []int64, group int, seed uint64) *blocks {
+// newPairSegments counts the pairs of ts in the segments [starts[i], starts[i+1]) and keeps
+// those that have any; kept reports which.
+func newPairSegments(ts rules.TimeOrdered, starts []int64, keep int) (p *pairSegments, kept []bool) {
 	n := make([]uint64, len(starts)-1)
 	for k := range ts.Runs() { // each run's pairs in each segment
 		prev := ts.Before(k, starts[0])
@@ -93,19 +94,48 @@ func pairBlocks(ts rules.TimeOrdered, starts []int64, group int, seed uint64) *b
 			prev = next
 		}
 	}
-	b := &blocks{group: max(group, 1), seed: seed, layouts: map[uint64]*blockLayout{}}
-	p := &pairSegments{space: ts, keep: max(64, 4*b.group), prefix: map[int][]uint64{}}
-	rank := uint64(0)
+	p = &pairSegments{space: ts, keep: max(64, keep), prefix: map[int][]uint64{}}
+	kept = make([]bool, len(n))
 	for i, c := range n {
-		if c == 0 {
-			continue
+		if kept[i] = c > 0; kept[i] {
+			p.n = append(p.n, c)
+			p.from, p.to = append(p.from, starts[i]), append(p.to, starts[i+1])
 		}
+	}
+	return p, kept
+}
+
+// newPairBlocks makes the block shuffle over the pairs of ts in the segments of l, group
+// segments per group; segments without a pair are left out.
+func newPairBlocks(l *locality, ts rules.TimeOrdered, group int, seed uint64) *blocks {
+	return pairBlocks(ts, segmentStarts(l), group, seed)
+}
+
+// pairBlocks makes the block shuffle over the pairs of ts in the segments [starts[i],
+// starts[i+1]), group segments per group; segments without a pair are left out.
+func pairBlocks(ts rules.TimeOrdered, starts []int64, group int, seed uint64) *blocks {
+	b := &blocks{group: max(group, 1), seed: seed, layouts: map[uint64]*blockLayout{}}
+	b.pairs, _ = newPairSegments(ts, starts, 4*b.group)
+	rank := uint64(0)
+	for _, c := range b.pairs.n {
 		b.lo, b.n = append(b.lo, rank), append(b.n, c)
-		p.from, p.to = append(p.from, starts[i]), append(p.to, starts[i+1])
 		rank += c
 	}
-	b.pairs = p
 	return b
+}
+
+// walkPairs makes locality sampling draw the pairs of ts (drawPair) in l's segments, leaving
+// out the segments without a pair.
+func (l *locality) walkPairs(ts rules.TimeOrdered) {
+	p, kept := newPairSegments(ts, segmentStarts(l), 0) // keep: the resident set's (newLocality)
+	w := 0
+	for i := range l.segs {
+		if kept[i] {
+			l.segs[w], l.lo[w], l.hi[w] = l.segs[i], l.lo[i], l.hi[i]
+			w++
+		}
+	}
+	l.segs, l.lo, l.hi, l.pairs = l.segs[:w], l.lo[:w], l.hi[:w], p
 }
 
 // pick is the pair number of the r-th pair (in run order) of segment s.

@@ -104,3 +104,79 @@ func TestPairBlocksPickAllocatesOnlyOncePerSegment(t *testing.T) {
 		t.Fatalf("%v allocations per pick of a segment in use", a)
 	}
 }
+
+// ocfPerLocationJob is the site-anchored memory job under rules = "ocf", whose PV gaps put it
+// in ocf's per-location mode (each location its own t0s), over a cache of cacheMB.
+func ocfPerLocationJob(t *testing.T, extra string, cacheMB int64) *Job {
+	t.Helper()
+	cfg, err := parseCfg(t, memConfigFmt("locations = \"pv\"\nrules = \"ocf\""+extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJob(cfg, Options{Open: memOpen(newMemNowcast(bigSites)), CacheMB: cacheMB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	if sp := j.SampleSpace(); sp == nil || sp.Mode != "per-location" || !j.drawsPairs() {
+		t.Fatalf("fixture: sample space %+v; want ocf's per-location pairs", sp)
+	}
+	return j
+}
+
+// TestPerLocationPairsInSegments: ocf's per-location pairs over a cache smaller than the data
+// are drawn in the stream from the resident time segments (locality sampling), as the epochs'
+// block shuffle walks them (TestPairBlocks*): every example one of the rule set's pairs
+// (their values against ocf-data-sampler's: python/tests/ocf/test_ocf_space.py), a batch from
+// the resident segments, and far fewer chunks decoded than drawing the pairs at random
+// (sampling = "random") over the same cache.
+func TestPerLocationPairsInSegments(t *testing.T) {
+	t.Parallel() // several jobs, long under -race
+	j := ocfPerLocationJob(t, "", 2)
+	if j.Mode() != SampleLocality || j.loc == nil || j.loc.pairs == nil {
+		t.Fatalf("mode %s: %s", j.Mode(), j.Why())
+	}
+	pairs := map[[2]int64]bool{}
+	for i := range j.space.N() {
+		t0, loc := j.space.Pair(i)
+		pairs[[2]int64{t0, int64(loc)}] = true
+	}
+	buf := batchBuf(j)
+	const batches = 120
+	for b := uint64(0); b < batches; b++ {
+		if err := j.Fill(ctx, b, buf); err != nil {
+			t.Fatal(err)
+		}
+		for e := range 4 {
+			t0, _, cy, cx := j.Draw(b, e)
+			site := -1
+			for k := range j.sites.n() {
+				if y, x := j.sites.centre(k); y == cy && x == cx {
+					site = k
+				}
+			}
+			if !pairs[[2]int64{t0, int64(site)}] {
+				t.Fatalf("batch %d example %d: (t0 %d, location %d) is not one of the rule set's pairs", b, e, t0, site)
+			}
+		}
+	}
+	st := j.Stats()
+	if st.SegmentsPerBatch > float64(j.loc.resident) {
+		t.Errorf("%.2f segments per batch, more than the %d resident", st.SegmentsPerBatch, j.loc.resident)
+	}
+	r := ocfPerLocationJob(t, "\nsampling = \"random\"", 2)
+	if r.loc != nil {
+		t.Fatal("sampling = random: locality")
+	}
+	rbuf := batchBuf(r)
+	for b := uint64(0); b < batches; b++ {
+		if err := r.Fill(ctx, b, rbuf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc, rnd := st.ChunksDecoded[0], r.Stats().ChunksDecoded[0]
+	t.Logf("satellite chunks decoded in %d batches: %d in the resident segments, %d at random; %s", batches, loc, rnd, j.Why())
+	if loc*3 > rnd {
+		t.Errorf("locality decoded %d satellite chunks, random draws %d: want a third or less", loc, rnd)
+	}
+}

@@ -229,7 +229,7 @@ func (j *Job) planMixing() MixingPlan {
 		m = MixingPlan{Segments: len(l.segs), SegmentSteps: l.steps, ResidentSegments: l.resident}
 		for i := 0; i < l.resident; i++ { // the first resident set stands for all
 			s := l.seq(uint64(i))
-			sizes = append(sizes, uint64(l.hi[s]-l.lo[s]))
+			sizes = append(sizes, l.size(s))
 		}
 		m.SegmentsPerBatch = distinctExpected(sizes, j.size)
 	}
