@@ -14,21 +14,22 @@ the datetime features and a t0 embedding), in one run:
   batches long, and restarting the workers for each would measure their start, which a real
   epoch's length hides.
 
-Eight cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth and
+Nine cases: the data in gobatch's cache (its default budget, 1024 MB); a cache of a fifth and
 of a tenth of the satellite (``cache_mb``, at least gobatch's minimum of 16 MB; issue 28's
 regime is the satellite at least 10x the cache); the generation with an hour of NaN at each
 site, so that ocf-data-sampler is in its per-location mode (each site its own t0s), at a
-tenth; the satellite cut along time into 7 stores, the YAML listing them as OCF's real data
-paths list a store per year (in cache); the YAML without its satellite, as OCF's NWP-only
-models are configured (in cache); and concurrent samples, every site for one t0
-(``gobatch.Loader(yaml, concurrent=True)`` against ``PVNetConcurrentDataset`` through a
-DataLoader with ``batch_size=None``, as pvnet-summation's StreamedDataModule loads it; a batch
-is then one t0's sites), in cache and at a tenth of the satellite. ocf-data-sampler has no
-cache of its own; it reads the same files in every case, which stay in the page cache. For
-each loader: batches/s over the timed part, the first batch (loader made and the first batch
-received; the files are in the page cache and torch is imported: warm), and the peak RSS
-summed over the trainer and all its child processes (shmloader, DataLoader workers). The table
-gives gobatch's batches/s over the best ocf loader's.
+tenth, with ``order="epochs"`` and in stream order (every other case: epochs); the satellite
+cut along time into 7 stores, the YAML listing them as OCF's real data paths list a store per
+year (in cache); the YAML without its satellite, as OCF's NWP-only models are configured (in
+cache); and concurrent samples, every site for one t0 (``gobatch.Loader(yaml,
+concurrent=True)`` against ``PVNetConcurrentDataset`` through a DataLoader with
+``batch_size=None``, as pvnet-summation's StreamedDataModule loads it; a batch is then one
+t0's sites), in cache and at a tenth of the satellite. ocf-data-sampler has no cache of its
+own; it reads the same files in every case, which stay in the page cache. For each loader:
+batches/s over the timed part, the first batch (loader made and the first batch received; the
+files are in the page cache and torch is imported: warm), and the peak RSS summed over the
+trainer and all its child processes (shmloader, DataLoader workers). The table gives
+gobatch's batches/s over the best ocf loader's.
 
 Usage::
 
@@ -70,11 +71,12 @@ class Endless:
             self._loader.close()
 
 
-def gobatch_loader(config: str, batch_size: int, cache_mb: int | None, concurrent: bool = False) -> Endless:
+def gobatch_loader(config: str, batch_size: int, cache_mb: int | None, concurrent: bool = False,
+                   order: str = "epochs") -> Endless:
     import gobatch
 
     size = None if concurrent else batch_size
-    loader = gobatch.Loader(config, batch_size=size, order="epochs", framework="torch", cache_mb=cache_mb,
+    loader = gobatch.Loader(config, batch_size=size, order=order, framework="torch", cache_mb=cache_mb,
                             concurrent=concurrent)
     return Endless(lambda: loader, loader)
 
@@ -171,6 +173,7 @@ def main() -> int:
                  f"satellite {sat_mb / small_cache:.1f}x the cache (cache_mb {small_cache})": (config, small_cache, False),
                  f"satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (config, tenth_cache, False),
                  f"per-location, satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (perloc, tenth_cache, False),
+                 f"per-location, stream order, satellite {sat_mb / tenth_cache:.1f}x the cache (cache_mb {tenth_cache})": (perloc, tenth_cache, False),
                  "satellite in 7 stores (in cache)": (sat7, None, False),
                  "no satellite (in cache)": (nosat, None, False),
                  f"concurrent: a batch is one t0's {args.sites} sites (in cache)": (config, None, True),
@@ -179,7 +182,8 @@ def main() -> int:
         results: dict[str, list[Result]] = {case: [] for case in cases}
         for case, (yaml_path, cache_mb, conc) in cases.items():
             out = results[case]
-            out.append(measure("gobatch", lambda: gobatch_loader(yaml_path, args.batch_size, cache_mb, conc),
+            order = "stream" if "stream order" in case else "epochs"
+            out.append(measure("gobatch", lambda: gobatch_loader(yaml_path, args.batch_size, cache_mb, conc, order),
                                max_batches=100000, max_seconds=args.gobatch_seconds, close=lambda l: l.close()))
             print(f"{case}:{row(out[-1], None)}", flush=True)
             dataset = "PVNetConcurrentDataset" if conc else "PVNetDataset"
