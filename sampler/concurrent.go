@@ -10,15 +10,17 @@ import (
 // row k the job's k-th location, as ocf-data-sampler's PVNetConcurrentDataset stacks a sample.
 // The order draws t0s: independently per batch (order = "stream"), or each once per epoch
 // (order = "epochs": an epoch permutes the t0s, one per batch; with the data larger than the
-// cache, the block shuffle of the t0s in time segments: concurrentEpochs). The batch size is the number
-// of locations. The t0s are those every location pairs with: gobatch's t0 candidates, or the
-// rule set's common t0s (rules.PairSpace.Grid); a rule set whose locations do not share their
-// t0s (ocf's per-location mode, where PVNetConcurrentDataset has no t0s either) is refused.
+// cache, the block shuffle walks them in time segments: concurrentEpochs). The batch size is
+// the number of locations. The t0s are those every location pairs with: gobatch's t0
+// candidates, or the rule set's common t0s (rules.PairSpace.Grid); a rule set whose locations
+// do not share their t0s (ocf's per-location mode, where PVNetConcurrentDataset has no t0s
+// either) is refused.
 //
 // One batch reads its t0's chunks once for all its locations: the cache holds a t0's windows
 // whatever the cache size. The windows of nearby t0s overlap (a satellite window of an hour at
-// 5 minutes, t0s every 30 minutes), which only an order that keeps them together reuses. Dropout is drawn once per batch
-// and source, as ocf-data-sampler slices time (and drops out) once per concurrent sample.
+// 5 minutes, t0s every 30 minutes), which only an order that keeps them together reuses.
+// Dropout is drawn once per batch and source, as ocf-data-sampler slices time (and drops out)
+// once per concurrent sample.
 
 // concurrent is the grid of a concurrent job: its t0s and, for each row, the location.
 type concurrent struct {

@@ -9,17 +9,17 @@ import (
 )
 
 // Time segments of a rule set's own pairs (ocf's per-location mode: each location its own
-// t0s), for the epochs' block shuffle and for locality sampling (drawPair). Such pairs are numbered in runs (a location's pairs, in ascending t0:
-// rules.TimeOrdered), not by time, so a time segment is no range of pair numbers but one range
-// of each run. The epochs cut the anchor's time axis into segments as for t0 candidates
-// (locality.go, over the anchor times at which every window fits), and segment i holds the
-// pairs whose t0 lies in [from[i], to[i]): the segments tile the whole time line, so every
-// pair is in exactly one. The shuffle itself (epochs.go) is unchanged: it places samples by
-// their rank in time order (blocks.lo, the pairs of earlier segments), and pairSegments.pick
-// turns a segment and a rank inside it into a pair number: run k's share of the segment is
-// found from the runs' counts in it (a prefix sum per segment, computed when a group first
-// needs it and kept for the few segments in use), never from a table of the pairs (years of
-// t0s times thousands of locations).
+// t0s), for the epochs' block shuffle and for locality sampling (drawPair). Such pairs are
+// numbered in runs (a location's pairs, in ascending t0: rules.TimeOrdered), not by time, so a
+// time segment is no range of pair numbers but one range of each run. The anchor's time axis
+// is cut into segments as for t0 candidates (locality.go, over the anchor times at which every
+// window fits), and segment i holds the pairs whose t0 lies in [from[i], to[i]): the segments
+// tile the whole time line, so every pair is in exactly one. The block shuffle itself
+// (epochs.go) is unchanged: it places samples by their rank in time order (blocks.lo, the
+// pairs of earlier segments), and pairSegments.pick turns a segment and a rank inside it into
+// a pair number: run k's share of the segment is found from the runs' counts in it (a prefix
+// sum per segment, computed when a segment is first drawn from and kept while a few are in
+// use), never from a table of the pairs (years of t0s times thousands of locations).
 
 // pairSegments are the time segments of a TimeOrdered pair space.
 type pairSegments struct {
@@ -60,8 +60,9 @@ func (j *Job) fitsAll(t0 int64) bool {
 	return true
 }
 
-// pairsInSegments says whether the epochs walk the rule set's pairs in time segments: with
-// order = "epochs" over a space numbered in time-ordered runs.
+// pairsInSegments returns the rule set's pairs when they can be drawn in time segments (the
+// epochs' block shuffle, locality sampling): a space numbered in time-ordered runs; nil
+// otherwise.
 func (j *Job) pairsInSegments() rules.TimeOrdered {
 	ts, ok := j.space.(rules.TimeOrdered)
 	if !ok || !j.drawsPairs() || len(j.segmentTimes()) == 0 {
