@@ -104,8 +104,7 @@ func (j *Job) concurrentEpochs(a *Spec, s Stream) error {
 	if j.epochs, err = newEpochs(j.cfg, n, 1, 1, s); err != nil {
 		return err
 	}
-	fits := j.dataBytes <= j.cache.Budget()*9/10
-	if a.Sampling == SampleRandom || (fits && a.Sampling == SampleAuto) || uint64(len(j.cands)) != n {
+	if a.Sampling == SampleRandom || (j.dataFits() && a.Sampling == SampleAuto) || uint64(len(j.cands)) != n {
 		return nil // the t0s in the cache, or not all anchor times (j.cands are then not the t0s)
 	}
 	j.mode = SampleLocality

@@ -790,7 +790,7 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 		return nil
 	}
 	j.mode = a.Sampling
-	fits := j.dataBytes <= j.cache.Budget()*9/10
+	fits := j.dataFits()
 	need := j.dataBytes*10/9>>20 + 1 // cache_mb that holds everything, with 10% headroom
 	if j.mode == SampleAuto {
 		j.mode = SampleLocality // why: below, once locality is known to fit
@@ -799,7 +799,6 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 			j.why = fmt.Sprintf("auto chose random: the %.0f MB of decoded data fit in cache_mb %d", float64(j.dataBytes)/(1<<20), mb)
 		}
 	}
-	epochs := j.cfg.Batch.Order == config.OrderEpochs
 	if j.drawsPairs() && j.mode == SampleLocality && j.pairsInSegments() == nil {
 		// Locality sampling and the block shuffle cut the anchor's time axis into segments; a
 		// rule set's own pairs (each location with its own t0s, t0s off the anchor's times) are
@@ -809,7 +808,7 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 		j.why = fmt.Sprintf("rules = %q: the pairs are drawn at random with evictions (the rule set does not number its pairs in time order); the %.0f MB of decoded data exceed cache_mb %d",
 			j.rules.Name(), float64(j.dataBytes)/(1<<20), mb)
 	}
-	if j.mode != SampleLocality || epochs {
+	if j.mode != SampleLocality || j.cfg.Batch.Order == config.OrderEpochs {
 		return nil
 	}
 	var err error
@@ -828,6 +827,12 @@ func (j *Job) chooseMode(a *Spec, cacheMB int64) error {
 	}
 	return err
 }
+
+// cacheRoom is what the cache holds for sampling decisions: its budget less 10% headroom.
+func (j *Job) cacheRoom() int64 { return j.cache.Budget() * 9 / 10 }
+
+// dataFits says whether every source's decoded data fit in the cache (cacheRoom).
+func (j *Job) dataFits() bool { return j.dataBytes <= j.cacheRoom() }
 
 // localityNeedMB is the smallest cache_mb that locality sampling accepts (two segments of the
 // shortest length, with 10% headroom).
@@ -861,7 +866,9 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 			return err
 		}
 		ts := j.pairsInSegments()
-		j.why = j.blockWhy(j.blockShuffle(a, func(l *locality, group int) *blocks { return newPairBlocks(l, ts, group, j.seed) }))
+		j.why = j.blockWhy(j.blockShuffle(a, func(l *locality, group int) *blocks {
+			return pairBlocks(ts, segmentStarts(l), group, j.seed)
+		}))
 		return nil
 	}
 	locations := uint64(1) // a drawn centre per t0
@@ -882,7 +889,7 @@ func (j *Job) chooseOrder(a *Spec, s Stream) error {
 // them.
 func (j *Job) blockShuffle(a *Spec, made func(l *locality, group int) *blocks) (*locality, string) {
 	fit := func(segBytes int64) int { // this group and the next fit
-		return int(j.cache.Budget()*9/10/max(segBytes, 1)) / 2
+		return int(j.cacheRoom()/max(segBytes, 1)) / 2
 	}
 	l := pickSegments(j, a, fit, groupMix)
 	group := a.ResidentSegments

@@ -37,7 +37,7 @@ type locality struct {
 func newLocality(j *Job, a *Spec) (*locality, error) {
 	budget := j.cache.Budget()
 	fit := func(segBytes int64) int { // resident segments the budget holds, one spare for rotation
-		return int(budget*9/10/max(segBytes, 1)) - 1
+		return int(j.cacheRoom()/max(segBytes, 1)) - 1
 	}
 	l := pickSegments(j, a, fit, 0)
 	if ts := j.pairsInSegments(); ts != nil {

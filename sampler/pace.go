@@ -153,7 +153,7 @@ func (j *Job) pace(ctx context.Context, g uint64) error {
 // (its group, and the next when it fetches ahead: fetchGroupsAhead).
 func (j *Job) paceLag() uint64 {
 	group := max(int64(j.epochs.blocks.group)*j.blockBytes, 1)
-	held := j.cache.Budget() * 9 / 10 / group // as the group was sized (chooseOrder)
+	held := j.cacheRoom() / group // as the group was sized (blockShuffle)
 	own := int64(1)
 	if j.ahead != nil && j.ahead.batches > 0 {
 		own = 2

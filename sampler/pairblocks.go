@@ -106,20 +106,15 @@ func newPairSegments(ts rules.TimeOrdered, starts []int64, keep int) (p *pairSeg
 	return p, kept
 }
 
-// newPairBlocks makes the block shuffle over the pairs of ts in the segments of l, group
-// segments per group; segments without a pair are left out.
-func newPairBlocks(l *locality, ts rules.TimeOrdered, group int, seed uint64) *blocks {
-	return pairBlocks(ts, segmentStarts(l), group, seed)
-}
-
 // pairBlocks makes the block shuffle over the pairs of ts in the segments [starts[i],
 // starts[i+1]), group segments per group; segments without a pair are left out.
 func pairBlocks(ts rules.TimeOrdered, starts []int64, group int, seed uint64) *blocks {
 	b := &blocks{group: max(group, 1), seed: seed, layouts: map[uint64]*blockLayout{}}
 	b.pairs, _ = newPairSegments(ts, starts, 4*b.group)
+	b.n = b.pairs.n
 	rank := uint64(0)
-	for _, c := range b.pairs.n {
-		b.lo, b.n = append(b.lo, rank), append(b.n, c)
+	for _, c := range b.n { // lo: the rank in time order of each segment's first pair
+		b.lo = append(b.lo, rank)
 		rank += c
 	}
 	return b

@@ -212,7 +212,7 @@ type PairSpace interface {
 // TimeOrdered is implemented by a PairSpace whose pairs are numbered in runs, each run's pairs
 // in ascending t0 (ocf's per-location pairs: a location's own t0s, location by location). The
 // pairs of a span of time are then one index range of each run, so the epochs' block shuffle
-// can walk time segments of the pairs without a table of them.
+// and locality sampling can draw them by time segments without a table of them.
 type TimeOrdered interface {
 	// Runs is the number of runs; run k's pairs are [Before(k, MinInt64), Before(k, MaxInt64)).
 	Runs() int

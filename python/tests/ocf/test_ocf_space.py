@@ -243,6 +243,7 @@ def test_per_location_pairs_in_time_segments(root: Path, refs: dict[str, dict], 
     build before decoded 152 for the 152 pairs of an epoch); the stream draws only ocf's pairs;
     the rows of both are ocf-data-sampler's samples."""
     import gobatch
+    from test_ocf_concurrent import _copy
     from test_ocf_layout import assert_batches_are_ocf_samples
 
     monkeypatch.chdir(root)
@@ -253,9 +254,6 @@ def test_per_location_pairs_in_time_segments(root: Path, refs: dict[str, dict], 
     meta = json.loads((root / "sat.zarr" / "data" / ".zarray").read_text())
     sat_chunks = -(-meta["shape"][1] // meta["chunks"][1])
     want = {tuple(p) for p in refs["per_location"]["pairs"]}
-
-    def copy(v):
-        return {k: copy(x) for k, x in v.items()} if isinstance(v, dict) else (v.copy() if isinstance(v, np.ndarray) else v)
 
     def pairs_of(batch) -> list[tuple[int, int]]:
         return list(zip(np.asarray(batch["t0"]).tolist(), np.asarray(batch["location_id"]).tolist()))
@@ -269,7 +267,7 @@ def test_per_location_pairs_in_time_segments(root: Path, refs: dict[str, dict], 
             for batch in loader:
                 got += pairs_of(batch)
                 if len(first) < 2:
-                    first.append(copy(dict(batch)))
+                    first.append(_copy(dict(batch)))
             assert len(got) == len(loader) * SIZE == len(set(got)), f"epoch {epoch}: a pair twice"
             assert set(got) <= want and len(want) - len(got) < SIZE, sorted(set(got) ^ want)[:5]
             now = loader.stats()["chunks_decoded"][sat]  # with what the ring filled ahead
@@ -280,7 +278,7 @@ def test_per_location_pairs_in_time_segments(root: Path, refs: dict[str, dict], 
         for k, batch in enumerate(loader):
             got += pairs_of(batch)
             if k < 2:
-                first.append(copy(dict(batch)))
+                first.append(_copy(dict(batch)))
             if k == 39:
                 break
     assert set(got) <= want, sorted(set(got) - want)[:5]
